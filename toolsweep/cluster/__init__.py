@@ -1,0 +1,1 @@
+"""The driver: config, connecting to or starting Ray, the scheduler, the CLI."""

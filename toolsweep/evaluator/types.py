@@ -1,0 +1,196 @@
+"""The shared vocabulary of toolsweep: messages, observations, work units, results.
+
+Everything here is a plain pydantic record so it crosses process boundaries (Ray, Parquet, JSON)
+unchanged. No Ray, vLLM, MLflow or torch imports in this package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FunctionCall(BaseModel):
+    """OpenAI function-call payload; `arguments` is the raw JSON string the model produced."""
+
+    name: str
+    arguments: str = "{}"
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class Message(BaseModel):
+    """One chat message in OpenAI format: the one language between environments, agents and models."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def text(self) -> str:
+        """The message's text content (image parts dropped); empty string when there is none."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.get("text", "") for part in self.content if part.get("type") == "text")
+
+    def to_openai(self) -> dict[str, Any]:
+        """The dict an OpenAI-compatible endpoint expects (None fields left out)."""
+        return self.model_dump(exclude_none=True)
+
+
+class TerminationReason(str, Enum):
+    """Why an episode ended. Only INFRA_ERROR is retried, and it never enters a metric."""
+
+    ANSWERED = "answered"
+    MAX_TURNS = "max_turns"
+    AGENT_FORMAT_ERROR = "agent_format_error"
+    CONTEXT_EXCEEDED = "context_exceeded"
+    TIMEOUT = "timeout"
+    ENV_ERROR = "env_error"
+    INFRA_ERROR = "infra_error"
+
+
+class Observation(BaseModel):
+    """What the environment shows the agent after reset() or step().
+
+    `messages` are the *new* messages to append to the conversation; `tools` are the OpenAI tool
+    schemas currently visible (empty for benchmarks whose actions are plain text); `info` carries the
+    environment's structured record of the step (the parsed action, flags) for the trajectory.
+    """
+
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    done: bool = False
+    termination: TerminationReason | None = None
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+EpisodeMetrics = dict[str, float]
+"""Per-episode numbers as the paper defines them. NaN means "not defined for this episode" (the
+episode is left out of that metric's mean). Ratio metrics store numerator and denominator as
+separate keys; see `MetricSpec`."""
+
+
+class Usage(BaseModel):
+    """Cost of one model call, recorded per turn."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+
+class AgentReply(BaseModel):
+    """What a policy returns for one turn: the message plus what it cost."""
+
+    message: Message
+    usage: Usage = Field(default_factory=Usage)
+
+
+class Sampling(BaseModel):
+    """Sampling parameters sent to a model; part of a unit's identity."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(0.0, ge=0.0, description="0 = greedy, as most agent papers decode.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(1024, gt=0, description="Cap on tokens per model reply.")
+
+
+def canonical_json(obj: Any) -> str:
+    """Stable JSON (sorted keys, no spaces) so hashes do not depend on dict order."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def stable_seed(*parts: Any) -> int:
+    """A 63-bit seed from sha256 over the parts; never Python's salted hash()."""
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+class WorkUnit(BaseModel):
+    """One episode to run: (sweep, model, benchmark, setting, task, seed) plus sampling.
+
+    `seed` is the environment seed as the user wrote it (e.g. the paper's 42/1000/2000/3000); every
+    model sees the same environment for the same (benchmark, setting, task_id, seed). The unit's own
+    RNG seed (`rng_seed`, for sampling and random policies) is derived from `unit_id`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    sweep: str
+    model: str
+    benchmark: str
+    setting: str
+    task_id: str
+    seed: int
+    sampling: Sampling = Field(default_factory=Sampling)
+
+    @property
+    def unit_id(self) -> str:
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
+
+    @property
+    def rng_seed(self) -> int:
+        return int(self.unit_id[:15], 16)
+
+    @property
+    def cell(self) -> tuple[str, str, str]:
+        """The (model, benchmark, setting) cell this unit's metrics aggregate into."""
+        return (self.model, self.benchmark, self.setting)
+
+
+class Step(BaseModel):
+    """One agent turn in the trajectory: what the agent said, what it cost, what came back."""
+
+    reply: Message
+    usage: Usage = Field(default_factory=Usage)
+    observation: list[Message] = Field(default_factory=list)
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class Trajectory(BaseModel):
+    messages: list[Message] = Field(default_factory=list)
+    steps: list[Step] = Field(default_factory=list)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(s.usage.prompt_tokens for s in self.steps)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(s.usage.completion_tokens for s in self.steps)
+
+
+class EpisodeResult(BaseModel):
+    """A finished unit: how it ended, what happened, and the metrics its paper defines."""
+
+    unit: WorkUnit
+    termination: TerminationReason
+    metrics: EpisodeMetrics = Field(default_factory=dict)
+    trajectory: Trajectory = Field(default_factory=Trajectory)
+    error: str | None = None
+    wall_time_s: float = 0.0
+    node_id: str = ""
+    worker_id: str = ""
+    attempts: int = 1
+
+    @property
+    def unit_id(self) -> str:
+        return self.unit.unit_id
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.trajectory.steps)
