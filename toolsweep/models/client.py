@@ -1,0 +1,333 @@
+"""The async chat client every LLM is reached through, and the endpoint specs workers receive.
+
+One interface (`ChatClient.chat`) for a hosted API, a vLLM server the cluster started, and the
+in-process transformers backend. Transport failures (5xx, 429, refused or dropped connections,
+timeouts) are retried with exponential backoff and become `InfraError` when the retries run out, so
+the scheduler requeues the unit; a 4xx is the request's fault and is never retried; a context
+overflow becomes `ContextExceeded`, which the episode records as a result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import threading
+import time
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolsweep.evaluator.protocols import ContextExceeded, InfraError
+from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
+
+
+class ModelRequestError(Exception):
+    """The endpoint rejected the request (4xx other than 429 and context overflow): a bad config or
+    request, not a transient failure; retrying would get the same answer."""
+
+    def __init__(self, status: int, body: str, url: str) -> None:
+        super().__init__(f"HTTP {status} from {url}: {body[:500]}")
+        self.status = status
+        self.body = body
+
+
+class ChatResponse(BaseModel):
+    """One model call: the assistant message and what it cost."""
+
+    message: Message
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    replica: str = ""
+    attempts: int = 1
+
+
+class ChatClient(Protocol):
+    """The one-method interface every model kind implements."""
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        sampling: Sampling | None = None,
+        seed: int | None = None,
+        session: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> ChatResponse: ...
+
+
+class Endpoint(BaseModel):
+    """A picklable description of how to reach one model; workers build clients from it.
+
+    `kind="openai"`: `base_urls` are the replicas of one model (session-sticky routing picks one per
+    episode so the prefix cache serves its growing conversation). `kind="hf"`: `hf` is the
+    `HFModelConfig` dump and the worker loads the model in-process.
+    """
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    kind: Literal["openai", "hf"] = "openai"
+    name: str = Field(description="The model's label in the sweep.")
+    model: str = Field("", description="Model name sent in requests.")
+    base_urls: list[str] = Field(default_factory=list)
+    api_key_env: str | None = None
+    max_in_flight: int = 64
+    timeout_s: float = 600.0
+    max_retries: int = 5
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    system_prompt: str | None = None
+    hf: dict[str, Any] | None = None
+    generation: int = Field(0, description="Bumped when replicas are restarted (new URLs).")
+
+    def cache_key(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
+
+
+_CONTEXT_PATTERNS = re.compile(
+    r"maximum context length|context length|context_length_exceeded|longer than the maximum model"
+    r"|exceeds the model's maximum|prompt is too long|too many tokens|max_model_len",
+    re.IGNORECASE,
+)
+_RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+def parse_message(raw: dict[str, Any]) -> Message:
+    """An OpenAI response message as a `Message`, kept as the model produced it.
+
+    Tool-call arguments stay raw strings (a dict is re-serialised); a missing id gets a stable one.
+    Nothing is validated here: the environment judges the reply.
+    """
+    calls = []
+    for i, call in enumerate(raw.get("tool_calls") or []):
+        fn = call.get("function") or {}
+        args = fn.get("arguments", "{}")
+        if not isinstance(args, str):
+            args = json.dumps(args)
+        calls.append(
+            ToolCall(id=call.get("id") or f"call_{i}", function=FunctionCall(name=fn.get("name") or "", arguments=args))
+        )
+    extra = {}
+    for key in ("reasoning_content", "reasoning"):
+        if raw.get(key):
+            extra[key] = raw[key]
+    content = raw.get("content")
+    if content is None and not calls:
+        content = ""
+    return Message(role="assistant", content=content, tool_calls=calls or None, **extra)
+
+
+def request_messages(messages: list[Message] | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as sent to an endpoint: only the standard OpenAI fields (no reasoning or extras)."""
+    out = []
+    for m in messages:
+        msg = m if isinstance(m, Message) else Message.model_validate(m)
+        d: dict[str, Any] = {"role": msg.role, "content": msg.content if msg.content is not None else ""}
+        if msg.tool_calls:
+            d["tool_calls"] = [tc.model_dump() for tc in msg.tool_calls]
+            if not msg.content:
+                d["content"] = None
+        if msg.tool_call_id is not None:
+            d["tool_call_id"] = msg.tool_call_id
+        if msg.name is not None:
+            d["name"] = msg.name
+        out.append(d)
+    return out
+
+
+def pick_replica(urls: list[str], session: str | None, attempt: int = 0) -> str:
+    """Session-sticky choice: every request of one episode goes to the same replica (prefix cache);
+    a retry after a transport error moves to the next one."""
+    if not urls:
+        raise InfraError("the endpoint has no replicas")
+    index = (stable_seed("replica", session) if session else random.randrange(len(urls))) + attempt
+    return urls[index % len(urls)]
+
+
+class OpenAIClient:
+    """Async client of OpenAI-compatible chat endpoints (aiohttp), one per process and endpoint.
+
+    Safe to share between the episodes of a worker; a semaphore per event loop caps the requests
+    in flight at the endpoint's `max_in_flight`.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self._per_loop: dict[int, tuple[asyncio.AbstractEventLoop, Any, asyncio.Semaphore]] = {}
+        self._lock = threading.Lock()
+        self._jitter = random.Random(stable_seed("backoff", endpoint.name))
+
+    def _api_key(self) -> str | None:
+        env = self.endpoint.api_key_env
+        if not env:
+            return None
+        key = os.environ.get(env)
+        if key is None:
+            raise ModelRequestError(0, f"environment variable {env} (api_key_env) is not set", self.endpoint.name)
+        return key
+
+    def _session(self) -> tuple[Any, asyncio.Semaphore]:
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for key, (old_loop, old_session, _) in list(self._per_loop.items()):
+                if old_loop.is_closed():
+                    # The loop that owned it is gone (e.g. asyncio.run per call): release the
+                    # connector's sockets synchronously, it cannot be awaited any more.
+                    del self._per_loop[key]
+                    try:
+                        old_session.connector.close()
+                    except Exception:  # noqa: BLE001 - best effort on a dead loop
+                        pass
+            entry = self._per_loop.get(id(loop))
+            if entry is None or entry[0] is not loop or entry[1].closed:
+                connector = aiohttp.TCPConnector(limit=self.endpoint.max_in_flight + 4)
+                session = aiohttp.ClientSession(connector=connector)
+                entry = (loop, session, asyncio.Semaphore(self.endpoint.max_in_flight))
+                self._per_loop[id(loop)] = entry
+            return entry[1], entry[2]
+
+    async def aclose(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._per_loop.pop(id(loop), None)
+        if entry is not None:
+            await entry[1].close()
+
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        sampling: Sampling | None = None,
+        seed: int | None = None,
+        session: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> ChatResponse:
+        sampling = sampling or Sampling()
+        body: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+        }
+        if seed is not None:
+            body["seed"] = seed
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+        body.update(self.endpoint.extra_body)
+        body.update(extra_body or {})
+        headers = {"Content-Type": "application/json"}
+        key = self._api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        http, semaphore = self._session()
+        last = ""
+        async with semaphore:
+            for attempt in range(self.endpoint.max_retries + 1):
+                url = pick_replica(self.endpoint.base_urls, session, attempt).rstrip("/") + "/chat/completions"
+                start = time.monotonic()
+                try:
+                    data = await self._post(http, url, body, headers)
+                except _Retryable as exc:
+                    last = f"{url}: {exc}"
+                    if attempt < self.endpoint.max_retries:
+                        await asyncio.sleep(self._delay(attempt, exc.retry_after))
+                    continue
+                return self._response(data, url, time.monotonic() - start, attempt + 1)
+        raise InfraError(
+            f"model {self.endpoint.name!r} unreachable after {self.endpoint.max_retries + 1} attempts; last: {last}"
+        )
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, self.backoff_max_s)
+        base = min(self.backoff_s * 2**attempt, self.backoff_max_s)
+        return base * (0.5 + self._jitter.random() / 2)
+
+    async def _post(self, http: Any, url: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        import aiohttp
+
+        timeout = aiohttp.ClientTimeout(total=self.endpoint.timeout_s)
+        try:
+            async with http.post(url, json=body, headers=headers, timeout=timeout) as resp:
+                text = await resp.text()
+                status = resp.status
+                retry_after = resp.headers.get("Retry-After")
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError, OSError) as exc:
+            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        if status in _RETRYABLE_STATUS:
+            try:
+                after = float(retry_after) if retry_after else None
+            except ValueError:
+                after = None
+            raise _Retryable(f"HTTP {status}: {text[:200]}", after)
+        if 400 <= status < 500:
+            if _CONTEXT_PATTERNS.search(text):
+                raise ContextExceeded(f"HTTP {status} from {url}: {text[:500]}")
+            raise ModelRequestError(status, text, url)
+        if status >= 500:
+            raise _Retryable(f"HTTP {status}: {text[:200]}")
+        try:
+            data = json.loads(text)
+            data["choices"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            # A proxy's HTML page or a truncated body: the server is not answering properly.
+            raise _Retryable(f"malformed response body: {text[:200]!r}") from exc
+        return data
+
+    @staticmethod
+    def _response(data: dict[str, Any], url: str, latency: float, attempts: int) -> ChatResponse:
+        choice = data["choices"][0]
+        usage = data.get("usage") or {}
+        return ChatResponse(
+            message=parse_message(choice["message"]),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            latency_s=latency,
+            finish_reason=choice.get("finish_reason"),
+            replica=url.rsplit("/chat/completions", 1)[0],
+            attempts=attempts,
+        )
+
+
+_clients: dict[str, ChatClient] = {}
+_clients_lock = threading.Lock()
+
+
+def client_for(endpoint: Endpoint | dict[str, Any]) -> ChatClient:
+    """The process-wide client of an endpoint (built once; an in-process model is loaded once)."""
+    ep = endpoint if isinstance(endpoint, Endpoint) else Endpoint.model_validate(endpoint)
+    key = ep.cache_key()
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            if ep.kind == "hf":
+                from toolsweep.models.hf import HFClient
+
+                client = HFClient.shared(ep.hf or {})
+            else:
+                client = OpenAIClient(ep)
+            _clients[key] = client
+        return client

@@ -1,0 +1,74 @@
+"""LLMPolicy: the generic chat agent that plays any benchmark through a chat client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolsweep.evaluator.types import AgentReply, Message, Sampling, Usage, stable_seed
+from toolsweep.models.client import ChatClient, request_messages
+
+# OpenAI-compatible servers take a seed as a signed 32/64-bit int depending on the implementation;
+# 31 bits fit all of them.
+_SEED_BITS = 31
+
+
+class LLMPolicy:
+    """Builds the request from the conversation the environment produced and asks the model.
+
+    Native tool calls when the environment shows tools (`tools` non-empty), plain text otherwise.
+    Sampling parameters come from the work unit, and so does the seed: each turn's seed is derived
+    from the unit's `rng_seed` and the turn's position, so a rerun of a unit asks the same questions
+    with the same seeds. The reply goes back unjudged (a malformed action is the environment's to
+    score); `ContextExceeded` and `InfraError` from the client propagate to `run_episode`.
+    """
+
+    def __init__(
+        self,
+        client: ChatClient,
+        sampling: Sampling | None = None,
+        *,
+        seed: int = 0,
+        session: str | None = None,
+        system_prompt: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.client = client
+        self.sampling = sampling or Sampling()
+        self.seed = seed
+        self.session = session
+        self.system_prompt = system_prompt
+        self.extra_body = extra_body or {}
+        self.calls = 0
+
+    def build_request(self, messages: list[Message]) -> list[dict[str, Any]]:
+        """The messages sent to the model: the conversation, with the configured system prompt
+        first when the environment gave none."""
+        out = request_messages(messages)
+        if self.system_prompt and not (out and out[0]["role"] == "system"):
+            out.insert(0, {"role": "system", "content": self.system_prompt})
+        return out
+
+    def turn_seed(self, messages: list[Message]) -> int:
+        return stable_seed(self.seed, "turn", len(messages)) & ((1 << _SEED_BITS) - 1)
+
+    async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        response = await self.client.chat(
+            self.build_request(messages),
+            tools=tools or None,
+            sampling=self.sampling,
+            seed=self.turn_seed(messages),
+            session=self.session,
+            extra_body=self.extra_body or None,
+        )
+        self.calls += 1
+        usage = Usage(
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            latency_s=response.latency_s,
+        )
+        message = response.message
+        if response.finish_reason == "length":
+            # A reply cut at max_tokens is still the model's answer; the flag lets a reader tell it
+            # apart from one the model ended itself.
+            message = message.model_copy(update={"truncated": True})
+        return AgentReply(message=message, usage=usage)
