@@ -9,6 +9,7 @@ built once.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from importlib.metadata import entry_points
 from typing import Any
@@ -17,6 +18,7 @@ from toolsweep.evaluator.protocols import Benchmark
 from toolsweep.evaluator.types import canonical_json
 
 ENTRY_POINT_GROUP = "toolsweep.benchmarks"
+EXTRA_ENV = "TOOLSWEEP_EXTRA_BENCHMARKS"
 
 _extra: dict[str, str] = {}
 _instances: dict[tuple[str, str], Benchmark] = {}
@@ -33,10 +35,24 @@ def register_benchmark(name: str, target: str) -> None:
     _extra[name] = target
 
 
+def extra_benchmarks() -> dict[str, str]:
+    """Benchmarks registered at run time: `register_benchmark` calls plus the environment variable
+    TOOLSWEEP_EXTRA_BENCHMARKS="name=module:Class,..." (a plugin without packaging). The driver
+    hands these to every worker, so they work on remote nodes too."""
+    found = {}
+    for item in filter(None, os.environ.get(EXTRA_ENV, "").split(",")):
+        name, sep, target = item.partition("=")
+        if not sep or ":" not in target:
+            raise ValueError(f"{EXTRA_ENV} entries look like name=module:Class, got {item!r}")
+        found[name.strip()] = target.strip()
+    found.update(_extra)
+    return found
+
+
 def available_benchmarks() -> dict[str, str]:
     """name -> "module:Class" for every registered benchmark."""
     found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    found.update(_extra)
+    found.update(extra_benchmarks())
     return dict(sorted(found.items()))
 
 

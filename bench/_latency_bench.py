@@ -1,0 +1,69 @@
+"""A benchmark plugin for measuring the scheduler itself: every episode is exactly `turns` agent
+turns, and the scripted `fixed_latency` policy answers each turn after `latency_s` of waiting, like
+a model endpoint with fixed latency. Registered by bench/scheduler.py only."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from toolsweep.evaluator import AgentReply, Benchmark, Message, MetricSpec, Observation, TerminationReason
+
+
+class ChainEnv:
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+        self.done_turns = 0
+
+    def reset(self) -> Observation:
+        return Observation(messages=[Message(role="user", content="count with me")])
+
+    def step(self, reply: Message) -> Observation:
+        self.done_turns += 1
+        done = self.done_turns >= self.turns
+        return Observation(messages=[Message(role="user", content=str(self.done_turns))], done=done,
+                           termination=TerminationReason.ANSWERED if done else None)
+
+    def result(self) -> dict[str, float]:
+        return {"turns": float(self.done_turns)}
+
+
+class FixedLatencyPolicy:
+    def __init__(self, latency_s: float) -> None:
+        self.latency_s = latency_s
+
+    async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        return AgentReply(message=Message(role="assistant", content="next"))
+
+
+class LatencyBench(Benchmark):
+    name = "latency"
+    version = "1"
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        n_tasks: int = 256
+        turns: int = 5
+        latency_s: float = 0.1
+
+    def settings(self) -> dict[str, dict[str, Any]]:
+        return {"chain": {}}
+
+    def tasks(self, setting: str) -> list[str]:
+        return [f"e{i}" for i in range(self.options.n_tasks)]
+
+    def make_env(self, task_id: str, setting: str, seed: int) -> ChainEnv:
+        return ChainEnv(self.options.turns)
+
+    def metrics(self, setting: str | None = None) -> list[MetricSpec]:
+        return [MetricSpec(name="turns")]
+
+    def scripted_policies(self) -> dict[str, str]:
+        return {"fixed_latency": "answers every turn after a fixed delay"}
+
+    def make_scripted_policy(self, name: str, env: Any, seed: int) -> FixedLatencyPolicy:
+        return FixedLatencyPolicy(self.options.latency_s)

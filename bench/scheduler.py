@@ -1,0 +1,92 @@
+"""Scheduler efficiency and environment throughput, measured through the real cluster path.
+
+1. A model endpoint with fixed latency L per call, N episodes of T turns, concurrency K:
+   the sweep's wall time against the ideal ceil(N/K)*T*L (target: ideal/actual >= 0.9 at K = 64).
+2. Environment-only throughput with scripted policies (no model): episodes/s and steps/s with 1 and
+   2 rollout workers, on a real benchmark.
+
+    python bench/scheduler.py [--episodes 512 --turns 5 --latency 0.1] [--benchmark toolmaze]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")])
+
+from toolsweep.cluster.config import SweepConfig  # noqa: E402
+from toolsweep.cluster.driver import run_sweep  # noqa: E402
+from toolsweep.evaluator.registry import get_benchmark  # noqa: E402
+
+EXTRA = {"latency": "_latency_bench:LatencyBench"}
+
+
+def sweep(tmp: str, name: str, models: list[dict], bench: dict, workers: int, per_worker: int, seeds=1) -> tuple[float, object]:
+    cfg = SweepConfig.model_validate({
+        "name": name, "seeds": seeds, "models": models, "benchmarks": [bench],
+        "concurrency": {"workers": workers, "episodes_per_worker": per_worker},
+        "bootstrap": {"n_resamples": 1000, "live_n_resamples": 100},
+        "output_dir": tmp, "mlflow": False,
+    })
+    t0 = time.perf_counter()
+    out = run_sweep(cfg, progress=False, extra_benchmarks=EXTRA, log=lambda m: None)
+    return time.perf_counter() - t0, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--episodes", type=int, default=512)
+    ap.add_argument("--turns", type=int, default=5)
+    ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--benchmark", default="toolmaze", help="benchmark for the environment-only table")
+    ap.add_argument("--env-tasks", type=int, default=100)
+    args = ap.parse_args()
+
+    import ray
+
+    from toolsweep.evaluator.registry import register_benchmark
+
+    register_benchmark("latency", EXTRA["latency"])
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"scheduler efficiency: N={args.episodes} episodes x T={args.turns} turns, L={args.latency*1000:.0f} ms per call")
+        print(f"{'K':>5} {'workers':>8} {'ideal s':>9} {'actual s':>9} {'ideal/actual':>13}")
+        # The Ray session is already warm; the driver's fixed costs (manifest, report) are in "actual".
+        for k, workers in ((16, 1), (64, 1), (64, 2), (128, 2)):
+            bench = {"name": "latency", "settings": ["chain"],
+                     "options": {"n_tasks": args.episodes, "turns": args.turns, "latency_s": args.latency}}
+            models = [{"name": "fixed", "kind": "scripted", "policy": "fixed_latency", "max_in_flight": k}]
+            actual, out = sweep(tmp, f"lat{k}w{workers}", models, bench, workers, math.ceil(k / workers))
+            ideal = math.ceil(args.episodes / k) * args.turns * args.latency
+            assert out.done == args.episodes
+            print(f"{k:>5} {workers:>8} {ideal:>9.2f} {actual:>9.2f} {ideal / actual:>13.3f}")
+
+        name = args.benchmark
+        try:
+            b = get_benchmark(name)
+            setting = next(iter(b.settings()))
+        except Exception as exc:  # noqa: BLE001
+            print(f"\n(environment-only table skipped: {name}: {exc})")
+            return
+        print(f"\nenvironment-only throughput: {name} / {setting}, oracle, {args.env_tasks} tasks x 2 seeds")
+        print(f"{'workers':>8} {'episodes':>9} {'steps':>7} {'wall s':>8} {'episodes/s':>11} {'steps/s':>9}")
+        for workers in (1, 2):
+            bench = {"name": name, "settings": [setting], "tasks": {"limit": args.env_tasks}}
+            models = [{"name": "oracle", "kind": "scripted", "policy": "oracle"}]
+            wall, out = sweep(tmp, f"env{workers}", models, bench, workers, 64, seeds=2)
+            steps = sum(out.run_dir.read_table(columns=["num_turns"]).column("num_turns").to_pylist())
+            print(f"{workers:>8} {out.done:>9} {steps:>7} {wall:>8.2f} {out.done / wall:>11.1f} {steps / wall:>9.0f}")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Config validation: every mistake named with its field and the allowed values, before Ray starts."""
+
+import textwrap
+
+import pytest
+
+from toolsweep.cluster.cli import main
+from toolsweep.cluster.config import ConfigError, load_config, resolve_plans
+
+GOOD = """
+name: t
+seeds: 2
+models:
+  - {name: oracle, kind: scripted, policy: oracle}
+benchmarks:
+  - name: fake
+    settings: [small]
+"""
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "sweep.yaml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_good_config_expands(tmp_path, capsys):
+    assert main(["validate", str(_write(tmp_path, GOOD))]) == 0
+    assert "20 units in 1 cells" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "bad, expected",
+    [
+        (GOOD.replace("name: fake", "name: nope"), ["benchmarks.0.name", "unknown benchmark 'nope'", "fake"]),
+        (GOOD.replace("[small]", "[tiny]"), ["benchmarks.0.settings", "tiny", "small, large"]),
+        (GOOD.replace("seeds: 2", "seeds: -1"), ["seeds", "positive"]),
+        (GOOD + "concurency: {workers: 2}\n", ["concurency", "unknown field"]),
+        (GOOD.replace("policy: oracle", "policy: genius"), ["models.0.policy", "genius", "oracle, random"]),
+        (GOOD.replace("kind: scripted", "kind: magic"), ["models.0", "magic"]),
+    ],
+)
+def test_bad_configs_name_the_field(tmp_path, capsys, bad, expected):
+    import ray
+
+    code = main(["validate", str(_write(tmp_path, bad))])
+    err = capsys.readouterr().err
+    assert code == 2
+    for fragment in expected:
+        assert fragment in err
+    assert not ray.is_initialized()
+
+
+def test_run_with_bad_config_exits_2_without_starting_ray(tmp_path, capsys):
+    import ray
+
+    was = ray.is_initialized()
+    assert main(["run", str(_write(tmp_path, GOOD.replace("[small]", "[tiny]")))]) == 2
+    assert ray.is_initialized() == was
+    assert "tiny" in capsys.readouterr().err
+
+
+def test_run_id_follows_identity_not_runtime_fields(tmp_path):
+    p = _write(tmp_path, GOOD)
+    a = load_config(p)
+    b = load_config(p, ray_address="auto", output_dir=str(tmp_path / "elsewhere"))
+    assert a.resolved_run_id() == b.resolved_run_id()
+    c = load_config(_write(tmp_path, GOOD.replace("seeds: 2", "seeds: 3")))
+    assert c.resolved_run_id() != a.resolved_run_id()
+
+
+def test_task_filter_ids_are_checked(tmp_path):
+    cfg = load_config(_write(tmp_path, GOOD + "    tasks: {ids: [t1, zz]}\n"))
+    with pytest.raises(ConfigError, match="zz"):
+        resolve_plans(cfg)

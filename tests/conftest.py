@@ -1,0 +1,48 @@
+"""Shared test setup: loopback-only Ray, one thread per op, the fake benchmark, one embedded Ray."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+REPO = Path(__file__).resolve().parents[1]
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Ray workers inherit the environment at ray.init: this makes the fake benchmark importable there.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(FAKES), os.environ.get("PYTHONPATH", "")) if p)
+sys.path.insert(0, str(FAKES))
+
+from toolsweep.evaluator.registry import register_benchmark  # noqa: E402
+
+FAKE_TARGET = "fake_bench:FakeBench"
+register_benchmark("fake", FAKE_TARGET)
+
+
+def shared_dir() -> Path:
+    """The reference material beside the checkout (TOOLSWEEP_SHARED overrides)."""
+    return Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared"))
+
+
+@pytest.fixture
+def ray_local():
+    """One embedded Ray for the whole session (started on first use, ~5 s)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield ray
+
+
+def pytest_sessionfinish(session, exitstatus):
+    try:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+    except Exception:  # noqa: BLE001
+        pass

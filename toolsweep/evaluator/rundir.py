@@ -1,0 +1,262 @@
+"""The run directory: the record of truth of a sweep.
+
+    runs/<sweep>/<run-id>/
+      manifest.json             written before the first unit runs
+      episodes/part-*.parquet   one row per finished unit, unit_id unique across parts
+      episodes/pending.jsonl    write-ahead log of results not yet in a part (flushed per batch)
+      summary.json, report.html
+
+Every finished episode reaches `pending.jsonl` (flushed and fsynced) before anything else happens to
+it, so killing the driver loses at most the episodes in flight; the next run folds the log into a
+Parquet part. Resume = skip the unit_ids already here.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from toolsweep.evaluator.types import EpisodeResult, Trajectory, WorkUnit, canonical_json
+
+SCHEMA = pa.schema(
+    [
+        ("unit_id", pa.string()),
+        ("sweep", pa.string()),
+        ("model", pa.string()),
+        ("benchmark", pa.string()),
+        ("setting", pa.string()),
+        ("task_id", pa.string()),
+        ("seed", pa.int64()),
+        ("sampling", pa.string()),
+        ("termination", pa.string()),
+        ("metrics", pa.string()),
+        ("num_turns", pa.int64()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("wall_time_s", pa.float64()),
+        ("attempts", pa.int64()),
+        ("node_id", pa.string()),
+        ("worker_id", pa.string()),
+        ("error", pa.string()),
+        ("finished_at", pa.float64()),
+        ("trajectory", pa.string()),
+    ]
+)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temp file and os.replace, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def result_to_row(result: EpisodeResult, finished_at: float | None = None) -> dict[str, Any]:
+    unit = result.unit
+    return {
+        "unit_id": unit.unit_id,
+        "sweep": unit.sweep,
+        "model": unit.model,
+        "benchmark": unit.benchmark,
+        "setting": unit.setting,
+        "task_id": unit.task_id,
+        "seed": unit.seed,
+        "sampling": canonical_json(unit.sampling.model_dump(mode="json")),
+        "termination": result.termination.value,
+        "metrics": json.dumps(result.metrics, allow_nan=True),
+        "num_turns": result.num_turns,
+        "prompt_tokens": result.trajectory.prompt_tokens,
+        "completion_tokens": result.trajectory.completion_tokens,
+        "wall_time_s": float(result.wall_time_s),
+        "attempts": result.attempts,
+        "node_id": result.node_id,
+        "worker_id": result.worker_id,
+        "error": result.error,
+        "finished_at": time.time() if finished_at is None else finished_at,
+        "trajectory": result.trajectory.model_dump_json(exclude_none=True),
+    }
+
+
+def row_to_result(row: dict[str, Any]) -> EpisodeResult:
+    unit = WorkUnit(
+        sweep=row["sweep"],
+        model=row["model"],
+        benchmark=row["benchmark"],
+        setting=row["setting"],
+        task_id=row["task_id"],
+        seed=row["seed"],
+        sampling=json.loads(row["sampling"]),
+    )
+    return EpisodeResult(
+        unit=unit,
+        termination=row["termination"],
+        metrics=json.loads(row["metrics"]),
+        trajectory=Trajectory.model_validate_json(row["trajectory"]),
+        error=row["error"],
+        wall_time_s=row["wall_time_s"],
+        node_id=row["node_id"],
+        worker_id=row["worker_id"],
+        attempts=row["attempts"],
+    )
+
+
+class RunDirectory:
+    """Read access to a run directory (any process may read while a writer appends)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.episodes_dir = self.path / "episodes"
+        self.manifest_path = self.path / "manifest.json"
+        self.summary_path = self.path / "summary.json"
+        self.report_path = self.path / "report.html"
+        self.pending_path = self.episodes_dir / "pending.jsonl"
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists()
+
+    def read_manifest(self) -> dict[str, Any]:
+        if not self.manifest_path.exists():
+            raise FileNotFoundError(
+                f"{self.path} is not a toolsweep run directory (no manifest.json); "
+                "expected runs/<sweep>/<run-id>/ as written by `toolsweep run`"
+            )
+        return json.loads(self.manifest_path.read_text())
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        atomic_write_text(self.manifest_path, json.dumps(manifest, indent=2, sort_keys=True, default=str))
+
+    def part_paths(self) -> list[Path]:
+        return sorted(self.episodes_dir.glob("part-*.parquet"))
+
+    def _pending_rows(self) -> list[dict[str, Any]]:
+        if not self.pending_path.exists():
+            return []
+        rows = []
+        with self.pending_path.open() as f:
+            for line in f:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break  # a torn last line from a killed writer: that episode was in flight
+        return rows
+
+    def read_table(self, columns: list[str] | None = None) -> pa.Table:
+        """Every recorded episode, one row per unit_id (the first record wins)."""
+        tables = [pq.read_table(p, columns=columns) for p in self.part_paths()]
+        pending = self._pending_rows()
+        if pending:
+            t = pa.Table.from_pylist(pending, schema=SCHEMA)
+            tables.append(t.select(columns) if columns else t)
+        if not tables:
+            schema = pa.schema([SCHEMA.field(c) for c in columns]) if columns else SCHEMA
+            return schema.empty_table()
+        table = pa.concat_tables(tables)
+        ids = table.column("unit_id").to_pylist() if "unit_id" in table.column_names else None
+        if ids is not None and len(set(ids)) != len(ids):
+            seen: set[str] = set()
+            keep = [not (i in seen or seen.add(i)) for i in ids]  # type: ignore[func-returns-value]
+            table = table.filter(pa.array(keep))
+        return table
+
+    def finished_unit_ids(self) -> set[str]:
+        return set(self.read_table(columns=["unit_id"]).column("unit_id").to_pylist())
+
+    def read_results(self) -> list[EpisodeResult]:
+        return [row_to_result(r) for r in self.read_table().to_pylist()]
+
+
+class EpisodeWriter:
+    """The single writer of a run directory's episodes (an exclusive lock keeps it single)."""
+
+    def __init__(self, run_dir: RunDirectory, part_rows: int = 2000) -> None:
+        self.run_dir = run_dir
+        self.part_rows = part_rows
+        run_dir.episodes_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_file = (run_dir.episodes_dir / ".lock").open("w")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise RuntimeError(
+                f"another toolsweep process is writing to {run_dir.path}; wait for it to finish "
+                "(or stop it) before running the same sweep again"
+            ) from None
+        self._known = run_dir.finished_unit_ids()
+        self._fold_pending()
+        self._pending = run_dir.pending_path.open("a")
+        self._pending_count = 0
+
+    def _next_part_path(self) -> Path:
+        parts = self.run_dir.part_paths()
+        index = int(parts[-1].stem.split("-")[1]) + 1 if parts else 0
+        return self.run_dir.episodes_dir / f"part-{index:05d}.parquet"
+
+    def _fold_pending(self) -> None:
+        """Turn a write-ahead log left by an earlier (possibly killed) writer into a part."""
+        rows = self.run_dir._pending_rows()
+        in_parts = {r for p in self.run_dir.part_paths() for r in pq.read_table(p, columns=["unit_id"]).column(0).to_pylist()}
+        rows = [r for r in rows if r["unit_id"] not in in_parts]
+        if rows:
+            self._write_part(rows)
+        self.run_dir.pending_path.unlink(missing_ok=True)
+
+    def _write_part(self, rows: list[dict[str, Any]]) -> None:
+        path = self._next_part_path()
+        tmp = path.with_suffix(".parquet.tmp")
+        pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), tmp, compression="zstd")
+        os.replace(tmp, path)
+
+    @property
+    def known_unit_ids(self) -> set[str]:
+        return self._known
+
+    def append(self, results: Iterable[EpisodeResult]) -> list[EpisodeResult]:
+        """Record results durably; returns those that were new (a unit is recorded once)."""
+        fresh = []
+        for result in results:
+            if result.unit_id in self._known:
+                continue
+            self._known.add(result.unit_id)
+            self._pending.write(json.dumps(result_to_row(result), allow_nan=True) + "\n")
+            fresh.append(result)
+        if fresh:
+            self._pending.flush()
+            os.fsync(self._pending.fileno())
+            self._pending_count += len(fresh)
+            if self._pending_count >= self.part_rows:
+                self.flush_part()
+        return fresh
+
+    def flush_part(self) -> None:
+        """Move the write-ahead log into a Parquet part (part first, then truncate the log)."""
+        self._pending.close()
+        rows = self.run_dir._pending_rows()
+        if rows:
+            self._write_part(rows)
+        self.run_dir.pending_path.unlink(missing_ok=True)
+        self._pending = self.run_dir.pending_path.open("a")
+        self._pending_count = 0
+
+    def close(self) -> None:
+        self.flush_part()
+        self._pending.close()
+        self.run_dir.pending_path.unlink(missing_ok=True)
+        fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+        self._lock_file.close()

@@ -1,0 +1,136 @@
+"""Cell summaries: episodes grouped by (model, benchmark, setting), with bootstrap intervals.
+
+Used live by the result sink, at the end of a sweep, by `toolsweep report` and by `sync-mlflow`,
+so every path computes the same numbers from the same episodes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from toolsweep.evaluator.protocols import MetricSpec
+from toolsweep.evaluator.stats import cell_summary, paired_difference
+from toolsweep.evaluator.types import EpisodeResult, TerminationReason, stable_seed
+
+Cell = tuple[str, str, str]
+SpecsFor = Callable[[str, str], Sequence[MetricSpec]]
+"""(benchmark, setting) -> the metrics of that setting."""
+
+
+@dataclass
+class CellEpisodes:
+    """The scored episodes of one cell, in columns ready for the bootstrap."""
+
+    task_ids: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    metrics: list[dict[str, float]] = field(default_factory=list)
+    terminations: Counter = field(default_factory=Counter)
+
+    def add(self, task_id: str, seed: int, termination: str, metrics: dict[str, float]) -> None:
+        self.terminations[termination] += 1
+        if termination == TerminationReason.INFRA_ERROR.value:
+            return  # infrastructure failures never enter a metric
+        self.task_ids.append(task_id)
+        self.seeds.append(seed)
+        self.metrics.append(metrics)
+
+    @property
+    def n(self) -> int:
+        return len(self.task_ids)
+
+    def values(self, specs: Sequence[MetricSpec]) -> dict[str, np.ndarray]:
+        keys = {k for s in specs for k in s.keys()}
+        return {
+            k: np.array([m.get(k, math.nan) for m in self.metrics], dtype=float) for k in sorted(keys)
+        }
+
+
+class CellTable:
+    """Episodes of a whole sweep grouped by cell."""
+
+    def __init__(self) -> None:
+        self.cells: dict[Cell, CellEpisodes] = defaultdict(CellEpisodes)
+
+    def add_result(self, result: EpisodeResult) -> Cell:
+        u = result.unit
+        self.cells[u.cell].add(u.task_id, u.seed, result.termination.value, result.metrics)
+        return u.cell
+
+    def add_rows(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Rows as stored in the run directory (metrics as a JSON string)."""
+        import json
+
+        for r in rows:
+            cell = (r["model"], r["benchmark"], r["setting"])
+            self.cells[cell].add(r["task_id"], int(r["seed"]), r["termination"], json.loads(r["metrics"]))
+
+    def summarize(
+        self,
+        specs_for: SpecsFor,
+        *,
+        n_resamples: int,
+        confidence: float,
+        seed: int,
+        only: Iterable[Cell] | None = None,
+    ) -> list[dict[str, Any]]:
+        """One summary dict per cell (see stats.cell_summary), in a stable order."""
+        chosen = sorted(self.cells) if only is None else sorted(set(only))
+        out = []
+        for cell in chosen:
+            eps = self.cells[cell]
+            model, benchmark, setting = cell
+            specs = list(specs_for(benchmark, setting))
+            out.append(
+                cell_summary(
+                    model,
+                    benchmark,
+                    setting,
+                    eps.task_ids,
+                    eps.seeds,
+                    eps.values(specs),
+                    dict(eps.terminations),
+                    specs,
+                    n_resamples=n_resamples,
+                    confidence=confidence,
+                    seed=stable_seed(seed, *cell),
+                )
+            )
+        return out
+
+    def paired(
+        self, specs_for: SpecsFor, *, n_resamples: int, confidence: float, seed: int
+    ) -> list[dict[str, Any]]:
+        """Differences between every pair of models on the same (benchmark, setting), per metric,
+        over the (task, seed) cells both ran."""
+        by_bs: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for model, benchmark, setting in sorted(self.cells):
+            by_bs[(benchmark, setting)].append(model)
+        out = []
+        for (benchmark, setting), models in by_bs.items():
+            specs = list(specs_for(benchmark, setting))
+            for i, a in enumerate(models):
+                for b in models[i + 1 :]:
+                    ea, eb = self.cells[(a, benchmark, setting)], self.cells[(b, benchmark, setting)]
+                    if ea.n == 0 or eb.n == 0:
+                        continue
+                    va, vb = ea.values(specs), eb.values(specs)
+                    for spec in specs:
+                        est = paired_difference(
+                            ea.task_ids, ea.seeds, va, eb.task_ids, eb.seeds, vb, spec,
+                            n_resamples=n_resamples, confidence=confidence,
+                            seed=stable_seed(seed, a, b, benchmark, setting, spec.name),
+                        )
+                        out.append(
+                            {
+                                "benchmark": benchmark, "setting": setting, "model_a": a, "model_b": b,
+                                "metric": spec.name, "value": est.value, "ci_low": est.ci_low,
+                                "ci_high": est.ci_high, "n": est.n,
+                            }
+                        )
+        return out
