@@ -1,0 +1,1087 @@
+"""Seeded, LLM-free generator of APB cases (§3–§4).
+
+Every case comes from its own RNG stream `sha256(f"{gen_seed}|{stream}|{index}")`, so a case does
+not depend on generation order or worker count. Base cases (the 1,109 holistic pool) follow the
+domain × source allocation of §2.5, the step-count quotas of Tab. 10 and the modality quotas of
+§2.4; the variants (step-wise cuts, distractors, broken tools, unsolvable edits, efficiency tool
+banks, refinement subsets) are drawn from them with stratified, seeded subsets.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import json
+import math
+import random
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolsweep.benchmarks.apb import plans
+from toolsweep.benchmarks.apb.domains import (
+    DISTRACTOR_PATTERNS,
+    DOMAIN_BY_NAME,
+    NEUTRAL_TOOLS,
+    PERCEPTION_SENTENCE,
+    PRIVATE_INFO_CAPS,
+    SOURCE_MODALITY,
+    SOURCE_STEPS,
+    SOURCE_STYLE,
+    SOURCES,
+    SYSTEM_PROMPTS,
+    Domain,
+    allocation,
+)
+from toolsweep.benchmarks.apb.tools import (
+    FINISH,
+    PARAM_SYNONYMS,
+    finish_tool,
+    make_tool,
+    param_entry,
+    replacement_name,
+    split_words,
+    style_name,
+    validate_call,
+)
+from toolsweep.evaluator.types import canonical_json
+
+GENERATOR_VERSION = "apb-gen-1"
+
+BIN_RANGES = ((3, 10), (11, 20), (21, 30))
+CHAIN_VERBS = ("fetch", "extract", "analyze", "normalize", "score")
+CHAIN_FIELDS = ("records", "figure", "assessment", "normalized", "score")
+CHAIN_OPTIONS = {
+    "extract": ("field", ("revenue", "volume", "total", "average")),
+    "analyze": ("method", ("trend", "variance", "growth")),
+    "normalize": ("scale", ("z-score", "min-max", "percent")),
+    "score": ("weighting", ("equal", "recency", "volume")),
+}
+TAIL_VERBS = (
+    ("adjust", "factor", (1.1, 1.25, 0.9), "adjust the {m} by a factor of {v}"),
+    ("forecast", "horizon", ("6 months", "12 months", "24 months"), "forecast the {m} over a {v} horizon"),
+    ("validate", "threshold", (50, 75, 90), "validate the {m} against a threshold of {v}"),
+    ("round", "digits", (1, 2, 3), "round the {m} to {v} decimal places"),
+)
+GUI_LABELS = ("File menu", "Save button", "Search box", "Settings tab", "OK button", "Address bar",
+              "Filter dropdown", "Export option", "Refresh icon", "Sidebar", "New tab button", "Submit button")
+FORMATS = ("pdf", "docx", "html", "markdown")
+BRANDS = ("MAGNA", "NOVA", "ALTO", "KESTREL", "ORBIT", "VANTA", "LUMEN", "CEDAR")
+PERIODS = ("2021", "2022", "2023", "2024")
+EMOTIONS = ("anxious", "joyful", "melancholic", "determined", "surprised", "calm")
+ENVIRONMENTS = ("indoor kitchen", "rainy street", "forest trail", "office corridor", "beach at dusk")
+CONFLICT_SERVICES = ("{n} auth validator", "verify {n} session", "{n} thermal decoder",
+                     "{n} signature service", "secure {n} ledger", "{n} spectral authenticator")
+
+
+def case_rng(gen_seed: int, stream: str, index: Any) -> random.Random:
+    """One independent stream per concern (§3.2)."""
+    digest = hashlib.sha256(f"{gen_seed}|{stream}|{index}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "little"))
+
+
+def case_hash(case: dict[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(case).encode()).hexdigest()
+
+
+def step_bin(length: int) -> int:
+    return 0 if length <= 10 else (1 if length <= 20 else 2)
+
+
+# ----------------------------------------------------------------------------- quotas (§2.5)
+
+def source_lengths(gen_seed: int, source: str) -> list[int]:
+    """Step counts hitting Tab. 10's bins exactly and its mean to the rounded total."""
+    n, mean, bins = SOURCE_STEPS[source]
+    rng = case_rng(gen_seed, "lengths", source)
+    labels = [b for b, count in enumerate(bins) for _ in range(count)]
+    rng.shuffle(labels)
+    lengths = []
+    for b in labels:
+        lo, hi = BIN_RANGES[b]
+        mode = lo + (hi - lo) / 3
+        lengths.append(min(hi, max(lo, int(rng.triangular(lo, hi + 1, mode)))))
+    target = round(mean * n)
+    order = list(range(n))
+    rng.shuffle(order)
+    diff = target - sum(lengths)
+    guard = 0
+    while diff != 0:
+        moved = False
+        for i in order:
+            if diff == 0:
+                break
+            lo, hi = BIN_RANGES[labels[i]]
+            if diff > 0 and lengths[i] < hi:
+                lengths[i] += 1
+                diff -= 1
+                moved = True
+            elif diff < 0 and lengths[i] > lo:
+                lengths[i] -= 1
+                diff += 1
+                moved = True
+        guard += 1
+        if not moved or guard > 100:
+            raise RuntimeError(f"cannot reach the step-count mean for {source}")
+    return lengths
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    domain: str
+    source: str
+    length: int
+    modality: str
+
+
+def slots(gen_seed: int) -> list[Slot]:
+    """The 1,109 base slots: (domain, source) from §2.5, length and modality from the source quotas."""
+    alloc = allocation()
+    by_source: dict[str, list[int]] = {s: [] for s in SOURCES}
+    for i, (_, s) in enumerate(alloc):
+        by_source[s].append(i)
+    length: dict[int, int] = {}
+    modality: dict[int, str] = {}
+    for s in SOURCES:
+        idxs = list(by_source[s])
+        rng = case_rng(gen_seed, "assign", s)
+        rng.shuffle(idxs)
+        t, im, v = SOURCE_MODALITY[s]
+        mods = ["text"] * t + ["image"] * im + ["video"] * v
+        rng.shuffle(mods)
+        for i, L, m in zip(idxs, source_lengths(gen_seed, s), mods):
+            length[i] = L
+            modality[i] = m
+    return [Slot(i, d, s, length[i], modality[i]) for i, (d, s) in enumerate(alloc)]
+
+
+# ----------------------------------------------------------------------------- base case synthesis
+
+class _Builder:
+    """Composes one base case: perception block, entity fan-out chains, join, compute tail, goal."""
+
+    def __init__(self, slot: Slot, rng: random.Random, gen_seed: int) -> None:
+        self.slot = slot
+        self.rng = rng
+        self.gen_seed = gen_seed
+        self.domain: Domain = DOMAIN_BY_NAME[slot.domain]
+        self.style = SOURCE_STYLE[slot.source]
+        self.api = self.domain.api
+        self.nodes: list[dict[str, Any]] = []
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.files: list[dict[str, Any]] = []
+        self.consumed: set[str] = set()
+        self.extra: dict[str, Any] = {}
+
+    # -- helpers
+    def name(self, words: str) -> str:
+        return style_name(words, self.style, self.api)
+
+    def add_tool(self, words: str, purpose: str, params: list[dict[str, Any]], returns: str, caps: list[str],
+                 *, fixed_name: str | None = None) -> str:
+        name = fixed_name or self.name(words)
+        if name not in self.tools:
+            self.tools[name] = make_tool(name, purpose, params, returns, caps=caps, words=split_words(words))
+        return name
+
+    def add_node(self, tool: str, args: dict[str, Any], output: dict[str, Any], nl: str, cap: str,
+                 *, deps: list[str] | None = None, alt: list[str] | None = None, goal: bool = False) -> str:
+        nid = f"n{len(self.nodes) + 1}"
+        srcs = [s for spec in args.values() for s in plans.spec_sources(spec)]
+        all_deps = sorted(set(srcs) | set(deps or []), key=lambda x: int(x[1:]))
+        self.consumed.update(all_deps)
+        self.nodes.append({"id": nid, "tool": tool, "args": args, "deps": all_deps, "required": True,
+                           "alt_tools": list(alt or []), "output": output, "goal": goal, "nl": nl, "cap": cap,
+                           "secret_fields": list(output)})
+        return nid
+
+    def num(self, lo: float, hi: float) -> float:
+        return round(self.rng.uniform(lo, hi), 2)
+
+    # -- perception blocks
+    def image_block(self, p: int) -> str | None:
+        rng = self.rng
+        obj = rng.choice(self.domain.objects)
+        kinds = rng.sample(["describe", "ocr", "count", "detect"], p)
+        order = {"describe": 0, "ocr": 1, "count": 2, "detect": 3}
+        kinds.sort(key=order.get)
+        n_files = 2 if p >= 3 else 1
+        brand = rng.choice(BRANDS)
+        ocr_text = f"{brand} {rng.randint(100, 999)}-{rng.choice('ABCDEFGH')}"
+        count = rng.randint(2, 9)
+        objects = [{"class": obj, "attributes": [rng.choice(["red", "blue", "green", "white", "black"])],
+                    "bbox": [rng.randint(0, 400), rng.randint(0, 300), rng.randint(20, 80), rng.randint(20, 80)]}
+                   for _ in range(count)]
+        objects.append({"class": rng.choice([o for o in self.domain.objects if o != obj] or [obj]),
+                        "attributes": ["background"], "bbox": [10, 10, 60, 40]})
+        for f in range(n_files):
+            fname = f"image_{f + 1}.png"
+            scene = {"objects": objects if f == 0 else objects[-1:],
+                     "text_regions": [{"text": ocr_text, "bbox": [120, 40, 200, 30]}] if f == n_files - 1 else []}
+            cls = sorted({o["class"] for o in scene["objects"]})
+            self.files.append({"name": fname, "type": "image", "scene": scene,
+                               "caption": f"Photo for a {self.domain.name.lower()} task showing {', '.join(cls)}."})
+        camel = self.style == "camel"
+        last = None
+        self.extra["count_node"] = None
+        for k in kinds:
+            if k == "describe":
+                f = self.files[0]["name"]
+                t = self.add_tool("image description", "Does a general description of an image's content.",
+                                  [param_entry("image", "string", True, "file name of the image")],
+                                  "a JSON object with 'description' (string).", ["describe"],
+                                  fixed_name="ImageDescription" if camel else "image_description")
+                last = self.add_node(t, {"image": plans.const(f, goal_slot=True)},
+                                     {"description": f"a scene with {obj}s and a {self.domain.objects[-1]}"},
+                                     f"describe {f}", "describe")
+            elif k == "ocr":
+                f = self.files[-1]["name"]
+                t = self.add_tool("ocr", "Does optical character recognition on an image.",
+                                  [param_entry("image", "string", True, "file name of the image")],
+                                  "a JSON object with 'text' (string).", ["ocr"], fixed_name="OCR" if camel else "ocr")
+                alt = []
+                if rng.random() < 0.5:
+                    alt = [self.add_tool("image text extractor", "Does text extraction from an image (an OCR backup service).",
+                                         [param_entry("image", "string", True, "file name of the image")],
+                                         "a JSON object with 'text' (string).", ["ocr"])]
+                last = self.add_node(t, {"image": plans.const(f, goal_slot=True)}, {"text": ocr_text},
+                                     f"read the text printed in {f}", "ocr", alt=alt)
+            elif k == "count":
+                f = self.files[0]["name"]
+                t = self.add_tool("count given object", "Does counting of a given object class in an image.",
+                                  [param_entry("image", "string", True, "file name of the image"),
+                                   param_entry("text", "string", True, "the object class to count")],
+                                  "a JSON object with 'count' (integer).", ["count"],
+                                  fixed_name="CountGivenObject" if camel else "count_given_object")
+                alt = []
+                if rng.random() < 0.5:
+                    alt = [self.add_tool("object counter", "Does object counting in an image (backup counter).",
+                                         [param_entry("image", "string", True, "file name of the image"),
+                                          param_entry("text", "string", True, "the object class to count")],
+                                         "a JSON object with 'count' (integer).", ["count"])]
+                last = self.add_node(t, {"image": plans.const(f, goal_slot=True), "text": plans.keywords([obj], obj)},
+                                     {"count": count}, f"count the {obj}s in {f}", "count", alt=alt)
+                self.extra["count_node"] = last
+            else:
+                f = self.files[0]["name"]
+                t = self.add_tool("object detector", "Does detection of objects of a class in an image.",
+                                  [param_entry("image", "string", True, "file name of the image"),
+                                   param_entry("object", "string", True, "the object class to detect")],
+                                  "a JSON object with 'regions' (array of region ids).", ["detect"],
+                                  fixed_name="ObjectDetector" if camel else "object_detector")
+                regions = [f"R{rng.randint(10, 99)}" for _ in range(3)]
+                last = self.add_node(t, {"image": plans.const(f, goal_slot=True), "object": plans.keywords([obj], obj)},
+                                     {"regions": regions}, f"detect every {obj} in {f}", "detect")
+        self.extra["obj"] = obj
+        return last
+
+    def video_block(self, p: int) -> str | None:
+        rng = self.rng
+        minutes, seconds = rng.randint(0, 4), rng.randint(0, 59)
+        ts = f"{minutes}:{seconds:02d}"
+        frame = (minutes * 60 + seconds) * 24
+        total = frame + rng.randint(500, 3000)
+        fname = "video_1.mp4"
+        character = rng.choice(self.domain.entities) if self.domain.name == "Narrative & Emotional Analysis" \
+            else f"the person with the {rng.choice(self.domain.objects)}"
+        self.extra["character"] = character
+        self.files.append({"name": fname, "type": "video",
+                           "scene": {"fps": 24, "frame_count": total,
+                                     "sampled_frames": [{"frame": i * total // 8, "objects": [rng.choice(self.domain.objects)]}
+                                                        for i in range(8)]},
+                           "caption": f"Video clip for a {self.domain.name.lower()} task."})
+        t = self.add_tool("get frame number", "Does conversion of a timestamp to a frame number.",
+                          [param_entry("video", "string", True, "the video file"),
+                           param_entry("timestamp", "string", True, "mm:ss timestamp")],
+                          "a JSON object with 'frame' (integer).", ["frame_index"])
+        last = self.add_node(t, {"video": plans.const(fname, goal_slot=True), "timestamp": plans.const(ts, match="exact")},
+                             {"frame": frame}, f"find the frame number at {ts} in {fname}", "frame_index")
+        frames = [frame - 24, frame, frame + 24]
+        t = self.add_tool("choose frames", "Does selection of frames around a given frame.",
+                          [param_entry("video", "string", True, "the video file"),
+                           param_entry("frame", "integer", True, "the center frame")],
+                          "a JSON object with 'frames' (array of integers).", ["choose_frames"])
+        first = last
+        last = self.add_node(t, {"video": plans.const(fname, goal_slot=True), "frame": plans.ref(first, "frame")},
+                             {"frames": frames}, "choose the frames around that frame", "choose_frames")
+        chooser = last
+        extra = [
+            ("classify environment", "Does classification of the environment shown in frames.", "environment",
+             rng.choice(ENVIRONMENTS), "classify the environment shown in those frames", "classify", None),
+            ("detect character presence", "Does detection of whether a character appears in frames.", "present_frames",
+             frames[1:], f"detect whether {character} appears in those frames", "detect", "character"),
+            ("analyze emotional state", "Does analysis of a character's emotional state in frames.", "emotion",
+             rng.choice(EMOTIONS), f"analyze the emotional state of {character}", "emotion", "character"),
+        ]
+        for words, purpose, out, val, nl, cap, extra_param in extra[: max(0, p - 2)]:
+            params = [param_entry("frames", "array", True, "frame numbers to inspect")]
+            args: dict[str, Any] = {"frames": plans.ref(chooser, "frames")}
+            if extra_param:
+                params.append(param_entry("character", "string", True, "who to look for"))
+                args["character"] = plans.const(character, goal_slot=True)
+            t = self.add_tool(words, purpose, params, f"a JSON object with '{out}'.", [cap])
+            last = self.add_node(t, args, {out: val}, nl, cap)
+        return last
+
+    def gui_block(self, p: int) -> str | None:
+        rng = self.rng
+        labels = list(GUI_LABELS)
+        rng.shuffle(labels)
+        widgets = [{"label": lab, "role": "button" if "button" in lab.lower() else "widget",
+                    "bbox": [rng.randint(0, 1200), rng.randint(0, 700), 90, 28]} for lab in labels[:8]]
+        self.files.append({"name": "screenshot_1.png", "type": "image", "scene": {"widgets": widgets},
+                           "caption": "Screenshot of a desktop application window."})
+        gui = {
+            "click": ("Does a single left click on a UI element.", "element", "click"),
+            "doubleclick": ("Does a double click on a UI element.", "element", "click"),
+            "write": ("Does typing of text into the focused field.", "text", "type"),
+            "press": ("Does a key press.", "key", "press"),
+            "hotkey": ("Does a keyboard shortcut.", "keys", "hotkey"),
+            "scroll": ("Does scrolling of the active view.", "direction", "scroll"),
+            "moveto": ("Does moving the mouse pointer onto a UI element.", "element", "move"),
+            "dragto": ("Does dragging the current selection onto a UI element.", "element", "drag"),
+        }
+        used: dict[str, int] = {}
+        limit = (self.slot.length - 1) // 2  # no tool may cover >= 50% of the nodes
+        entity = rng.choice(self.domain.entities)
+        self.extra["gui_entity"] = entity
+        last = None
+        for i in range(p):
+            choices = [g for g in gui if used.get(g, 0) < limit]
+            weights = [4 if g in ("click", "write") else 1 for g in choices]
+            g = rng.choices(choices, weights)[0]
+            used[g] = used.get(g, 0) + 1
+            purpose, param, cap = gui[g]
+            t = self.add_tool(g, purpose, [param_entry(param, "string", True, f"the {param}")],
+                              "a JSON object with 'screen' (the new screen state id).", [cap], fixed_name=g)
+            if param == "element":
+                lab = widgets[i % len(widgets)]["label"]
+                val, nl = plans.const(lab), f"{g} the {lab}"
+            elif param == "text":
+                val, nl = plans.const(entity, goal_slot=True), f"type '{entity}'"
+            elif param == "key":
+                key = rng.choice(["enter", "tab", "escape"])
+                val, nl = plans.const(key), f"press {key}"
+            elif param == "keys":
+                keys = rng.choice(["ctrl+s", "ctrl+f", "ctrl+c"])
+                val, nl = plans.const(keys), f"press the {keys} shortcut"
+            else:
+                d = rng.choice(["down", "up"])
+                val, nl = plans.const(d), f"scroll {d}"
+            last = self.add_node(t, {param: val}, {"screen": f"screen_{i + 2}"}, nl, cap,
+                                 deps=[last] if last else None)
+        return last
+
+    # -- the whole DAG
+    def build(self) -> dict[str, Any]:
+        rng, L, d = self.rng, self.slot.length, self.domain
+        mod = self.slot.modality
+        if self.slot.source == "OpenCUA":
+            p = max(2, min(L - 2, round(L * rng.uniform(0.3, 0.5))))
+        elif mod == "image":
+            p = rng.randint(1, min(3, L - 2))
+        elif mod == "video":
+            p = rng.randint(2, min(5, L - 2))
+        else:
+            p = 0
+        if self.slot.source == "OpenCUA":
+            perception_last = self.gui_block(p)
+        elif mod == "image":
+            perception_last = self.image_block(p)
+        elif mod == "video":
+            perception_last = self.video_block(p)
+        else:
+            perception_last = None
+        rest = L - p - 2  # minus compute and goal
+        combos = []
+        for m in range(0, 7):
+            for c in range(1, 6) if m else [0]:
+                for r in range(0, 5):
+                    if m * c + (1 if m >= 2 else 0) + r != rest:
+                        continue
+                    if m >= 2 and 2 * m >= L:
+                        continue
+                    if m == 0 and perception_last is None:
+                        continue
+                    if m == 1 and c == 0:
+                        continue
+                    combos.append((m, c, r))
+        if not combos:
+            raise ValueError(f"no DAG shape for L={L}, p={p}")
+        weights = [1 + (2 if m >= 2 else 0) + (1 if c >= 2 else 0) + (2 if r <= 2 else 0) for m, c, r in combos]
+        m, c, r = rng.choices(combos, weights)[0]
+        entities = rng.sample(list(d.entities), max(1, m))
+        self.extra["entities"] = entities
+        period = rng.choice(PERIODS)
+        # fan-out chains
+        chain_ends: list[str] = []
+        for e in entities[:m]:
+            prev = None
+            for pos in range(c):
+                verb, noun, fld = CHAIN_VERBS[pos], d.nouns[pos], CHAIN_FIELDS[pos]
+                words = f"{verb} {noun}" + (" fields" if verb == "extract" else "")
+                if pos == 0:
+                    t = self.add_tool(words, f"Does retrieval of the {noun} for a {d.entity_param}.",
+                                      [param_entry(d.entity_param, "string", True, f"the {d.entity_param}"),
+                                       param_entry("period", "string", True, "the reporting year")],
+                                      f"a JSON object with '{fld}' (number).", [f"acquire:{noun}"])
+                    prev = self.add_node(t, {d.entity_param: plans.const(e, goal_slot=True),
+                                             "period": plans.const(period, match="exact")},
+                                         {fld: self.num(100, 999)}, f"fetch the {noun} of {e} for {period}",
+                                         f"acquire:{noun}")
+                else:
+                    opt_name, opts = CHAIN_OPTIONS[verb]
+                    opt = opts[(pos + len(e)) % len(opts)]
+                    t = self.add_tool(words, f"Does {verb} processing of {CHAIN_FIELDS[pos - 1]} data from the {noun}.",
+                                      [param_entry("source", "number", True, "the data to process"),
+                                       param_entry(opt_name, "string", True, f"one of {', '.join(opts)}")],
+                                      f"a JSON object with '{fld}' (number).", [f"{verb}:{noun}"])
+                    prev = self.add_node(t, {"source": plans.ref(prev, CHAIN_FIELDS[pos - 1]), opt_name: plans.const(opt)},
+                                         {fld: self.num(1, 99)}, f"{verb} the {noun} of {e} ({opt_name}: {opt})",
+                                         f"{verb}:{noun}")
+            chain_ends.append(prev)
+        nmap = {n["id"]: n for n in self.nodes}
+        metric = d.metric
+        if m >= 2:
+            flds = [next(iter(nmap[x]["output"])) for x in chain_ends]
+            vals = [nmap[x]["output"][f] for x, f in zip(chain_ends, flds)]
+            crit = rng.choice(["highest", "lowest"])
+            t = self.add_tool(f"compare {d.nouns[c - 1]} results", "Does comparison of values across entities.",
+                              [param_entry("items", "array", True, "the values to compare"),
+                               param_entry("criterion", "string", True, "highest or lowest")],
+                              "a JSON object with 'top_value' (number).", ["compare"])
+            top = max(vals) if crit == "highest" else min(vals)
+            feed = self.add_node(t, {"items": plans.expr(chain_ends, flds, vals), "criterion": plans.const(crit)},
+                                 {"top_value": top}, f"compare the results across {', '.join(entities[:m])} by {crit} value",
+                                 "compare")
+            feed_field = "top_value"
+        elif m == 1:
+            feed, feed_field = chain_ends[0], next(iter(self.nodes[-1]["output"]))
+            feed = chain_ends[0]
+            feed_field = next(iter(nmap[feed]["output"]))
+        else:
+            feed, feed_field = perception_last, next(iter(self.nodes[-1]["output"]))
+            nmap = {n["id"]: n for n in self.nodes}
+            feed_field = next(iter(nmap[feed]["output"]))
+        # compute with a rate stated in Q (the info-missing slot of §4.5)
+        rate = rng.choice([0.05, 0.07, 0.08, 0.1, 0.12, 0.15])
+        rate_text = f"{round(rate * 100)}%"
+        params = [param_entry("value", "number", True, "the base value"),
+                  param_entry("rate", "number", True, "the rate as a fraction")]
+        args: dict[str, Any] = {"value": plans.ref(feed, feed_field), "rate": plans.const(rate, match="num")}
+        cnode = self.extra.get("count_node")
+        nl = f"calculate the {metric} applying a {rate_text} rate"
+        if cnode and cnode not in self.consumed:
+            params.append(param_entry("quantity", "integer", True, "how many units"))
+            args["quantity"] = plans.ref(cnode, "count")
+            nl += " and the counted quantity"
+        t = self.add_tool(f"calculate {metric}", f"Does calculation of the {metric} from a value and a rate.",
+                          params, "a JSON object with 'result' (number).", ["calculate"])
+        prev = self.add_node(t, args, {"result": self.num(10, 5000)}, nl, "calculate")
+        self.extra.update(rate=rate, rate_text=rate_text, compute_node=prev)
+        for verb, pname, opts, tmpl in rng.sample(TAIL_VERBS, r):
+            v = rng.choice(opts)
+            t = self.add_tool(f"{verb} {metric}", f"Does {verb} of a {metric} value.",
+                              [param_entry("value", "number", True, "the value"),
+                               param_entry(pname, "number" if not isinstance(v, str) else "string", True, f"the {pname}")],
+                              "a JSON object with 'result' (number).", [f"{verb}_metric"])
+            prev = self.add_node(t, {"value": plans.ref(prev, "result"),
+                                     pname: plans.const(v, match="num" if not isinstance(v, str) else "ci")},
+                                 {"result": self.num(10, 5000)}, tmpl.format(m=metric, v=v), f"{verb}_metric")
+        # goal: the deliverable consumes every loose end
+        nmap = {n["id"]: n for n in self.nodes}
+        loose = [n["id"] for n in self.nodes if n["id"] not in self.consumed]
+        flds = [next(iter(nmap[x]["output"])) for x in loose]
+        vals = [nmap[x]["output"][f] for x, f in zip(loose, flds)]
+        fmt = rng.choice(FORMATS)
+        title = f"{entities[0] if m else self.extra.get('gui_entity', d.name)} {d.deliverable}"
+        t = self.add_tool(f"generate {d.deliverable}", f"Does generation of a {d.deliverable} document.",
+                          [param_entry("inputs", "array", True, "the findings to include"),
+                           param_entry("title", "string", True, "document title"),
+                           param_entry("format", "string", True, "one of pdf, docx, html, markdown")],
+                          "a JSON object with 'document_id' (string).", ["deliver"])
+        goal = self.add_node(t, {"inputs": plans.expr(loose, flds, vals), "title": plans.const(title, goal_slot=True),
+                                 "format": plans.const(fmt)},
+                             {"document_id": f"DOC-{rng.randint(1000, 9999)}"},
+                             f"produce a {fmt.upper() if fmt != 'markdown' else 'Markdown'} {d.deliverable} titled '{title}'",
+                             "deliver", goal=True)
+        self.extra.update(goal=goal, fmt=fmt)
+        return self.finish(goal)
+
+    def reconcile_types(self) -> None:
+        """Schema types follow the values the calls really pass (refs inherit their source's type)."""
+        nmap = plans.node_map(self.nodes)
+        seen: dict[tuple[str, str], str] = {}
+        for n in self.nodes:
+            for p, v in plans.resolve_args(n, nmap).items():
+                if isinstance(v, bool) or isinstance(v, str):
+                    typ = "string"
+                elif isinstance(v, int):
+                    typ = "integer"
+                elif isinstance(v, float):
+                    typ = "number"
+                else:
+                    typ = "array"
+                key = (n["tool"], p)
+                if key in seen and seen[key] != typ:
+                    typ = "number" if {seen[key], typ} <= {"integer", "number"} else "string"
+                seen[key] = typ
+        for (tool, p), typ in seen.items():
+            self.tools[tool]["parameters"]["properties"][p]["type"] = typ
+            desc = self.tools[tool]["description"]
+            head = f"'{p}' ("
+            i = desc.find(head)
+            if i >= 0:
+                j = desc.find(",", i)
+                self.tools[tool]["description"] = desc[: i + len(head)] + typ + desc[j:]
+
+    def finish(self, goal: str) -> dict[str, Any]:
+        rng, d, slot = self.rng, self.domain, self.slot
+        order = plans.linearize(self.nodes, rng)
+        self.reconcile_types()
+        # neutral tools + Finish
+        neutral = []
+        for words, purpose, pname, pdesc in rng.sample(list(NEUTRAL_TOOLS), rng.randint(2, 5)):
+            name = self.name(words)
+            if name in self.tools:
+                continue
+            tool = make_tool(name, f"Does {purpose[0].lower()}{purpose[1:]}", [param_entry(pname, "string", True, pdesc)],
+                             "a JSON object with 'result'.", caps=[f"neutral:{'_'.join(split_words(words))}"],
+                             words=split_words(words))
+            tool["hidden"]["neutral"] = True
+            self.tools[name] = tool
+            neutral.append(name)
+        tools = list(self.tools.values())
+        rng.shuffle(tools)
+        tools.append(finish_tool())
+        # constraints (0-3)
+        nmap = plans.node_map(self.nodes)
+        pool = []
+        if neutral:
+            pool.append({"id": "", "type": "forbid_tool", "spec": {"tools": [neutral[0]]},
+                         "text": f"Do not use {neutral[0]}."})
+        cn = self.extra["compute_node"]
+        pool.append({"id": "", "type": "param_equals", "spec": {"node": cn, "param": "rate", "value": self.extra["rate"]},
+                     "text": f"The {self.extra['rate_text']} rate must be applied exactly."})
+        pool.append({"id": "", "type": "param_equals", "spec": {"node": goal, "param": "format", "value": self.extra["fmt"]},
+                     "text": f"The deliverable must be in {self.extra['fmt']} format."})
+        pool.append({"id": "", "type": "final_node", "spec": {"node": goal},
+                     "text": f"Producing the {d.deliverable} must be the last step."})
+        constraints = rng.sample(pool, rng.randint(0, 3))
+        for i, c in enumerate(constraints):
+            c["id"] = f"c{i + 1}"
+        # the query: intro + ordered clauses + constraint sentences
+        connectors = ["First", "Then", "Next", "After that", "Also"]
+        clauses = []
+        for i, nid in enumerate(order):
+            word = "Finally" if i == len(order) - 1 else connectors[min(i, len(connectors) - 1)]
+            clauses.append(f"{word}, {nmap[nid]['nl']}.")
+        files = [f["name"] for f in self.files]
+        intro = f"I need help with a {d.name.lower()} task"
+        intro += f" using {', '.join(files)}." if files else "."
+        query = " ".join([intro, *clauses, *[c["text"] for c in constraints]])
+        system = SYSTEM_PROMPTS[slot.source] + " " + PERCEPTION_SENTENCE
+        secrets = {f"{n['id']}.{k}": v for n in self.nodes for k, v in n["output"].items()}
+        base_id = f"apb-g{self.gen_seed}-base-{slot.index:05d}"
+        case = {
+            "base_id": base_id,
+            "index": slot.index,
+            "generator_version": GENERATOR_VERSION,
+            "source_style": slot.source,
+            "domain": d.name,
+            "modality": slot.modality,
+            "system_prompt": system,
+            "query": query,
+            "background": {"files": self.files},
+            "tools": tools,
+            "constraints": constraints,
+            "world": {"secrets": secrets},
+            "reference": {
+                "nodes": self.nodes,
+                "goal_node": goal,
+                "linearization": order,
+                "plan": plans.plan_text(self.nodes, order),
+                "tool_chain": [{"name": nmap[n]["tool"], "reason": f"To {nmap[n]['nl']}."} for n in order],
+                "trajectory": plans.reference_trajectory(self.nodes, order),
+            },
+            "meta": {"L": len(self.nodes), "rate_text": self.extra["rate_text"], "compute_node": cn,
+                     "neutral_tools": neutral, "entities": self.extra["entities"]},
+        }
+        return case
+
+
+def sim_table(case: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The world's call table: canonical (tool, args) -> observation."""
+    nodes = plans.node_map(case["reference"]["nodes"])
+    return {canonical_json([n["tool"], plans.resolve_args(n, nodes)]): n["output"] for n in case["reference"]["nodes"]}
+
+
+def simulate(case: dict[str, Any], tool: str, args: dict[str, Any],
+             table: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """SIM[tool](args, world): the deterministic observation of a call (None if no node matches)."""
+    out = (table if table is not None else sim_table(case)).get(canonical_json([tool, args]))
+    return dict(out) if out is not None else None
+
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _secret_in(text: str, value: Any) -> bool:
+    if isinstance(value, list):
+        return any(_secret_in(text, v) for v in value)
+    s = str(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return s in _NUMBER.findall(text)
+    return s.lower() in text.lower()
+
+
+def quality_problems(case: dict[str, Any]) -> list[str]:
+    """§3.5 checks; an empty list means the case passes."""
+    problems = []
+    ref = case["reference"]
+    for key in ("query", "trajectory", "tools"):
+        if key not in case and key not in ref:
+            problems.append(f"missing field {key}")
+    names = [t["name"] for t in case["tools"]]
+    if len(set(names)) != len(names) or len({n.lower() for n in names}) != len(names):
+        problems.append("tool names not unique")
+    tools = {t["name"]: t for t in case["tools"]}
+    for msg in ref["trajectory"]:
+        for call in msg.get("tool_calls") or []:
+            fn = call["function"]
+            if fn["name"] not in tools:
+                problems.append(f"trajectory calls {fn['name']} not in tools")
+            elif not validate_call(tools[fn["name"]], fn["arguments"]):
+                problems.append(f"call to {fn['name']} fails its schema")
+    nodes = ref["nodes"]
+    if not plans.is_acyclic(nodes):
+        problems.append("DAG has a cycle")
+    for n in nodes:
+        for spec in n["args"].values():
+            if any(s not in n["deps"] for s in plans.spec_sources(spec)):
+                problems.append(f"{n['id']} references a node outside deps")
+    if not plans.is_topological(nodes, ref["linearization"]):
+        problems.append("linearization is not topological")
+    nmap = plans.node_map(nodes)
+    table = sim_table(case)
+    for n in nodes:
+        args = plans.resolve_args(n, nmap)
+        first = simulate(case, n["tool"], args, table)
+        if first is None or first != simulate(case, n["tool"], args, table):
+            problems.append("simulator not deterministic")
+    counts: dict[str, int] = {}
+    for n in nodes:
+        counts[n["tool"]] = counts.get(n["tool"], 0) + 1
+    if len(nodes) > 1 and max(counts.values()) * 2 >= len(nodes):
+        problems.append("a tool covers >= 50% of the nodes")
+    consumers = {d for n in nodes for d in n["deps"]}
+    for n in nodes:
+        if not n["goal"] and n["id"] not in consumers:
+            problems.append(f"{n['id']} has no consumer")
+        for spec in n["args"].values():
+            if spec["kind"] == "const" and spec["goal_slot"] and str(spec["value"]) not in case["query"]:
+                problems.append(f"goal slot {spec['value']!r} not in the query")
+    for f in case["background"]["files"]:
+        for v in case["world"]["secrets"].values():
+            if _secret_in(f["caption"], v):
+                problems.append(f"caption of {f['name']} leaks a secret")
+    for c in case["constraints"]:
+        if c["type"] == "param_equals":
+            n = nmap[c["spec"]["node"]]
+            if n["args"][c["spec"]["param"]]["value"] != c["spec"]["value"]:
+                problems.append(f"constraint {c['id']} not satisfied by the reference")
+        if c["type"] == "forbid_tool" and any(nmap[x]["tool"] in c["spec"]["tools"] for x in nmap):
+            problems.append(f"constraint {c['id']} not satisfied by the reference")
+        if c["type"] == "final_node" and ref["linearization"][-1] != c["spec"]["node"]:
+            # the goal node is a sink; every linearization can put it last, make it so
+            problems.append(f"constraint {c['id']} not satisfied by the reference")
+    return problems
+
+
+def build_base(gen_seed: int, slot: Slot) -> dict[str, Any]:
+    for attempt in range(20):
+        rng = case_rng(gen_seed, "base", slot.index if attempt == 0 else f"{slot.index}#r{attempt}")
+        case = _Builder(slot, rng, gen_seed).build()
+        if not quality_problems(case):
+            return case
+    raise RuntimeError(f"base {slot.index} failed quality checks: {quality_problems(case)}")
+
+
+# ----------------------------------------------------------------------------- subsets
+
+def stratified_draw(gen_seed: int, stream: str, bases: list[dict[str, Any]], n: int,
+                    eligible: Any = None) -> list[int]:
+    """A seeded subset of base indices, stratified by source in proportion to Tab. 10."""
+    pool = [b for b in bases if eligible is None or eligible(b)]
+    by_src: dict[str, list[int]] = {}
+    for b in pool:
+        by_src.setdefault(b["source_style"], []).append(b["index"])
+    total = len(pool)
+    quotas = {s: n * len(v) / total for s, v in by_src.items()}
+    take = {s: int(q) for s, q in quotas.items()}
+    rest = n - sum(take.values())
+    for s in sorted(quotas, key=lambda s: (-(quotas[s] - take[s]), s))[:rest]:
+        take[s] += 1
+    chosen = []
+    for s in sorted(by_src):
+        rng = case_rng(gen_seed, stream, s)
+        chosen.extend(rng.sample(by_src[s], take[s]))
+    return sorted(chosen)
+
+
+def cut_points(L: int) -> dict[str, int]:
+    """§4.2: middle, early and late cut positions j (number of completed reference steps)."""
+    j_mid = max(1, min(L // 2, L - 2))
+    return {"middle": j_mid, "early": max(1, L // 5), "late": min(L - 1, max(j_mid + 1, math.ceil(0.8 * L)))}
+
+
+# ----------------------------------------------------------------------------- variants
+
+@functools.lru_cache(maxsize=None)
+def _distractor_templates(domain: str, style: str) -> tuple[tuple[str, str, str, str], ...]:
+    """The domain's distractor templates (8 patterns x its nouns = 56 >= 20) in one naming style."""
+    d = DOMAIN_BY_NAME[domain]
+    out = []
+    for words, purpose, tag in DISTRACTOR_PATTERNS:
+        for noun in d.nouns:
+            w = words.format(n=noun)
+            out.append((style_name(w, style, d.api), purpose.format(n=noun),
+                        f"distractor:{tag}:{'_'.join(split_words(noun))}", w))
+    return tuple(out)
+
+
+def distractors_for(gen_seed: int, base: dict[str, Any], count: int = 10) -> list[dict[str, Any]]:
+    """Same-scenario but useless tools (§4.3): no capability overlap, distinct names, nested levels."""
+    rng = case_rng(gen_seed, "extraneous", base["index"])
+    taken = {t["name"].lower() for t in base["tools"]}
+    caps = {c for t in base["tools"] for c in t["hidden"]["capabilities"]}
+    cands = [c for c in _distractor_templates(base["domain"], SOURCE_STYLE[base["source_style"]])
+             if c[0].lower() not in taken and c[2] not in caps]
+    picked = rng.sample(cands, count)
+    out = []
+    for name, purpose, cap, w in picked:
+        out.append(make_tool(name, purpose, [param_entry("item_id", "string", True, "internal identifier of the item")],
+                             "a JSON object with a status field.", caps=[cap], kind="distractor", words=split_words(w)))
+    return out
+
+
+def broken_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
+    """§4.4: pick step j, build the replacement tool t'_j and the reference recovery action."""
+    rng = case_rng(gen_seed, "broken", base["index"])
+    ref = base["reference"]
+    nodes = plans.node_map(ref["nodes"])
+    order = ref["linearization"]
+    L = len(order)
+    tools = {t["name"]: t for t in base["tools"]}
+    counts: dict[str, int] = {}
+    for n in ref["nodes"]:
+        counts[n["tool"]] = counts.get(n["tool"], 0) + 1
+    children = {nid: [m["id"] for m in ref["nodes"] if nid in m["deps"]] for nid in nodes}
+    style = SOURCE_STYLE[base["source_style"]]
+    api = DOMAIN_BY_NAME[base["domain"]].api
+    avoid = {t.lower() for t in tools}
+
+    def ok(pos: int) -> str | None:
+        n = nodes[order[pos]]
+        if counts[n["tool"]] != 1 or not children[n["id"]] or n["tool"] == FINISH:
+            return None
+        return replacement_name(tools[n["tool"]]["hidden"]["words"], style, api, avoid)
+
+    start = max(2, L // 3) - 1  # 0-based position of the first allowed step
+    positions = list(range(start, L)) + list(range(0, start))
+    for pos in positions:
+        new_name = ok(pos)
+        if new_name:
+            break
+    else:
+        raise RuntimeError(f"no breakable step in {base['base_id']}")
+    node = nodes[order[pos]]
+    orig = tools[node["tool"]]
+    rename = {}
+    for p in orig["parameters"]["properties"]:
+        rename[p] = PARAM_SYNONYMS.get(p, p)
+    props = {rename[p]: v for p, v in orig["parameters"]["properties"].items()}
+    desc = orig["description"]
+    for p, q in rename.items():
+        desc = desc.replace(f"'{p}'", f"'{q}'")
+    desc = "Equivalent service. " + desc.replace("Does ", "Performs ", 1)
+    repl = {"name": new_name, "description": desc,
+            "parameters": {"type": "object", "properties": props,
+                           "required": [rename[p] for p in orig["parameters"]["required"]]},
+            "hidden": {**orig["hidden"], "kind": "replacement", "replaces": orig["name"], "param_map": rename}}
+    args = plans.resolve_args(node, nodes)
+    error = f"Error: Tool '{orig['name']}' is currently broken and cannot be used (503 Service Unavailable)."
+    prefix = ref["trajectory"][: 2 * pos] + [
+        plans.assistant_call(f"I will {node['nl']}.", orig["name"], args),
+        {"role": "tool", "name": orig["name"], "content": error},
+    ]
+    insert_at = rng.randint(0, len(base["tools"]) - 1)
+    return {"j": pos + 1, "broken_node": node["id"], "broken_tool": orig["name"], "replacement_tool": repl,
+            "insert_at": insert_at, "error_observation": error, "prefix": prefix,
+            "reference_action": plans.assistant_call(f"The tool failed; I will use {new_name} instead.", new_name,
+                                                     {rename[p]: v for p, v in args.items()})}
+
+
+PERCEPTION_CAPS = ("count", "ocr", "detect", "click", "type", "classify", "emotion", "describe", "choose_frames")
+TOOL_REMOVAL_SENTENCES = {
+    "count": ("For audit compliance, the count must be generated by a verified counting tool. Visual estimates are strictly prohibited.", ["count", "counting"]),
+    "ocr": ("For audit compliance, every figure must be transcribed by a verified text-recognition tool. Reading the image manually is not accepted.", ["text recognition", "ocr", "text-recognition", "transcribe"]),
+    "detect": ("The locations must come from a certified detection tool; eyeballing the content is not accepted.", ["detect", "detection"]),
+    "click": ("All interface interactions must be executed through registered interaction handlers; simulated or manual input is not accepted.", ["click", "interaction"]),
+    "type": ("All text entry must go through a registered input handler; pasted or simulated input is not accepted.", ["type", "typing", "text entry", "input"]),
+    "classify": ("The environment label must be produced by a certified scene classifier; personal judgement is not accepted.", ["classif", "environment"]),
+    "emotion": ("Emotional states must be assessed by a validated affect-analysis tool; subjective impressions are not accepted.", ["emotion", "affect"]),
+    "describe": ("The scene description must be produced by a certified description tool; your own viewing is not accepted.", ["descri"]),
+    "choose_frames": ("Frames must be selected by a certified frame-selection tool; manual scrubbing is not accepted.", ["frame"]),
+}
+INFO_STRATEGIES = (
+    ("A", "the rate we discussed in the morning meeting", ["morning meeting", "rate", "discussed"]),
+    ("B", "the standard rate listed in the employee handbook", ["handbook", "rate"]),
+    ("C", "the rate for items eligible for the 'Employee Friends & Family' discount", ["friends & family", "eligible", "rate"]),
+)
+
+
+def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str) -> dict[str, Any]:
+    """§4.5: the four unsolvable edits of one visual base."""
+    rng = case_rng(gen_seed, "unsolvable", f"{base['index']}|{utype}")
+    query, files, tools = base["query"], base["background"]["files"], base["tools"]
+    removed: list[str] = []
+    note: dict[str, Any] = {}
+    if utype == "visual":
+        files = []
+        terms = ["image", "frame", "screenshot", "video", "file", "visual"]
+    elif utype == "tool":
+        caps_present = [n["cap"] for n in base["reference"]["nodes"] if n["cap"] in PERCEPTION_CAPS]
+        cap = rng.choice(sorted(set(caps_present)))
+        removed = [t["name"] for t in tools if cap in t["hidden"]["capabilities"]]
+        tools = [t for t in tools if t["name"] not in removed]
+        sentence, terms = TOOL_REMOVAL_SENTENCES[cap]
+        query = f"{query} {sentence}"
+        note = {"capability": cap}
+    elif utype == "conflict":
+        d = DOMAIN_BY_NAME[base["domain"]]
+        style = SOURCE_STYLE[base["source_style"]]
+        names = {t["name"].lower() for t in tools}
+        cands = [style_name(p.format(n=rng.choice(d.nouns).split()[-1]), "camel") for p in CONFLICT_SERVICES]
+        cands = [c for c in cands if c.lower() not in names]
+        x = rng.choice(cands)
+        if base["source_style"] in ("FrameThinker", "GAIA"):
+            sentence = (f"The analysis must include the hidden spectral layer that only the {x} tool can decode; "
+                        f"visual inspection alone is insufficient. The {x} service is currently offline, and the task "
+                        f"cannot be completed without it.")
+        elif base["source_style"] == "OpenCUA":
+            sentence = (f"Because the page state changes dynamically, every action must first be authorized by {x}; "
+                        f"without it the displayed state is untrustworthy. {x} is currently offline, and the task "
+                        f"cannot be completed without it.")
+        else:
+            sentence = (f"For official audit, the results must be cryptographically signed by the {x} tool. "
+                        f"Unverified visual estimates are strictly prohibited by law. The {x} service is currently "
+                        f"experiencing a critical outage.")
+        query = f"{query} {sentence}"
+        terms = [x]
+        note = {"mandatory_tool": x, "strategy": "A" if base["source_style"] in ("FrameThinker", "GAIA") else
+                ("C" if base["source_style"] == "OpenCUA" else "B")}
+    elif utype == "info":
+        rate_text = base["meta"]["rate_text"]
+        strat, phrase, terms = INFO_STRATEGIES[rng.randrange(len(INFO_STRATEGIES))]
+        query = query.replace(f"a {rate_text} rate", phrase).replace(f"The {rate_text} rate", "That rate")
+        note = {"strategy": strat, "removed_value": rate_text}
+    else:
+        raise ValueError(f"unknown unsolvable type {utype!r}")
+    return {"unsolvable_type": utype, "query": query, "files": files, "tools": tools, "removed_tools": removed,
+            "blocking_terms": terms, **note}
+
+
+def _windows(base: dict[str, Any]) -> list[list[str]]:
+    """Runs of 2-3 consecutive reference steps that form a dependency chain (composite candidates)."""
+    nodes = plans.node_map(base["reference"]["nodes"])
+    order = base["reference"]["linearization"]
+    L = len(order)
+    windows = []
+    for i in range(L - 1):
+        if order[i] in nodes[order[i + 1]]["deps"]:
+            windows.append([order[i], order[i + 1]])
+            if i + 2 < L and order[i + 1] in nodes[order[i + 2]]["deps"]:
+                windows.append([order[i], order[i + 1], order[i + 2]])
+    return [w for w in windows if len(w) < L]
+
+
+def efficiency_eligible(base: dict[str, Any]) -> bool:
+    return len(_windows(base)) >= 3
+
+
+def efficiency_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
+    """§4.6: costs, 3-6 composites over consecutive dependent steps, 2-4 traps, the optimal cost."""
+    rng = case_rng(gen_seed, "efficiency", base["index"])
+    ref = base["reference"]
+    nodes = plans.node_map(ref["nodes"])
+    order = ref["linearization"]
+    L = len(order)
+    style = SOURCE_STYLE[base["source_style"]]
+    api = DOMAIN_BY_NAME[base["domain"]].api
+    cost = {t["name"]: (0 if t["name"] == FINISH else rng.randint(1, 5)) for t in base["tools"]}
+    windows = _windows(base)
+    if len(windows) < 3:
+        raise ValueError(f"{base['base_id']} has fewer than 3 composite windows")
+    ncomp = rng.randint(3, min(6, len(windows)))
+    chosen = rng.sample(windows, ncomp)
+    names = {t["name"].lower() for t in base["tools"]}
+    new_tools = []
+    for w in chosen:
+        verbs = [nodes[n]["tool"] for n in w]
+        words = ["run"] + [split_words(v.replace("_for_" + api, ""))[0] for v in verbs] + \
+            split_words(nodes[w[-1]]["tool"].replace("_for_" + api, ""))[1:3] + ["pipeline"]
+        name = style_name(words, style, api)
+        k = 2
+        while name.lower() in names:
+            name = style_name(words + [str(k)], style, api)
+            k += 1
+        names.add(name.lower())
+        params, pmap = [], {}
+        for n in w:
+            for p, spec in nodes[n]["args"].items():
+                if any(s in w for s in plans.spec_sources(spec)):
+                    continue
+                q = p if p not in pmap else f"{p}_{w.index(n) + 1}"
+                pmap[q] = [n, p]
+                params.append(param_entry(q, "string", True, f"input '{p}' of the {nodes[n]['tool']} step"))
+        c = max(1, sum(cost[nodes[n]["tool"]] for n in w) - rng.randint(1, 2))
+        tool = make_tool(name, "Does " + " then ".join(nodes[n]["tool"] for n in w) + " in one call.", params,
+                         "the output of the last combined step.", caps=["composite"], kind="composite", words=words,
+                         extra_hidden={"covers": list(w), "param_map": pmap})
+        tool["hidden"]["cost"] = c
+        new_tools.append(tool)
+    traps = []
+    ntrap = rng.randint(2, 4)
+    trap_nodes = rng.sample(order, min(L, ntrap))
+    for i, nid in enumerate(trap_nodes):
+        n = nodes[nid]
+        base_tool = next(t for t in base["tools"] if t["name"] == n["tool"])
+        kind = "overpriced" if i % 2 == 0 else "off_target"
+        words = (["premium"] if kind == "overpriced" else ["quick"]) + base_tool["hidden"]["words"] + \
+            ([] if kind == "overpriced" else ["preview"])
+        name = style_name(words, style, api)
+        if name.lower() in names:
+            continue
+        names.add(name.lower())
+        params = [param_entry(p, "string", True, "same as the original")
+                  for p in base_tool["parameters"]["properties"]]
+        if kind == "overpriced":
+            tool = make_tool(name, f"Does the same as {base_tool['name']} with priority support.", params,
+                             "the same output.", caps=list(base_tool["hidden"]["capabilities"]), kind="trap",
+                             words=words, extra_hidden={"covers": [n["id"]], "trap": "overpriced",
+                                                        "param_map": {p: [n["id"], p] for p in n["args"]}})
+            tool["hidden"]["cost"] = cost[base_tool["name"]] + rng.randint(3, 5)
+        else:
+            tool = make_tool(name, f"Does a partial preview of what {base_tool['name']} returns (first lines only).",
+                             params, "a truncated preview.", caps=[f"trap:{n['cap']}"], kind="trap", words=words,
+                             extra_hidden={"covers": None, "trap": "off_target", "near": n["id"]})
+            tool["hidden"]["cost"] = 1
+        traps.append(tool)
+    if len(traps) < 2:
+        raise ValueError(f"{base['base_id']}: fewer than 2 traps")
+    node_cost = {nid: cost[nodes[nid]["tool"]] for nid in order}
+    comps = [{"name": t["name"], "covers": t["hidden"]["covers"], "cost": t["hidden"]["cost"]} for t in new_tools]
+    optimal, calls = plans.min_cost_cover(order, node_cost, comps)
+    reference_cost = sum(node_cost.values())
+    if optimal >= reference_cost:
+        raise ValueError(f"{base['base_id']}: composites do not lower the cost")
+    return {"costs": cost, "composites": new_tools, "traps": traps, "optimal_cost": optimal,
+            "reference_cost": reference_cost, "optimal_calls": calls}
+
+
+# ----------------------------------------------------------------------------- the dataset
+
+@dataclass
+class Dataset:
+    """All cases of one generation seed: the base pool and the per-setting task lists."""
+
+    gen_seed: int
+    bases: list[dict[str, Any]]
+    tasks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def task_index(self, setting: str) -> dict[str, dict[str, Any]]:
+        cache = self.__dict__.setdefault("_index", {})
+        if setting not in cache:
+            cache[setting] = {t["task_id"]: t for t in self.tasks[setting]}
+        return cache[setting]
+
+
+EXTRANEOUS_LEVELS = (2, 4, 6, 8, 10)
+UNSOLVABLE_TYPES = ("conflict", "info", "tool", "visual")
+REFINE_MODES = ("self_plus", "self_minus", "critic_plus", "critic_minus")
+
+
+def generate(gen_seed: int = 0) -> Dataset:
+    """Generate every case of every setting for one seed (pure, deterministic, no network)."""
+    import time
+
+    t0 = time.perf_counter()
+    bases = [build_base(gen_seed, s) for s in slots(gen_seed)]
+    ds = Dataset(gen_seed, bases)
+    tid = lambda setting, i: f"apb-g{gen_seed}-{setting}-{i:05d}"  # noqa: E731
+    ds.tasks["holistic"] = [{"task_id": tid("holistic", b["index"]), "base": b["index"], "kind": "holistic"} for b in bases]
+    # step-wise: 300 bases, middle cut, k = 1, 2, 3; stages early/late with k = 1
+    sw = stratified_draw(gen_seed, "stepwise", bases, 300)
+    for k in (1, 2, 3):
+        ds.tasks[f"stepwise_k{k}"] = [{"task_id": tid(f"stepwise_k{k}", i), "base": i, "kind": "stepwise", "k": k,
+                                       "j": cut_points(bases[i]["meta"]["L"])["middle"], "stage": "middle"} for i in sw]
+    for stage in ("early", "late"):
+        ds.tasks[f"stepwise_stage_{stage}"] = [
+            {"task_id": tid(f"stepwise_stage_{stage}", i), "base": i, "kind": "stepwise", "k": 1,
+             "j": cut_points(bases[i]["meta"]["L"])[stage], "stage": stage} for i in sw]
+    # extraneous: 150 holistic + 150 step-wise bases, 10 nested distractors each
+    ext_h = stratified_draw(gen_seed, "extraneous_holistic", bases, 150)
+    ext_s = stratified_draw(gen_seed, "extraneous_stepwise", bases, 150)
+    distractors = {i: distractors_for(gen_seed, bases[i]) for i in sorted(set(ext_h) | set(ext_s))}
+    for n_e in (0, *EXTRANEOUS_LEVELS):
+        ds.tasks[f"extraneous_holistic_n{n_e}"] = [
+            {"task_id": tid(f"extraneous_holistic_n{n_e}", i), "base": i, "kind": "holistic", "n_e": n_e,
+             "distractors": distractors[i][:n_e]} for i in ext_h]
+        ds.tasks[f"extraneous_stepwise_n{n_e}"] = [
+            {"task_id": tid(f"extraneous_stepwise_n{n_e}", i), "base": i, "kind": "stepwise", "k": 1, "n_e": n_e,
+             "j": cut_points(bases[i]["meta"]["L"])["middle"], "stage": "middle",
+             "distractors": distractors[i][:n_e]} for i in ext_s]
+    # broken: the 300 step-wise bases
+    ds.tasks["broken"] = [{"task_id": tid("broken", i), "base": i, "kind": "broken", **broken_variant(gen_seed, bases[i])}
+                          for i in sw]
+    # unsolvable: the same 100 visual bases x 4 types, plus their solvable twins under the same prompt
+    uns = stratified_draw(gen_seed, "unsolvable", bases, 100, eligible=lambda b: b["modality"] != "text")
+    for ut in UNSOLVABLE_TYPES:
+        ds.tasks[f"unsolvable_{ut}"] = [{"task_id": tid(f"unsolvable_{ut}", i), "base": i, "kind": "unsolvable",
+                                         **unsolvable_variant(gen_seed, bases[i], ut)} for i in uns]
+    ds.tasks["unsolvable_control"] = [{"task_id": tid("unsolvable_control", i), "base": i, "kind": "control"} for i in uns]
+    # efficiency: 106 bases with a cost-saving tool bank
+    eff = stratified_draw(gen_seed, "efficiency", bases, 106, eligible=efficiency_eligible)
+    eff_pool = {i: efficiency_variant(gen_seed, bases[i]) for i in eff}
+    ds.tasks["efficiency"] = [{"task_id": tid("efficiency", i), "base": i, "kind": "efficiency", **eff_pool[i]} for i in eff]
+    # refinement: 150 holistic + 150 step-wise (k = 1) bases, independent of the extraneous draws
+    ref_h = stratified_draw(gen_seed, "refine_holistic", bases, 150)
+    ref_s = stratified_draw(gen_seed, "refine_stepwise", bases, 150)
+    for mode in REFINE_MODES:
+        s = f"refine_{mode}"
+        ds.tasks[s] = [{"task_id": tid(s, i) + "-hol", "base": i, "kind": "refine", "half": "holistic", "mode": mode}
+                       for i in ref_h] + \
+                      [{"task_id": tid(s, i) + "-sw", "base": i, "kind": "refine", "half": "stepwise", "mode": mode,
+                        "k": 1, "j": cut_points(bases[i]["meta"]["L"])["middle"], "stage": "middle"} for i in ref_s]
+    ds.seconds = time.perf_counter() - t0
+    return ds
+
+
+_CACHE: dict[int, Dataset] = {}
+_LOCK = threading.Lock()
+
+
+def dataset(gen_seed: int = 0) -> Dataset:
+    """The process-wide cached dataset of a seed (built once, read concurrently)."""
+    with _LOCK:
+        if gen_seed not in _CACHE:
+            _CACHE[gen_seed] = generate(gen_seed)
+        return _CACHE[gen_seed]
+
+
+def check_private_info(tools: list[dict[str, Any]]) -> bool:
+    return not any(set(t["hidden"]["capabilities"]) & PRIVATE_INFO_CAPS for t in tools)
