@@ -1,0 +1,571 @@
+"""Bootstrap confidence intervals for sweep cells (DESIGN §6).
+
+The sampling unit of a benchmark is the task; seeds are repeated measurements nested inside a
+task. A resample therefore draws tasks with replacement and then, independently for every drawn
+copy of a task, that task's seeds with replacement (tasks may have different numbers of seeds).
+Intervals are percentile intervals over `n_resamples` resamples.
+
+Every metric of a cell is a function of per-resample *totals* of a few per-episode columns:
+a `mean` metric is sum(value) / count(defined) and a `ratio` metric is sum(numerator) /
+sum(denominator), both recomputed on each resample (a ratio is never averaged per episode).
+So the bootstrap draws episode index arrays once per chunk of resamples, sums the needed columns
+at those indices and evaluates every metric from the totals; no Python loop runs per resample.
+
+Results do not depend on the order of the input rows (episodes are sorted by task, then seed),
+so a resumed run whose Parquet parts come back in another order gets the same intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from toolsweep.evaluator.protocols import MetricSpec
+
+__all__ = [
+    "Estimate",
+    "summarize_metrics",
+    "paired_difference",
+    "cell_summary",
+    "summarize_cell",
+]
+
+# Draws per chunk of resamples: large enough to amortise numpy's per-call overhead, small enough
+# that a chunk's index arrays stay in L2/L3 cache (2^18 was fastest of 2^14..2^22 here).
+_CHUNK_DRAWS = 1 << 18
+# Balanced tasks with s seeds draw a task and its s seed positions in one integer when s^s is
+# at most this (s <= 6); the digit table stays small enough to sit in cache.
+_MAX_DIGIT_CODES = 1 << 16
+
+
+class Estimate(BaseModel):
+    """A point estimate with its bootstrap percentile interval.
+
+    `n` counts the episodes that entered the estimate (for a `mean` metric, those where the value
+    is defined; for a `ratio` metric, those with both numerator and denominator defined). All
+    three numbers are NaN when the metric is undefined on the data (no episode entered, or a ratio
+    whose denominators sum to zero)."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+
+# ----------------------------------------------------------------------------- layout of tasks
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Episodes sorted by (task, seed): task t owns rows offsets[t] : offsets[t] + sizes[t]."""
+
+    order: np.ndarray  # permutation of the input rows into sorted order
+    sizes: np.ndarray  # episodes per task, int64, all >= 1
+    offsets: np.ndarray  # first sorted row of each task
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.sizes.size)
+
+    @property
+    def n_episodes(self) -> int:
+        return int(self.order.size)
+
+
+def _as_str_array(task_ids: Sequence[str] | np.ndarray) -> np.ndarray:
+    arr = np.asarray(task_ids)
+    if arr.dtype.kind not in "US":
+        arr = np.asarray([str(t) for t in arr], dtype=np.str_)
+    return arr
+
+
+def _layout(task_ids: Sequence[str] | np.ndarray, seeds: Sequence[int] | np.ndarray) -> _Layout:
+    tasks = _as_str_array(task_ids)
+    seeds_arr = np.asarray(seeds, dtype=np.int64)
+    if tasks.ndim != 1 or seeds_arr.ndim != 1 or tasks.size != seeds_arr.size:
+        raise ValueError(
+            f"task_ids and seeds must be 1-D and of equal length, got {tasks.shape} and "
+            f"{seeds_arr.shape}"
+        )
+    if tasks.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return _Layout(order=empty, sizes=empty, offsets=empty)
+    _, codes = np.unique(tasks, return_inverse=True)
+    codes = codes.reshape(-1)
+    order = np.lexsort((seeds_arr, codes))
+    sizes = np.bincount(codes).astype(np.int64)
+    offsets = np.zeros_like(sizes)
+    np.cumsum(sizes[:-1], out=offsets[1:])
+    return _Layout(order=order, sizes=sizes, offsets=offsets)
+
+
+# ----------------------------------------------------------------------------- resampling engine
+#
+# Two exact ways to draw the same hierarchical bootstrap:
+# - by index: draw task indices, then seed indices inside every drawn task, and sum each column
+#   at the drawn episodes (cost ~ episodes per resample);
+# - by type: when episodes take few distinct column values (success flags, small counts), tasks
+#   with the same multiset of episode values are interchangeable, so a resample is a multinomial
+#   count of each task type, then a multinomial count of each episode value inside the drawn copies
+#   of a type (cost ~ number of types, independent of the number of episodes).
+# `_resampled_totals` picks the cheaper one from measured per-draw costs.
+
+# Rough per-draw costs on one core (ns), measured with numpy 2.x: a bounded integer, one gathered
+# and summed float, one binomial step of a multinomial draw.
+_NS_INTEGER = 6.0
+_NS_GATHER = 3.0
+_NS_BINOMIAL = 110.0
+# Beyond this many task types the per-type Python calls dominate; use indices.
+_MAX_TASK_TYPES = 512
+
+
+def _resampled_totals(
+    layout: _Layout,
+    columns: np.ndarray,
+    n_resamples: int,
+    rng: np.random.Generator,
+    method: str = "auto",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Column totals of every hierarchical resample.
+
+    `columns` is (n_episodes, k) in sorted order. Returns (totals (B, k), drawn (B,)), where
+    drawn[b] is the number of episodes in resample b (it varies when tasks differ in seed count).
+    `method` is "auto", "index" or "type" (the last two exist for tests and benchmarks).
+    """
+    if method not in ("auto", "index", "type"):
+        raise ValueError(f"method must be 'auto', 'index' or 'type', got {method!r}")
+    if method != "index":
+        plan = _TypePlan.build(layout, columns)
+        if plan is not None and (method == "type" or plan.cheaper_than_index(layout, columns)):
+            return plan.totals(n_resamples, rng)
+        if method == "type":
+            raise ValueError("too many distinct episode values for the by-type bootstrap")
+    return _index_totals(layout, columns, n_resamples, rng)
+
+
+@dataclass(frozen=True)
+class _TaskType:
+    count: int  # tasks of this type
+    size: int  # episodes per task of this type
+    probs: np.ndarray  # share of each distinct episode row inside the task
+    rows: np.ndarray  # (distinct rows, k) column values of those episodes
+
+
+@dataclass(frozen=True)
+class _TypePlan:
+    types: list[_TaskType]
+    n_tasks: int
+
+    @staticmethod
+    def build(layout: _Layout, columns: np.ndarray) -> _TypePlan | None:
+        n_tasks, n_eps = layout.n_tasks, layout.n_episodes
+        if n_eps == 0:
+            return None
+        s_max = int(layout.sizes.max())
+        if n_tasks * s_max > 4 * n_eps + 1024:  # very ragged: the signature matrix would explode
+            return None
+        rows, etype = np.unique(columns, axis=0, return_inverse=True)
+        etype = etype.reshape(-1)
+        if rows.shape[0] > _MAX_TASK_TYPES:
+            return None
+        # A task's signature: its episodes' row ids, sorted, padded with -1 to s_max.
+        task_of = np.repeat(np.arange(n_tasks), layout.sizes)
+        pos = np.arange(n_eps) - np.repeat(layout.offsets, layout.sizes)
+        by_type = np.lexsort((etype, task_of))
+        sig = np.full((n_tasks, s_max), -1, dtype=np.int64)
+        sig[task_of, pos] = etype[by_type]
+        sigs, counts = np.unique(sig, axis=0, return_counts=True)
+        if sigs.shape[0] > _MAX_TASK_TYPES:
+            return None
+        types = []
+        for sig_row, count in zip(sigs, counts.tolist()):
+            ids, per = np.unique(sig_row[sig_row >= 0], return_counts=True)
+            size = int(per.sum())
+            types.append(_TaskType(count=count, size=size, probs=per / size, rows=rows[ids]))
+        return _TypePlan(types=types, n_tasks=n_tasks)
+
+    def cheaper_than_index(self, layout: _Layout, columns: np.ndarray) -> bool:
+        draws = len(self.types) + sum(t.rows.shape[0] for t in self.types if t.rows.shape[0] > 1)
+        by_type = _NS_BINOMIAL * draws
+        slots = layout.n_episodes if int(layout.sizes.max()) > 1 else 0
+        by_index = _NS_INTEGER * (layout.n_tasks + slots) + _NS_GATHER * layout.n_episodes * max(
+            1, columns.shape[1]
+        )
+        return by_type < by_index
+
+    def totals(self, n_resamples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        k = self.types[0].rows.shape[1]
+        type_p = np.array([t.count for t in self.types], dtype=np.float64) / self.n_tasks
+        copies = rng.multinomial(self.n_tasks, type_p, size=n_resamples)  # (B, task types)
+        totals = np.zeros((n_resamples, k), dtype=np.float64)
+        drawn = np.zeros(n_resamples, dtype=np.float64)
+        for j, t in enumerate(self.types):
+            n_draws = copies[:, j] * t.size
+            drawn += n_draws
+            if t.rows.shape[0] == 1:
+                counts = n_draws[:, None]
+            else:
+                counts = rng.multinomial(n_draws, t.probs)
+            totals += counts.astype(np.float64) @ t.rows
+        return totals, drawn
+
+
+def _index_totals(
+    layout: _Layout, columns: np.ndarray, n_resamples: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap by index arrays, in chunks of resamples."""
+    n_tasks, n_eps = layout.n_tasks, layout.n_episodes
+    k = columns.shape[1]
+    sizes, offsets = layout.sizes, layout.offsets
+    s_max = int(sizes.max())
+    balanced = bool(np.all(sizes == s_max))
+    # Ragged tasks: pad every drawn task to s_max slots (padding points at an all-zero row)
+    # unless padding would more than double the work; then draw a flat ragged array instead.
+    padded = not balanced and n_tasks * s_max <= 2 * n_eps
+    # Ragged tasks draw seed positions as floor(u * s) from 53-bit uniform floats: uniform to
+    # within 2^-53 per position and several times faster than numpy's array-bounded integers.
+    # One contiguous array per column: gathering from a 1-D array is several times faster than
+    # gathering rows of a 2-D one.
+    cols = [np.ascontiguousarray(columns[:, j]) for j in range(k)]
+    if padded:
+        cols = [np.append(c, 0.0) for c in cols]
+        within = np.arange(s_max)[None, :] < sizes[:, None]  # (n_tasks, s_max)
+        pad_base = np.where(within, offsets[:, None], n_eps).reshape(-1)
+        pad_lim = np.where(within, sizes[:, None], 0).astype(np.float64).reshape(-1)
+    digits = None  # digits[j, code] = j-th base-s digit of code, for s^s codes
+    if balanced and 1 < s_max and s_max**s_max <= _MAX_DIGIT_CODES:
+        codes = np.arange(s_max**s_max)
+        digits = np.stack([(codes // s_max**j) % s_max for j in range(s_max)])
+    slots = n_tasks * s_max if (balanced or padded) else n_eps  # draws per resample
+    chunk = max(1, _CHUNK_DRAWS // max(1, slots))
+
+    totals = np.empty((n_resamples, k), dtype=np.float64)
+    drawn = np.empty(n_resamples, dtype=np.float64)
+    for start in range(0, n_resamples, chunk):
+        b = min(chunk, n_resamples - start)
+        out = totals[start : start + b]
+        if balanced:
+            if s_max == 1:
+                eidx = rng.integers(0, n_tasks, size=(b, n_tasks))
+            elif digits is not None:
+                # One draw per task copy picks the task and all its seeds at once: r = task *
+                # s^s + code, and the code's base-s digits are the seed positions.
+                r = rng.integers(0, n_tasks * digits.shape[1], size=(b, n_tasks))
+                task, code = np.divmod(r, digits.shape[1])
+                task *= s_max
+                eidx = np.empty((b, n_tasks, s_max), dtype=np.int64)
+                for j in range(s_max):
+                    np.add(task, np.take(digits[j], code), out=eidx[:, :, j])
+                eidx = eidx.reshape(b, n_eps)
+            else:
+                tidx = rng.integers(0, n_tasks, size=(b, n_tasks))
+                eidx = offsets[tidx][:, :, None] + rng.integers(0, s_max, size=(b, n_tasks, s_max))
+                eidx = eidx.reshape(b, n_eps)
+            drawn[start : start + b] = n_eps
+            for j, c in enumerate(cols):
+                out[:, j] = np.take(c, eidx).sum(axis=1)
+            continue
+        tidx = rng.integers(0, n_tasks, size=(b, n_tasks))
+        if padded:
+            # Slot j of a drawn task t reads episode base[t, j] + floor(u * lim[t, j]): a uniform
+            # seed position while j < s_t, the all-zero row (lim = 0) after.
+            slot = tidx[:, :, None] * s_max + np.arange(s_max)
+            eidx = np.take(pad_base, slot)
+            eidx += (rng.random(slot.shape) * np.take(pad_lim, slot)).astype(np.int64)
+            eidx = eidx.reshape(b, -1)
+            drawn[start : start + b] = sizes[tidx].sum(axis=1)
+            for j, c in enumerate(cols):
+                out[:, j] = np.take(c, eidx).sum(axis=1)
+        else:
+            tsz = sizes[tidx].reshape(-1)
+            drawn[start : start + b] = tsz.reshape(b, n_tasks).sum(axis=1)
+            rep_sz = np.repeat(tsz, tsz)
+            eidx = np.repeat(offsets[tidx].reshape(-1), tsz)
+            eidx += (rng.random(rep_sz.shape) * rep_sz).astype(np.int64)
+            row_starts = np.zeros(b, dtype=np.int64)
+            np.cumsum(drawn[start : start + b - 1].astype(np.int64), out=row_starts[1:])
+            for j, c in enumerate(cols):
+                out[:, j] = np.add.reduceat(np.take(c, eidx), row_starts)
+    return totals, drawn
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+def _spec_columns(
+    spec: MetricSpec, values: Mapping[str, np.ndarray], n: int
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Per-episode arrays a metric reads, and which episodes enter it (all arrays defined)."""
+    arrays = []
+    for key in spec.keys():
+        if key not in values:
+            raise ValueError(
+                f"metric {spec.name!r} needs the per-episode key {key!r}, which is not among "
+                f"the episode values {sorted(values)}"
+            )
+        arr = np.asarray(values[key], dtype=np.float64).reshape(-1)
+        if arr.size != n:
+            raise ValueError(
+                f"per-episode values {key!r} have {arr.size} entries but there are {n} episodes"
+            )
+        arrays.append(arr)
+    entered = np.logical_and.reduce([np.isfinite(a) for a in arrays])
+    return arrays, entered
+
+
+class _Columns:
+    """Deduplicated per-episode columns (in sorted episode order) whose totals the metrics need."""
+
+    def __init__(self, order: np.ndarray) -> None:
+        self._order = order
+        self._cols: list[np.ndarray] = []
+        self._index: dict[bytes, int] = {}
+
+    def add(self, arr: np.ndarray) -> int:
+        col = np.ascontiguousarray(arr[self._order], dtype=np.float64)
+        key = col.tobytes()
+        if key not in self._index:
+            self._index[key] = len(self._cols)
+            self._cols.append(col)
+        return self._index[key]
+
+    def matrix(self) -> np.ndarray:
+        n = self._order.size
+        if not self._cols:
+            return np.zeros((n, 0), dtype=np.float64)
+        return np.stack(self._cols, axis=1)
+
+
+# A statistic maps (totals (B, k), drawn (B,)) to one value per resample.
+_Statistic = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den != 0, num / np.where(den != 0, den, 1.0), np.nan)
+
+
+def _metric_statistic(
+    spec: MetricSpec, arrays: list[np.ndarray], entered: np.ndarray, cols: _Columns
+) -> _Statistic:
+    """The metric as a function of column totals; excluded episodes contribute zero."""
+    zeroed = [np.where(entered, a, 0.0) for a in arrays]
+    if spec.kind == "ratio":
+        i_num, i_den = cols.add(zeroed[0]), cols.add(zeroed[1])
+        return lambda t, d: _ratio(t[:, i_num], t[:, i_den])
+    i_val = cols.add(zeroed[0])
+    if entered.all():  # the count is the number of drawn episodes: no column needed
+        return lambda t, d: _ratio(t[:, i_val], d)
+    i_cnt = cols.add(entered.astype(np.float64))
+    return lambda t, d: _ratio(t[:, i_val], t[:, i_cnt])
+
+
+def _percentile_interval(stats: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Percentile interval over the resamples where the statistic is defined."""
+    finite = stats[np.isfinite(stats)]
+    if finite.size == 0:
+        return math.nan, math.nan
+    alpha = 1.0 - confidence
+    lo, hi = np.percentile(finite, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)])
+    return float(lo), float(hi)
+
+
+def _check_options(n_resamples: int, confidence: float) -> None:
+    if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence!r}")
+
+
+def _estimates(
+    layout: _Layout,
+    cols: _Columns,
+    statistics: list[tuple[_Statistic, int]],
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+    method: str = "auto",
+) -> list[Estimate]:
+    """Point estimates on the data and percentile intervals over shared resamples."""
+    matrix = cols.matrix()
+    n = layout.n_episodes
+    point_totals = matrix.sum(axis=0, keepdims=True)
+    point_drawn = np.array([float(n)])
+    points = [
+        float(stat(point_totals, point_drawn)[0]) if n_entered > 0 else math.nan
+        for stat, n_entered in statistics
+    ]
+    totals = drawn = None
+    if any(math.isfinite(v) for v in points):
+        rng = np.random.default_rng(seed)
+        totals, drawn = _resampled_totals(layout, matrix, int(n_resamples), rng, method)
+    out = []
+    for (stat, n_entered), value in zip(statistics, points):
+        if not math.isfinite(value) or totals is None or drawn is None:
+            out.append(Estimate(value=math.nan, ci_low=math.nan, ci_high=math.nan, n=n_entered))
+            continue
+        lo, hi = _percentile_interval(stat(totals, drawn), confidence)
+        out.append(Estimate(value=value, ci_low=lo, ci_high=hi, n=n_entered))
+    return out
+
+
+def _by_type_is_cheaper(layout: _Layout, cols: _Columns) -> bool:
+    matrix = cols.matrix()
+    plan = _TypePlan.build(layout, matrix)
+    return plan is not None and plan.cheaper_than_index(layout, matrix)
+
+
+def summarize_metrics(
+    task_ids: Sequence[str],
+    seeds: Sequence[int],
+    values: Mapping[str, np.ndarray],
+    specs: Sequence[MetricSpec],
+    *,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Estimate]:
+    """Each metric's point estimate and hierarchical-bootstrap percentile interval.
+
+    `values` maps per-episode keys to arrays aligned with `task_ids`/`seeds`; NaN means the value
+    is not defined for that episode, which then does not enter metrics reading that key.
+    Resamples are drawn from `np.random.default_rng(seed)`. Metrics with few distinct episode
+    values (success flags, small counts) are each bootstrapped by type, the others together by
+    index; every metric's interval is a full hierarchical bootstrap either way.
+    """
+    _check_options(n_resamples, confidence)
+    layout = _layout(task_ids, seeds)
+    n = layout.n_episodes
+    inputs = [(spec, *_spec_columns(spec, values, n)) for spec in specs]
+
+    def group(members: list[tuple[MetricSpec, list[np.ndarray], np.ndarray]]):
+        cols = _Columns(layout.order)
+        stats = [(_metric_statistic(sp, arrays, entered, cols), int(entered.sum())) for sp, arrays, entered in members]
+        return cols, stats
+
+    result: dict[str, Estimate] = {}
+    cols, stats = group(inputs)
+    if len(inputs) <= 1 or _by_type_is_cheaper(layout, cols):
+        estimates = _estimates(layout, cols, stats, n_resamples, confidence, seed)
+        return {spec.name: est for (spec, _, _), est in zip(inputs, estimates)}
+    rest = []
+    for member in inputs:
+        cols, stats = group([member])
+        if _by_type_is_cheaper(layout, cols):
+            (result[member[0].name],) = _estimates(
+                layout, cols, stats, n_resamples, confidence, seed, method="type"
+            )
+        else:
+            rest.append(member)
+    if rest:
+        cols, stats = group(rest)
+        estimates = _estimates(layout, cols, stats, n_resamples, confidence, seed, method="index")
+        result.update({spec.name: est for (spec, _, _), est in zip(rest, estimates)})
+    return {spec.name: result[spec.name] for spec in specs}
+
+
+def _cell_keys(task_ids: Sequence[str], seeds: Sequence[int], which: str) -> dict[tuple[str, int], int]:
+    tasks = _as_str_array(task_ids).tolist()
+    seeds_list = np.asarray(seeds, dtype=np.int64).tolist()
+    if len(tasks) != len(seeds_list):
+        raise ValueError(f"model {which}: task_ids and seeds differ in length")
+    index: dict[tuple[str, int], int] = {}
+    for i, cell in enumerate(zip(tasks, seeds_list)):
+        if cell in index:
+            raise ValueError(
+                f"model {which} has two episodes for task {cell[0]!r}, seed {cell[1]}; a paired "
+                "comparison needs one episode per (task, seed)"
+            )
+        index[cell] = i
+    return index
+
+
+def paired_difference(
+    task_ids_a: Sequence[str],
+    seeds_a: Sequence[int],
+    values_a: Mapping[str, np.ndarray],
+    task_ids_b: Sequence[str],
+    seeds_b: Sequence[int],
+    values_b: Mapping[str, np.ndarray],
+    spec: MetricSpec,
+    *,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Estimate:
+    """Metric of model A minus metric of model B on the (task, seed) cells both ran.
+
+    A cell enters when the metric is defined there for both models, so both sides are computed
+    on exactly the same episodes. The bootstrap resamples cells jointly (the same tasks and seeds
+    for A and B), which is what makes the difference paired. `n` counts the cells that entered.
+    """
+    _check_options(n_resamples, confidence)
+    index_a = _cell_keys(task_ids_a, seeds_a, "A")
+    index_b = _cell_keys(task_ids_b, seeds_b, "B")
+    shared = sorted(index_a.keys() & index_b.keys())
+    ia = np.asarray([index_a[c] for c in shared], dtype=np.int64)
+    ib = np.asarray([index_b[c] for c in shared], dtype=np.int64)
+    arrays_a, entered_a = _spec_columns(spec, values_a, len(index_a))
+    arrays_b, entered_b = _spec_columns(spec, values_b, len(index_b))
+    entered = entered_a[ia] & entered_b[ib]
+    layout = _layout([c[0] for c in shared], [c[1] for c in shared])
+    cols = _Columns(layout.order)
+    stat_a = _metric_statistic(spec, [a[ia] for a in arrays_a], entered, cols)
+    stat_b = _metric_statistic(spec, [b[ib] for b in arrays_b], entered, cols)
+
+    def difference(t: np.ndarray, d: np.ndarray) -> np.ndarray:
+        return stat_a(t, d) - stat_b(t, d)
+
+    (est,) = _estimates(layout, cols, [(difference, int(entered.sum()))], n_resamples, confidence, seed)
+    return est
+
+
+# ----------------------------------------------------------------------------- cell summaries
+
+
+def _termination_counts(terminations: Mapping[str, int] | Iterable[Any]) -> dict[str, int]:
+    def name(reason: Any) -> str:
+        return str(reason.value) if isinstance(reason, Enum) else str(reason)
+
+    if isinstance(terminations, Mapping):
+        return {name(k): int(v) for k, v in terminations.items()}
+    return dict(Counter(name(r) for r in terminations))
+
+
+def cell_summary(
+    model: str,
+    benchmark: str,
+    setting: str,
+    task_ids: Sequence[str],
+    seeds: Sequence[int],
+    values: Mapping[str, np.ndarray],
+    terminations: Mapping[str, int] | Iterable[Any],
+    specs: Sequence[MetricSpec],
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """The summary of one (model, benchmark, setting) cell, as `Benchmark.report_tables` and
+    summary.json take it. `terminations` is either one reason per episode or {reason: count};
+    `kwargs` go to `summarize_metrics` (n_resamples, confidence, seed). Values are unscaled."""
+    estimates = summarize_metrics(task_ids, seeds, values, specs, **kwargs)
+    return {
+        "model": model,
+        "benchmark": benchmark,
+        "setting": setting,
+        "n": len(task_ids),
+        "terminations": _termination_counts(terminations),
+        "metrics": {
+            name: {"value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high}
+            for name, e in estimates.items()
+        },
+    }
+
+
+# The name `Benchmark.report_tables` refers to.
+summarize_cell = cell_summary
