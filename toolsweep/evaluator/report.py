@@ -1,0 +1,614 @@
+"""The sweep report: a terminal table of cells and a self-contained HTML page.
+
+Both read cell summaries (`stats.cell_summary`): values are unscaled, and `MetricSpec.scale`
+says how to show them (100 for percentages). The HTML page has no scripts and no external
+resources: charts are inline SVG drawn here, so the file opens anywhere, offline, and every piece
+of text in it (model names come from user configs) is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolsweep.evaluator.protocols import MetricSpec, ReportTable
+from toolsweep.evaluator.types import TerminationReason
+
+__all__ = ["format_cells_table", "render_html_report", "write_html_report", "format_estimate"]
+
+_REASONS = [r.value for r in TerminationReason]
+_MISSING = "—"
+
+
+# ----------------------------------------------------------------------------- numbers
+
+
+def _finite(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _fmt(x: Any, scale: float = 1.0) -> str:
+    """A scaled number: one decimal for percentages and large values, three otherwise."""
+    v = _finite(x)
+    if v is None:
+        return _MISSING
+    v *= scale
+    if v == 0:
+        v = 0.0  # no "-0.0"
+    return f"{v:.1f}" if scale >= 100 or abs(v) >= 1000 else f"{v:.3f}"
+
+
+def format_estimate(metric: Mapping[str, Any] | None, scale: float = 1.0) -> str:
+    """`value [ci_low, ci_high]`, scaled."""
+    if not metric or _finite(metric.get("value")) is None:
+        return _MISSING
+    return f"{_fmt(metric['value'], scale)} [{_fmt(metric.get('ci_low'), scale)}, {_fmt(metric.get('ci_high'), scale)}]"
+
+
+def _reasons_in(cells: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Termination reasons that occur, in the enum's order, unknown ones after."""
+    seen = {r for c in cells for r, k in (c.get("terminations") or {}).items() if k}
+    return [r for r in _REASONS if r in seen] + sorted(seen - set(_REASONS))
+
+
+def _terminations_text(terminations: Mapping[str, int] | None) -> str:
+    t = terminations or {}
+    order = [r for r in _REASONS if t.get(r)] + sorted(r for r in t if r not in _REASONS and t[r])
+    return " ".join(f"{r}={t[r]}" for r in order) or _MISSING
+
+
+def _by_benchmark(cells: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for c in sorted(cells, key=lambda c: (str(c["benchmark"]), str(c["setting"]), str(c["model"]))):
+        out.setdefault(str(c["benchmark"]), []).append(c)
+    return out
+
+
+def _metric_specs(
+    benchmark: str,
+    cells: Sequence[Mapping[str, Any]],
+    specs_by_benchmark: Mapping[str, Sequence[MetricSpec]],
+) -> list[MetricSpec]:
+    """The benchmark's metrics that appear in its cells, in the benchmark's order; metrics the
+    cells carry without a spec are shown unscaled after them."""
+    present: list[str] = []
+    for c in cells:
+        for name in c.get("metrics") or {}:
+            if name not in present:
+                present.append(name)
+    specs = [s for s in specs_by_benchmark.get(benchmark, []) if s.name in present]
+    known = {s.name for s in specs}
+    return specs + [MetricSpec(name=n) for n in present if n not in known]
+
+
+def _header(spec: MetricSpec) -> str:
+    return f"{spec.name} (%)" if spec.scale == 100 else spec.name
+
+
+# ----------------------------------------------------------------------------- text table
+
+
+def _text_table(header: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(r: list[str]) -> str:
+        cells = [v.rjust(w) if i in right else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))]
+        return "  ".join(cells).rstrip()
+
+    return [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+
+
+def format_cells_table(
+    cells: Sequence[Mapping[str, Any]], specs_by_benchmark: Mapping[str, Sequence[MetricSpec]]
+) -> str:
+    """A plain-text table per benchmark: one row per (model, setting) cell with n, every metric as
+    `value [low, high]` (scaled), and the termination counts."""
+    if not cells:
+        return "no finished episodes yet"
+    blocks = []
+    for benchmark, own in _by_benchmark(cells).items():
+        specs = _metric_specs(benchmark, own, specs_by_benchmark)
+        header = ["model", "setting", "n", *(_header(s) for s in specs), "terminations"]
+        rows = [
+            [
+                str(c["model"]),
+                str(c["setting"]),
+                str(c.get("n", "")),
+                *(format_estimate((c.get("metrics") or {}).get(s.name), s.scale) for s in specs),
+                _terminations_text(c.get("terminations")),
+            ]
+            for c in own
+        ]
+        right = set(range(2, 3 + len(specs)))
+        blocks.append("\n".join([f"== {benchmark}", *_text_table(header, rows, right)]))
+    return "\n\n".join(blocks)
+
+
+# ----------------------------------------------------------------------------- SVG
+
+_PALETTE = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+]
+_REASON_COLORS = {
+    "answered": "#59a14f",
+    "max_turns": "#edc948",
+    "agent_format_error": "#f28e2b",
+    "context_exceeded": "#b07aa1",
+    "timeout": "#9c755f",
+    "env_error": "#e15759",
+    "infra_error": "#7f7f7f",
+}
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _short(label: str, n: int = 22) -> str:
+    return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi]."""
+    span = hi - lo
+    raw = span / max(1, n - 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.floor(lo / step) * step
+    ticks = []
+    t = first
+    while t <= hi + step * 1e-9:
+        ticks.append(round(t, 10))
+        t += step
+    if ticks[-1] < hi:
+        ticks.append(round(t, 10))
+    return ticks
+
+
+def _legend(items: list[tuple[str, str]], x0: float, y0: float, max_width: float) -> tuple[list[str], float]:
+    """Legend swatches laid out in rows; returns the SVG parts and the height used."""
+    parts, x, y = [], x0, y0
+    for label, color in items:
+        text = _short(label, 28)
+        w = 18 + 7 * len(text)
+        if x > x0 and x + w > x0 + max_width:
+            x, y = x0, y + 16
+        parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="10" height="10" fill="{color}"/>')
+        parts.append(f'<text x="{x + 14:.1f}" y="{y + 9:.1f}">{_e(text)}<title>{_e(label)}</title></text>')
+        x += w + 10
+    return parts, (y - y0) + 16
+
+
+def _bar_chart(
+    title: str,
+    groups: list[str],
+    series: list[str],
+    values: Mapping[tuple[str, str], tuple[float, float | None, float | None]],
+) -> str:
+    """Grouped bars (groups = settings, bars = models) with CI whiskers, as inline SVG."""
+    bar_w, gap, left, right = 16, 26, 52, 12
+    group_w = max(1, len(series)) * bar_w
+    width = max(360, left + right + len(groups) * (group_w + gap))
+    colors = {s: _PALETTE[i % len(_PALETTE)] for i, s in enumerate(series)}
+    legend, legend_h = _legend([(s, colors[s]) for s in series], left, 26, width - left - right)
+    top = 26 + legend_h + 6
+    plot_h = 150
+    bottom = top + plot_h
+    height = bottom + 40
+
+    finite = [v for triple in values.values() for v in triple if v is not None and math.isfinite(v)]
+    lo = min([0.0, *finite])
+    hi = max([0.0, *finite])
+    if hi - lo < 1e-12:
+        hi = lo + 1.0
+    ticks = _nice_ticks(lo, hi)
+    lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
+
+    def y(v: float) -> float:
+        return bottom - (v - lo) / (hi - lo) * plot_h
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
+        f'<text class="title" x="{left}" y="16">{_e(title)}</text>',
+        *legend,
+    ]
+    for t in ticks:
+        parts.append(
+            f'<line class="grid" x1="{left}" x2="{width - right}" y1="{y(t):.1f}" y2="{y(t):.1f}"/>'
+            f'<text class="tick" x="{left - 4}" y="{y(t) + 3:.1f}" text-anchor="end">{_e(_tick(t))}</text>'
+        )
+    parts.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{y(0):.1f}" y2="{y(0):.1f}"/>')
+    slot_w = (width - left - right) / max(1, len(groups))  # groups spread over the width
+    for gi, g in enumerate(groups):
+        gx = left + gi * slot_w + (slot_w - group_w) / 2
+        for si, s in enumerate(series):
+            v, ci_lo, ci_hi = values.get((g, s), (math.nan, None, None))
+            if v is None or not math.isfinite(v):
+                continue
+            x = gx + si * bar_w
+            y0, y1 = sorted((y(0.0), y(v)))
+            tip = f"{s} · {g}: {_tick(v)}"
+            if ci_lo is not None and ci_hi is not None and math.isfinite(ci_lo) and math.isfinite(ci_hi):
+                tip += f" [{_tick(ci_lo)}, {_tick(ci_hi)}]"
+            parts.append(
+                f'<rect x="{x + 1:.1f}" y="{y0:.1f}" width="{bar_w - 2}" height="{max(y1 - y0, 0.5):.1f}" '
+                f'fill="{colors[s]}"><title>{_e(tip)}</title></rect>'
+            )
+            if ci_lo is not None and ci_hi is not None and math.isfinite(ci_lo) and math.isfinite(ci_hi):
+                cx = x + bar_w / 2
+                parts.append(
+                    f'<path class="whisker" d="M{cx:.1f},{y(ci_lo):.1f}V{y(ci_hi):.1f}'
+                    f'M{cx - 4:.1f},{y(ci_lo):.1f}h8M{cx - 4:.1f},{y(ci_hi):.1f}h8"/>'
+                )
+        parts.append(
+            f'<text class="label" x="{gx + group_w / 2:.1f}" y="{bottom + 16}" text-anchor="middle">'
+            f"{_e(_short(g))}<title>{_e(g)}</title></text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _tick(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def _termination_chart(rows: list[tuple[str, Mapping[str, int]]], reasons: list[str]) -> str:
+    """One stacked horizontal bar per cell: the share of each termination reason."""
+    left, width, bar_h = 200, 640, 14
+    colors = {r: _REASON_COLORS.get(r, _PALETTE[i % len(_PALETTE)]) for i, r in enumerate(reasons)}
+    legend, legend_h = _legend([(r, colors[r]) for r in reasons], 8, 8, width - 16)
+    top = 8 + legend_h + 6
+    height = top + len(rows) * (bar_h + 6) + 6
+    plot_w = width - left - 12
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="termination reasons">',
+        *legend,
+    ]
+    for i, (label, counts) in enumerate(rows):
+        y = top + i * (bar_h + 6)
+        parts.append(
+            f'<text class="label" x="{left - 6}" y="{y + 11}" text-anchor="end">{_e(_short(label, 30))}'
+            f"<title>{_e(label)}</title></text>"
+        )
+        total = sum(int(counts.get(r, 0)) for r in reasons)
+        x = float(left)
+        for r in reasons:
+            k = int(counts.get(r, 0))
+            if not k or not total:
+                continue
+            w = plot_w * k / total
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colors[r]}">'
+                f"<title>{_e(f'{label}: {r} {k} of {total}')}</title></rect>"
+            )
+            x += w
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _convergence_chart(label: str, points: Sequence[Any]) -> str:
+    """The estimate and its interval against episodes done."""
+    pts = []
+    for p in points:
+        if isinstance(p, Mapping):
+            n, v, lo, hi = p.get("n"), p.get("value"), p.get("ci_low"), p.get("ci_high")
+        else:
+            n, v, lo, hi = (list(p) + [None] * 4)[:4]
+        if _finite(n) is not None and _finite(v) is not None:
+            pts.append((float(n), float(v), _finite(lo), _finite(hi)))
+    pts.sort()
+    width, height, left, top, plot_w, plot_h = 420, 210, 52, 26, 350, 150
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(label)}">',
+        f'<text class="title" x="{left}" y="16">{_e(_short(label, 60))}<title>{_e(label)}</title></text>',
+    ]
+    if pts:
+        xs = [p[0] for p in pts]
+        ys = [v for p in pts for v in p[1:] if v is not None]
+        x_lo, x_hi = min(xs), max(xs)
+        if x_hi == x_lo:
+            x_hi = x_lo + 1
+        y_ticks = _nice_ticks(min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 1)
+        y_lo, y_hi = y_ticks[0], y_ticks[-1]
+
+        def px(n: float) -> float:
+            return left + (n - x_lo) / (x_hi - x_lo) * plot_w
+
+        def py(v: float) -> float:
+            return top + plot_h - (v - y_lo) / (y_hi - y_lo) * plot_h
+
+        for t in y_ticks:
+            parts.append(
+                f'<line class="grid" x1="{left}" x2="{left + plot_w}" y1="{py(t):.1f}" y2="{py(t):.1f}"/>'
+                f'<text class="tick" x="{left - 4}" y="{py(t) + 3:.1f}" text-anchor="end">{_e(_tick(t))}</text>'
+            )
+        band = [p for p in pts if p[2] is not None and p[3] is not None]
+        if band:
+            poly = [f"{px(p[0]):.1f},{py(p[3]):.1f}" for p in band]
+            poly += [f"{px(p[0]):.1f},{py(p[2]):.1f}" for p in reversed(band)]
+            parts.append(f'<polygon class="band" points="{" ".join(poly)}"/>')
+        line = " ".join(f"{px(p[0]):.1f},{py(p[1]):.1f}" for p in pts)
+        parts.append(f'<polyline class="estimate" points="{line}"/>')
+        parts.append(
+            f'<text class="tick" x="{left}" y="{top + plot_h + 16}">{_e(_tick(x_lo))}</text>'
+            f'<text class="tick" x="{left + plot_w}" y="{top + plot_h + 16}" text-anchor="end">'
+            f"{_e(_tick(x_hi))} episodes</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# ----------------------------------------------------------------------------- HTML
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
+max-width:1200px;padding:0 16px;color:#222;line-height:1.4}
+h1{margin-bottom:4px}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:36px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:14px}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.pos{color:#1a7f37}td.neg{color:#cf222e}
+dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 16px;font-size:14px}
+dl.meta dt{font-weight:600}dl.meta dd{margin:0}
+.note{color:#555;font-size:13px}.charts{display:flex;flex-wrap:wrap;gap:16px}
+svg.chart{font-size:11px;background:#fff;border:1px solid #eee}
+svg .title{font-weight:600;font-size:12px}svg .grid{stroke:#eee}svg .axis{stroke:#888}
+svg .tick{fill:#666}svg .whisker{stroke:#222;stroke-width:1.2;fill:none}
+svg .band{fill:#4e79a7;opacity:.2}svg .estimate{fill:none;stroke:#4e79a7;stroke-width:1.5}
+pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}
+"""
+
+
+def _html_table(header: Sequence[str], rows: Iterable[Sequence[tuple[str, str]]]) -> str:
+    """Rows of (text, css class) pairs; all text escaped."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{cls}">{_e(v)}</td>' if cls else f"<td>{_e(v)}</td>" for v, cls in r) + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _anchor(name: str) -> str:
+    return "b-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "x")
+
+
+def _meta(manifest: Mapping[str, Any]) -> str:
+    config = manifest.get("config") if isinstance(manifest.get("config"), Mapping) else {}
+    items: list[tuple[str, Any]] = [
+        ("run id", manifest.get("run_id")),
+        ("created", manifest.get("created_at")),
+        ("config sha256", manifest.get("config_sha256")),
+        ("git sha", manifest.get("git_sha")),
+        ("seeds", (config or {}).get("seeds")),
+    ]
+    versions = manifest.get("versions")
+    if isinstance(versions, Mapping):
+        items.append(("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)))
+    benches = manifest.get("benchmarks")
+    if isinstance(benches, Mapping):
+        items.append(
+            (
+                "benchmarks",
+                ", ".join(
+                    f"{k} {v.get('version', '')}".strip() if isinstance(v, Mapping) else f"{k} {v}"
+                    for k, v in benches.items()
+                ),
+            )
+        )
+    return '<dl class="meta">' + "".join(
+        f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items if v not in (None, "", [], {})
+    ) + "</dl>"
+
+
+def _paired_rows(
+    paired: Sequence[Mapping[str, Any]], specs: Mapping[str, MetricSpec]
+) -> list[list[tuple[str, str]]]:
+    rows = []
+    for p in paired:
+        scale = specs[p["metric"]].scale if p.get("metric") in specs else 1.0
+        lo, hi = _finite(p.get("ci_low")), _finite(p.get("ci_high"))
+        verdict, cls = "", ""
+        if lo is not None and hi is not None:
+            if lo > 0:
+                verdict, cls = "A higher", "pos"
+            elif hi < 0:
+                verdict, cls = "B higher", "neg"
+            else:
+                verdict = "CI covers 0"
+        rows.append(
+            [
+                (str(p.get("setting", "")), ""),
+                (str(p.get("metric", "")), ""),
+                (str(p.get("model_a", "")), ""),
+                (str(p.get("model_b", "")), ""),
+                (str(p.get("n", "")), "num"),
+                (format_estimate(p, scale), f"num {cls}".strip()),
+                (verdict, cls),
+            ]
+        )
+    return rows
+
+
+def _report_table_html(t: ReportTable | Mapping[str, Any]) -> str:
+    table = t if isinstance(t, ReportTable) else ReportTable.model_validate(t)
+    rows = [
+        [(_fmt(v) if isinstance(v, float) else str(v), "num" if isinstance(v, (int, float)) else "") for v in r]
+        for r in table.rows
+    ]
+    note = f'<p class="note">{_e(table.note)}</p>' if table.note else ""
+    return f"<h4>{_e(table.title)}</h4>{_html_table([str(c) for c in table.columns], rows)}{note}"
+
+
+def render_html_report(
+    manifest: Mapping[str, Any],
+    cells: Sequence[Mapping[str, Any]],
+    specs_by_benchmark: Mapping[str, Sequence[MetricSpec]],
+    tables: Sequence[ReportTable] | Mapping[str, Sequence[ReportTable]] = (),
+    paired: Sequence[Mapping[str, Any]] | None = None,
+    convergence: Mapping[str, Sequence[Any]] | None = None,
+) -> str:
+    """The report page.
+
+    `tables` are the benchmarks' paper-style tables (a list, or {benchmark: list} to place each
+    under its benchmark). `paired` rows carry benchmark, setting, model_a, model_b, metric, n,
+    value, ci_low, ci_high (A minus B). `convergence` maps a label (e.g. "model / benchmark /
+    setting / metric") to points {n, value, ci_low, ci_high}, drawn as the estimate against
+    episodes done.
+    """
+    sweep = manifest.get("sweep") or manifest.get("name") or (manifest.get("config") or {}).get("name") or "sweep"
+    run_id = manifest.get("run_id", "")
+    grouped = _by_benchmark(cells)
+    tables_by_bench = dict(tables) if isinstance(tables, Mapping) else {}
+    loose_tables = [] if isinstance(tables, Mapping) else list(tables)
+    paired = list(paired or [])
+
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(f'toolsweep report: {sweep} {run_id}'.strip())}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<header><h1>{_e(sweep)}</h1>{_meta(manifest)}",
+        "<details><summary>manifest.json</summary><pre>"
+        f"{_e(json.dumps(manifest, indent=2, sort_keys=True, default=str))}</pre></details></header>",
+    ]
+    if not cells:
+        out.append("<p>No finished episodes yet.</p>")
+    names = list(grouped) + [b for b in tables_by_bench if b not in grouped]
+    if len(names) > 1:
+        out.append(
+            "<nav><ul>" + "".join(f'<li><a href="#{_anchor(b)}">{_e(b)}</a></li>' for b in names) + "</ul></nav>"
+        )
+    for benchmark in names:
+        own = grouped.get(benchmark, [])
+        specs = _metric_specs(benchmark, own, specs_by_benchmark)
+        out.append(f'<section id="{_anchor(benchmark)}"><h2>{_e(benchmark)}</h2>')
+        if own:
+            out.append(_cells_section(own, specs))
+        for t in tables_by_bench.get(benchmark, []):
+            out.append(_report_table_html(t))
+        own_paired = [p for p in paired if str(p.get("benchmark")) == benchmark]
+        if own_paired:
+            out.append("<h3>Paired differences (A minus B, same task and seed)</h3>")
+            out.append(
+                _html_table(
+                    ["setting", "metric", "model A", "model B", "cells", "A − B [95% CI]", ""],
+                    _paired_rows(own_paired, {s.name: s for s in specs}),
+                )
+            )
+        out.append("</section>")
+    if loose_tables:
+        out.append('<section id="tables"><h2>Paper tables</h2>')
+        out.extend(_report_table_html(t) for t in loose_tables)
+        out.append("</section>")
+    stray = [p for p in paired if str(p.get("benchmark")) not in names]
+    if stray:
+        out.append("<section><h2>Paired differences</h2>")
+        out.append(
+            _html_table(
+                ["setting", "metric", "model A", "model B", "cells", "A − B [95% CI]", ""],
+                _paired_rows(stray, {}),
+            )
+        )
+        out.append("</section>")
+    if convergence:
+        out.append('<section id="convergence"><h2>Convergence</h2><div class="charts">')
+        out.extend(_convergence_chart(str(label), pts) for label, pts in convergence.items())
+        out.append("</div></section>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec]) -> str:
+    reasons = _reasons_in(own)
+    header = ["model", "setting", "n", *(_header(s) for s in specs)]
+    rows = [
+        [
+            (str(c["model"]), ""),
+            (str(c["setting"]), ""),
+            (str(c.get("n", "")), "num"),
+            *((format_estimate((c.get("metrics") or {}).get(s.name), s.scale), "num") for s in specs),
+        ]
+        for c in own
+    ]
+    parts = ["<h3>Cells</h3>", _html_table(header, rows)]
+    described = [s for s in specs if s.description]
+    if described:
+        parts.append(
+            '<p class="note">'
+            + "; ".join(
+                f"{_e(s.name)}: {_e(s.description)}{'' if s.higher_is_better else ' (lower is better)'}"
+                for s in described
+            )
+            + "</p>"
+        )
+    settings = list(dict.fromkeys(str(c["setting"]) for c in own))
+    models = list(dict.fromkeys(str(c["model"]) for c in sorted(own, key=lambda c: str(c["model"]))))
+    charts = []
+    for s in specs:
+        values = {}
+        for c in own:
+            m = (c.get("metrics") or {}).get(s.name) or {}
+            v = _finite(m.get("value"))
+            if v is None:
+                continue
+            lo, hi = _finite(m.get("ci_low")), _finite(m.get("ci_high"))
+            values[(str(c["setting"]), str(c["model"]))] = (
+                v * s.scale,
+                None if lo is None else lo * s.scale,
+                None if hi is None else hi * s.scale,
+            )
+        if values:
+            arrow = "↑" if s.higher_is_better else "↓"
+            charts.append(_bar_chart(f"{_header(s)} {arrow}", settings, models, values))
+    if charts:
+        parts.append('<h3>Metrics by model (95% CI)</h3><div class="charts">' + "".join(charts) + "</div>")
+    parts.append("<h3>Termination reasons</h3>")
+    t_rows = [
+        [(str(c["model"]), ""), (str(c["setting"]), "")]
+        + [(str(int((c.get("terminations") or {}).get(r, 0))), "num") for r in reasons]
+        + [(str(sum(int(v) for v in (c.get("terminations") or {}).values())), "num")]
+        for c in own
+    ]
+    parts.append(_html_table(["model", "setting", *reasons, "total"], t_rows))
+    if reasons:
+        parts.append(
+            _termination_chart(
+                [(f"{c['model']} / {c['setting']}", c.get("terminations") or {}) for c in own], reasons
+            )
+        )
+    return "".join(parts)
+
+
+def write_html_report(path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Path:
+    """Render the report (same arguments as `render_html_report`) and write it atomically: a
+    reader never sees a half-written page, and a crash leaves the previous one."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = render_html_report(*args, **kwargs)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a report is meant to be shared
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
