@@ -1,0 +1,220 @@
+"""TRAJECT-Bench (He et al.): trajectory-aware evaluation of agentic tool use, on its public data.
+
+Settings are named `<split>/<pool>/<method>`:
+
+- split: `par-simple`, `par-hard` (parallel tasks, simple / hard queries), `seq` (sequential tasks);
+- pool: `domain` (the query's domain tools, the paper's main setting), `all` (every loaded tool),
+  `retrieval` / `retrieval-all` (BM25 top-k from the domain / all pool, Table 4), `fixed-k` (the gold
+  tools plus seeded random domain distractors up to k);
+- method: `direct`, `cot` (the paper's prompts), `native` (OpenAI function calling), `react-domain`
+  (ReAct over the whole pool), `react-static` / `react-dynamic` (ReAct over a top-k retrieved once /
+  before every turn; only with the retrieval pools).
+
+The data is read from `data_dir` (see `data.py` for the layout); nothing assumes which domains exist.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolsweep.benchmarks.traject_bench.data import (
+    EXPECTED_LAYOUT,
+    SPLITS,
+    DataError,
+    DataLayoutError,
+    Dataset,
+    load_dataset,
+)
+from toolsweep.benchmarks.traject_bench.environment import (
+    METHODS,
+    POOLS,
+    REACT_METHODS,
+    TEXT_METHODS,
+    Context,
+    SettingSpec,
+    TrajectEnv,
+    valid_combination,
+)
+from toolsweep.benchmarks.traject_bench.policies import SCRIPTED, oracle_policy, random_policy
+from toolsweep.benchmarks.traject_bench.replay import Replayer
+from toolsweep.benchmarks.traject_bench.retrieval import ToolRetriever
+from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
+
+__all__ = ["TrajectBench", "DataError", "DataLayoutError", "EXPECTED_LAYOUT"]
+
+_contexts: dict[tuple[str, bool], Context] = {}
+
+
+class TrajectBench(Benchmark):
+    name: ClassVar[str] = "traject_bench"
+    version: ClassVar[str] = "1.0"
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        data_dir: str | Path | None = Field(
+            None,
+            description="Folder with the benchmark's public data (tools/, parallel/, sequential/): "
+            "the `public_data/` folder of PengfeiHePower/TRAJECT-Bench.",
+        )
+        paper_compat: bool = Field(
+            False,
+            description="Set-based EM/Inclusion and one Usage pair per shared tool name, as the "
+            "authors' scoring code (caps an oracle below 1 on trajectories that repeat a tool).",
+        )
+        retrieval_k: int = Field(20, gt=0, description="Tools retrieved per retrieval (paper: 20).")
+        fixed_k: int = Field(20, gt=0, description="Pool size of the fixed-k pool.")
+        max_turns: int = Field(8, gt=0, description="Turn cap of ReAct and native tool calling (paper: 8).")
+        answer_phase: bool = Field(
+            True,
+            description="Direct/CoT: replay the predicted calls and ask for the final answer (for Acc).",
+        )
+        strict: bool = Field(False, description="Fail on any malformed record instead of skipping it.")
+        breakdowns: bool = Field(True, description="Per-domain and per-length metrics.")
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        o = self.options
+        if o.data_dir is None:
+            raise DataLayoutError(f"traject_bench: option `data_dir` is required; {EXPECTED_LAYOUT}")
+        self.dataset: Dataset = load_dataset(o.data_dir, strict=o.strict)
+        key = (str(self.dataset.data_dir), o.paper_compat, o.breakdowns)
+        ctx = _contexts.get(key)
+        if ctx is None:
+            ds = self.dataset
+            lengths = sorted({t.n for ts in ds.tasks.values() for t in ts})
+            ctx = Context(
+                dataset=ds,
+                replayer=Replayer(ds),
+                retriever=ToolRetriever({n: t.description for n, t in ds.catalog.items()}),
+                paper_compat=o.paper_compat,
+                breakdown_domains=tuple(ds.domains) if o.breakdowns else (),
+                breakdown_lengths=tuple(lengths) if o.breakdowns else (),
+            )
+            _contexts[key] = ctx
+        self.ctx = ctx
+        self._specs = self._build_specs()
+
+    # -- settings and tasks --------------------------------------------------------------------------
+    def _build_specs(self) -> dict[str, SettingSpec]:
+        o = self.options
+        specs = {}
+        for split in self.dataset.splits():
+            for pool in POOLS:
+                for method in METHODS:
+                    if not valid_combination(pool, method):
+                        continue
+                    name = f"{split}/{pool}/{method}"
+                    specs[name] = SettingSpec(
+                        name=name,
+                        split=split,
+                        pool=pool,
+                        method=method,
+                        k=o.fixed_k if pool == "fixed-k" else o.retrieval_k,
+                        max_turns=o.max_turns,
+                        answer_phase=o.answer_phase,
+                    )
+        return specs
+
+    def spec(self, setting: str) -> SettingSpec:
+        try:
+            return self._specs[setting]
+        except KeyError:
+            raise KeyError(
+                f"traject_bench has no setting {setting!r} for the data in {self.dataset.data_dir} "
+                f"(splits present: {self.dataset.splits()}); settings are <split>/<pool>/<method>, "
+                f"e.g. 'par-simple/domain/direct'; see settings()"
+            ) from None
+
+    def settings(self) -> dict[str, dict[str, Any]]:
+        return {name: s.params() for name, s in self._specs.items()}
+
+    def tasks(self, setting: str) -> list[str]:
+        return [t.task_id for t in self.dataset.tasks[self.spec(setting).split]]
+
+    def make_env(self, task_id: str, setting: str, seed: int) -> TrajectEnv:
+        spec = self.spec(setting)
+        task = self.dataset.task_by_id.get(task_id)
+        if task is None or task.split != spec.split:
+            raise KeyError(f"traject_bench: task {task_id!r} is not in setting {setting!r}")
+        return TrajectEnv(self.ctx, task, spec, seed)
+
+    def max_turns(self, setting: str) -> int:
+        spec = self.spec(setting)
+        if spec.method in TEXT_METHODS:
+            return 4  # plan, one format retry, answer (+1 slack)
+        return spec.max_turns + 2
+
+    # -- policies ------------------------------------------------------------------------------------
+    def scripted_policies(self) -> dict[str, str]:
+        return dict(SCRIPTED)
+
+    def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
+        if not isinstance(env, TrajectEnv):
+            raise TypeError("traject_bench scripted policies need a traject_bench environment")
+        if name == "oracle":
+            return oracle_policy(env)
+        if name == "random":
+            return random_policy(env, seed)
+        return super().make_scripted_policy(name, env, seed)
+
+    # -- metrics -------------------------------------------------------------------------------------
+    def metrics(self, setting: str | None = None) -> list[MetricSpec]:
+        seq = None if setting is None else self.spec(setting).split == "seq"
+        out = [
+            MetricSpec(name="em", description="Exact match of tool names (ordered for sequential tasks)"),
+            MetricSpec(name="inclusion", description="Share of gold tools the prediction includes (multiset)"),
+            MetricSpec(name="usage", kind="ratio", numerator="usage_num", denominator="usage_den",
+                       description="Share of gold/predicted call pairs with equal normalised arguments, pooled"),
+            MetricSpec(name="usage_strict", kind="ratio", numerator="usage_strict_num",
+                       denominator="usage_strict_den", description="Usage with placeholders never equal"),
+            MetricSpec(name="traj_satisfy_proxy", description="Deterministic Traj-Satisfy proxy, 0-10"),
+            MetricSpec(name="acc", description="Final answer recalls >= 80% of the gold answer's tool facts"),
+            MetricSpec(name="fact_recall", description="Share of gold answer facts in the final answer"),
+            MetricSpec(name="retrieval_rate", description="Share of gold tools among the tools shown"),
+            MetricSpec(name="format_errors", higher_is_better=False, description="Unparseable replies per episode"),
+            MetricSpec(name="replay_miss", higher_is_better=False,
+                       description="Share of executed calls with no recorded response"),
+            MetricSpec(name="n_pred_calls", higher_is_better=False, description="Predicted calls per episode"),
+        ]
+        if seq is None or seq:
+            out += [
+                MetricSpec(name="order_lcs", description="LCS of predicted and gold tool order / |gold| (sequential)"),
+                MetricSpec(name="dep_sat", description="Share of gold data-flow bindings satisfied (sequential)"),
+            ]
+        for d in self.ctx.breakdown_domains:
+            for key in ("em", "inclusion", "acc", "traj_satisfy_proxy"):
+                out.append(MetricSpec(name=f"{key}/{d}", description=f"{key}, domain {d} only"))
+            out.append(MetricSpec(name=f"usage/{d}", kind="ratio", numerator=f"usage_num/{d}",
+                                  denominator=f"usage_den/{d}", description=f"usage, domain {d} only"))
+        for n in self.ctx.breakdown_lengths:
+            for key in ("em", "inclusion", "acc"):
+                out.append(MetricSpec(name=f"{key}/n={n}", description=f"{key}, gold trajectories of {n} calls"))
+        return out
+
+    def fingerprint(self) -> dict[str, Any]:
+        ds = self.dataset
+        return {
+            "version": self.version,
+            "data_sha256": ds.sha256,
+            "domains": ds.domains,
+            "tasks": {s: len(ds.tasks[s]) for s in SPLITS},
+            "options": self.options.model_dump(mode="json", exclude={"data_dir"}),
+        }
+
+    # -- report --------------------------------------------------------------------------------------
+    def report_tables(self, cells: list[dict[str, Any]]) -> list[ReportTable]:
+        from toolsweep.benchmarks.traject_bench.report import build_tables
+
+        return build_tables(self, cells)
+
+
+__all__ += ["SettingSpec", "TrajectEnv", "REACT_METHODS"]
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)

@@ -1,0 +1,79 @@
+"""BM25 tool retrieval (pure Python), the offline stand-in for the paper's dense retrievers.
+
+The paper retrieves top-20 tools with bge-large / all-MiniLM / ToolBench-IR; their weights are not
+available offline, so retrieval settings use Okapi BM25 (the `rank-bm25` package's BM25Okapi
+formula: k1=1.5, b=0.75, negative IDFs floored at epsilon x mean IDF) over tool name + description
+(spec §3.1). Scores depend only on (query, pool, k): retrieval rate is model-independent.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import Counter
+from typing import Sequence
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(text.lower())
+
+
+class BM25:
+    def __init__(self, docs: Sequence[str], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
+        self.k1, self.b = k1, b
+        toks = [tokenize(d) for d in docs]
+        self.n = len(toks)
+        self.doc_len = [len(t) for t in toks]
+        self.avgdl = (sum(self.doc_len) / self.n) if self.n else 0.0
+        df: Counter[str] = Counter()
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        for i, t in enumerate(toks):
+            for term, tf in Counter(t).items():
+                df[term] += 1
+                self.postings.setdefault(term, []).append((i, tf))
+        idf = {t: math.log(self.n - f + 0.5) - math.log(f + 0.5) for t, f in df.items()}
+        mean_idf = (sum(idf.values()) / len(idf)) if idf else 0.0
+        floor = epsilon * mean_idf
+        self.idf = {t: (v if v >= 0 else floor) for t, v in idf.items()}
+
+    def scores(self, query: str) -> list[float]:
+        s = [0.0] * self.n
+        for term in tokenize(query):
+            post = self.postings.get(term)
+            if not post:
+                continue
+            idf = self.idf[term]
+            for i, tf in post:
+                norm = self.k1 * (1 - self.b + self.b * self.doc_len[i] / self.avgdl)
+                s[i] += idf * tf * (self.k1 + 1) / (tf + norm)
+        return s
+
+    def top_k(self, query: str, k: int) -> list[int]:
+        """Indices of the k best documents; ties keep pool order (deterministic)."""
+        s = self.scores(query)
+        return sorted(range(self.n), key=lambda i: (-s[i], i))[:k]
+
+
+class ToolRetriever:
+    """One BM25 index per tool pool, built on first use and shared by all episodes of a process."""
+
+    def __init__(self, describe: dict[str, str]) -> None:
+        self._describe = describe
+        self._indexes: dict[tuple[str, ...], BM25] = {}
+        self._lock = threading.Lock()
+
+    def _index(self, pool: tuple[str, ...]) -> BM25:
+        idx = self._indexes.get(pool)
+        if idx is None:
+            with self._lock:
+                idx = self._indexes.get(pool)
+                if idx is None:
+                    idx = BM25([f"{n} {self._describe.get(n, '')}" for n in pool])
+                    self._indexes[pool] = idx
+        return idx
+
+    def retrieve(self, query: str, pool: tuple[str, ...], k: int) -> list[str]:
+        return [pool[i] for i in self._index(pool).top_k(query, k)]
