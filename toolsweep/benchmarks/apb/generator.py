@@ -358,7 +358,7 @@ class _Builder:
                               "a JSON object with 'screen' (the new screen state id).", [cap], fixed_name=g)
             if param == "element":
                 lab = widgets[i % len(widgets)]["label"]
-                val, nl = plans.const(lab), f"{g} the {lab}"
+                val, nl = plans.const(lab, match="contains"), f"{g} the {lab}"
             elif param == "text":
                 val, nl = plans.const(entity, goal_slot=True), f"type '{entity}'"
             elif param == "key":
@@ -502,7 +502,7 @@ class _Builder:
                            param_entry("title", "string", True, "document title"),
                            param_entry("format", "string", True, "one of pdf, docx, html, markdown")],
                           "a JSON object with 'document_id' (string).", ["deliver"])
-        goal = self.add_node(t, {"inputs": plans.expr(loose, flds, vals), "title": plans.const(title, goal_slot=True),
+        goal = self.add_node(t, {"inputs": plans.expr(loose, flds, vals), "title": plans.const(title, goal_slot=True, match="contains"),
                                  "format": plans.const(fmt)},
                              {"document_id": f"DOC-{rng.randint(1000, 9999)}"},
                              f"produce a {fmt.upper() if fmt != 'markdown' else 'Markdown'} {d.deliverable} titled '{title}'",

@@ -1,0 +1,342 @@
+"""One APB episode: the model reads the case and writes a plan (or next steps, or a refusal) as
+JSON text; the environment grades it. Single-turn for every setting except refinement, which is the
+three-turn protocol of §8.1. `Observation.tools` is always empty: plans are text, not tool calls.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from typing import Any
+
+from toolsweep.benchmarks.apb import plans, prompts
+from toolsweep.benchmarks.apb.generator import Dataset, step_bin
+from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult
+from toolsweep.benchmarks.apb.tools import FINISH, render_tool_line
+from toolsweep.evaluator.types import Message, Observation, TerminationReason
+
+NAN = float("nan")
+BROKEN_CATEGORIES = ("replace", "alter", "retry", "refuse", "other")
+STEP_BINS = ("1-5", "6-10", "11-15", "16-20", ">20")
+
+
+def fine_bin(L: int) -> str:
+    """Tab. 12's step ranges."""
+    if L <= 5:
+        return "1-5"
+    if L <= 10:
+        return "6-10"
+    if L <= 15:
+        return "11-15"
+    if L <= 20:
+        return "16-20"
+    return ">20"
+
+
+def _public_tool(t: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in t.items() if k != "hidden"}
+
+
+def _redacted_scene(f: dict[str, Any]) -> dict[str, Any]:
+    """The file's structure without any secret: classes not counts, text boxes not their strings."""
+    sc = f.get("scene", {})
+    if "widgets" in sc:
+        return {"widgets": [{"label": w["label"], "role": w["role"], "bbox": w["bbox"]} for w in sc["widgets"]]}
+    if "fps" in sc:
+        return {"fps": sc["fps"], "frame_count": sc["frame_count"],
+                "sampled_frames": [{"frame": x["frame"], "objects": x["objects"]} for x in sc["sampled_frames"]]}
+    classes: dict[str, set[str]] = {}
+    for o in sc.get("objects", []):
+        classes.setdefault(o["class"], set()).update(o["attributes"])
+    return {"object_classes": [{"class": c, "attributes": sorted(a)} for c, a in sorted(classes.items())],
+            "text_regions": [{"bbox": r["bbox"], "text": "<unread>"} for r in sc.get("text_regions", [])]}
+
+
+def render_files(files: list[dict[str, Any]], mode: str) -> str:
+    """The file manifest (§2.4): captions, plus the redacted structured scene in `scene` mode."""
+    if not files:
+        return "Files: (none)"
+    lines = ["Files: " + ", ".join(f"{f['name']} ({f['type']})" for f in files)]
+    for f in files:
+        lines.append(f"- {f['name']}: {f['caption']}")
+        if mode == "scene":
+            lines.append(f"  Scene structure: {json.dumps(_redacted_scene(f), ensure_ascii=False)}")
+    return "\n".join(lines)
+
+
+class APBEnv:
+    """Environment for one (setting, task). Ground truth stays inside; `reference_reply()` serves the oracle."""
+
+    def __init__(self, ds: Dataset, setting: str, task: dict[str, Any], seed: int, options: Any) -> None:
+        self.ds = ds
+        self.setting = setting
+        self.task = task
+        self.seed = seed
+        self.options = options
+        self.base = ds.bases[task["base"]]
+        self.kind = task["kind"]
+        self.turn = 0
+        self.replies: list[str] = []
+        self.results: dict[str, float] = {}
+        self.done = False
+        self.info: dict[str, Any] = {}
+        self._build()
+
+    # ------------------------------------------------------------------ case materialization
+    def _build(self) -> None:
+        b, t = self.base, self.task
+        ref = b["reference"]
+        query, files, tools = b["query"], b["background"]["files"], list(b["tools"])
+        self.half = t.get("half", "stepwise" if self.kind in ("stepwise", "broken") else "holistic")
+        if self.kind == "refine" and t["half"] == "stepwise":
+            self.half = "stepwise"
+        if t.get("distractors"):
+            tools = tools[:-1] + list(t["distractors"]) + tools[-1:]  # appended after the originals (§4.3)
+            if self.options.distractor_position == "shuffle":
+                rng = random.Random(f"{t['task_id']}|shuffle")
+                rng.shuffle(tools)
+        if self.kind == "broken":
+            tools.insert(t["insert_at"], t["replacement_tool"])
+        if self.kind == "unsolvable":
+            query, files, tools = t["query"], t["files"], list(t["tools"])
+        if self.kind == "efficiency":
+            tools = [dict(x, hidden=dict(x["hidden"], cost=t["costs"][x["name"]])) for x in tools]
+            extra = list(t["composites"]) + list(t["traps"])
+            rng = random.Random(f"{t['task_id']}|bank")
+            for x in extra:
+                tools.insert(rng.randint(0, len(tools) - 1), x)
+        self.tools = tools
+        self.query, self.files = query, files
+        self.view = {"nodes": ref["nodes"], "order": ref["linearization"], "goal": ref["goal_node"], "tools": tools,
+                     "constraints": b["constraints"], "secrets": b["world"]["secrets"]}
+        self.grader = PlanGrader(self.view)
+        self.tool_lines = [render_tool_line(x, with_cost=self.kind == "efficiency") for x in tools]
+        self.query_block = f"{query}\n{render_files(files, self.options.file_mode)}"
+        order = ref["linearization"]
+        if self.half == "stepwise":
+            if self.kind == "broken":
+                self.j = t["j"] - 1
+                self.prefix = t["prefix"]
+            else:
+                self.j = t["j"]
+                self.prefix = ref["trajectory"][: 2 * self.j]
+            self.k = t.get("k", 1)
+            self.done_nodes = order[: self.j]
+            self.context = json.dumps(self.prefix, ensure_ascii=False).casefold()
+            self.first_prompt = prompts.render_stepwise(self.k, self.query_block, self.tool_lines, self.prefix)
+        else:
+            self.first_prompt = prompts.render_holistic(
+                self.query_block, self.tool_lines,
+                unsolvable_prompt=self.kind in ("unsolvable", "control"), efficiency=self.kind == "efficiency")
+
+    def _attachments(self) -> list[dict[str, Any]]:
+        if self.options.file_mode != "render" or not self.files:
+            return []
+        from toolsweep.benchmarks.apb.render import render_file_parts
+
+        return render_file_parts(self.files)
+
+    # ------------------------------------------------------------------ protocol
+    def reset(self) -> Observation:
+        self.turn = 0
+        self.replies = []
+        self.done = False
+        parts = self._attachments()
+        content: Any = self.first_prompt if not parts else [{"type": "text", "text": self.first_prompt}, *parts]
+        msgs = [Message(role="system", content=self.base["system_prompt"]), Message(role="user", content=content)]
+        return Observation(messages=msgs, tools=[], info={"setting": self.setting, "task_id": self.task["task_id"]})
+
+    @staticmethod
+    def _reply_text(reply: Message) -> str:
+        text = reply.text()
+        if not text.strip() and reply.tool_calls:
+            # a model that answered with native function calls: read them as the step-wise format
+            calls = []
+            for tc in reply.tool_calls:
+                try:
+                    args = json.loads(tc.function.arguments or "{}")
+                except ValueError:
+                    args = {"__raw__": tc.function.arguments}
+                calls.append({"type": "function", "function": {"name": tc.function.name, "arguments": args}})
+            text = json.dumps({"role": "assistant", "thought": "", "tool_calls": calls})
+        return text
+
+    def step(self, reply: Message) -> Observation:
+        if self.done:
+            return Observation(done=True, termination=TerminationReason.ANSWERED)
+        text = self._reply_text(reply)
+        self.replies.append(text)
+        self.turn += 1
+        if self.kind == "refine":
+            return self._refine_step(text)
+        self.results = self._grade_final(text)
+        self.done = True
+        return self._final_obs()
+
+    def _final_obs(self) -> Observation:
+        parsed = self.info.get("parsed", True)
+        term = TerminationReason.ANSWERED if parsed else TerminationReason.AGENT_FORMAT_ERROR
+        return Observation(done=True, termination=term, info=dict(self.info))
+
+    def _refine_step(self, text: str) -> Observation:
+        mode = self.task["mode"]
+        critic = mode.startswith("critic")
+        metric = mode.endswith("plus")
+        if self.turn == 1:
+            self.base_result = self._grade(text)
+            if critic:
+                critique = self.rule_critique(self.base_result, metric)
+                msg = prompts.CRITIC_PREFIX.format(critique=critique) + prompts.REFINE_FINAL
+            elif self.half == "holistic":
+                msg = prompts.render_p8(metric=metric, gui=self.base["source_style"] == "OpenCUA")
+            else:
+                msg = prompts.render_p7(self.query_block, self.tool_lines, self.prefix, text, metric=metric)
+            return Observation(messages=[Message(role="user", content=msg)], info={"turn": 1})
+        if self.turn == 2 and not critic:
+            return Observation(messages=[Message(role="user", content=prompts.REFINE_FINAL)], info={"turn": 2})
+        final = self._grade(text)
+        self.results = self._refine_metrics(self.base_result, final)
+        self.done = True
+        self.info = {"parsed": final.parsed, "flags": sorted(final.flags), "base_flags": sorted(self.base_result.flags)}
+        return Observation(done=True, termination=TerminationReason.ANSWERED, info=dict(self.info))
+
+    @staticmethod
+    def rule_critique(res: PlanResult, metric: bool) -> str:
+        """The critic of Critic_R± (§8.1) as a rule-based reviewer: with the taxonomy it names the error
+        categories it finds; without it, it only says whether something is wrong."""
+        if res.correct:
+            return "The answer is correct and complete; keep it as it is."
+        if not metric:
+            return "There are issues with this answer; check that it fully and correctly solves the original request."
+        names = {"E1": "E1_GOAL_UNDERSTANDING", "E2": "E2_TASK_COMPLETENESS", "E3": "E3_CONSTRAINT_VIOLATION",
+                 "E4": "E4_LOGICAL_DEFECT", "E5": "E5_TOOL_USE_ERROR", "E6": "E6_HALLUCINATION_ERROR"}
+        lines = [f"- {names[n.split(':')[0]]}: {n.split(': ', 1)[1]}" for n in res.notes if n[:2] in names]
+        return "The answer has these errors:\n" + "\n".join(lines[:12])
+
+    # ------------------------------------------------------------------ grading
+    def _grade(self, text: str) -> PlanResult:
+        if self.half == "stepwise":
+            return self.grader.stepwise(text, self.k, self.done_nodes, self.context)
+        return self.grader.holistic(text)
+
+    def _grade_final(self, text: str) -> dict[str, float]:
+        m: dict[str, float] = {}
+        if self.kind == "broken":
+            t = self.task
+            cat = self.grader.broken(text, self.done_nodes, t["broken_node"], t["broken_tool"],
+                                     t["replacement_tool"]["name"], self.context)
+            for c in BROKEN_CATEGORIES:
+                m[c] = float(cat == c)
+            m["recovery"] = float(cat in ("replace", "alter"))
+            m["correct"] = m["recovery"]
+            self.info = {"category": cat, "parsed": True}
+            return m
+        if self.kind == "unsolvable":
+            passed, strict = self.grader.unsolvable(text, self.task["unsolvable_type"], self.task["blocking_terms"])
+            m = {"pass": float(passed), "pass_strict": float(strict), "correct": float(passed)}
+            self.info = {"pass": passed, "parsed": True}
+            return m
+        res = self._grade(text)
+        m = res.metrics()
+        self.info = {"parsed": res.parsed, "flags": sorted(res.flags), "notes": res.notes[:20], "grade": res.grade}
+        if self.kind == "control":
+            m["refused"] = float(self.grader.refused(text))
+            return m
+        if self.half == "holistic":
+            m["false_refusal"] = float(res.false_refusal)
+        if self.task.get("n_e") is not None:
+            m["ext_used"] = float(res.ext_use > 0)
+            m["ext_calls"] = float(res.ext_use)
+        if self.kind == "efficiency":
+            opt = float(self.task["optimal_cost"])
+            m["cost"] = res.cost
+            m["cost_pass"] = res.cost if res.correct else NAN
+            m["cost_ratio"] = res.cost / opt if res.cost > 0 else NAN
+            m["optimal_rate"] = float(res.correct and math.isclose(res.cost, opt))
+        if self.setting == "holistic":
+            L = self.base["meta"]["L"]
+            for key, val in (("mod", self.base["modality"]), ("bin", fine_bin(L)), ("src", self.base["source_style"])):
+                m[f"correct_{key}_{val}"] = m["correct"]
+                m[f"grade_{key}_{val}"] = m["grade"]
+        return m
+
+    def _refine_metrics(self, base: PlanResult, final: PlanResult) -> dict[str, float]:
+        h = "hol" if self.half == "holistic" else "sw"
+        m: dict[str, float] = {}
+        for half in ("hol", "sw"):
+            for key in ("base_cr", "refined_cr", "delta", "over_correction", "repair", "base_grade", "refined_grade"):
+                m[f"{half}_{key}"] = NAN
+        b, f = float(base.correct), float(final.correct)
+        m[f"{h}_base_cr"], m[f"{h}_refined_cr"], m[f"{h}_delta"] = b, f, f - b
+        m[f"{h}_base_grade"], m[f"{h}_refined_grade"] = base.grade, final.grade
+        m[f"{h}_over_correction"] = (1.0 - f) if b == 1.0 else NAN
+        m[f"{h}_repair"] = f if b == 0.0 else NAN
+        m["correct"] = f
+        m["grade"] = final.grade
+        for flag in FLAGS:
+            m[flag] = float(flag in final.flags)
+        return m
+
+    def result(self) -> dict[str, float]:
+        if not self.done:
+            # the episode ended before an answer (max turns, timeout): graded as an empty answer
+            if self.kind == "refine" and hasattr(self, "base_result"):
+                return self._refine_metrics(self.base_result, self._grade(""))
+            return self._grade_final("")
+        return dict(self.results)
+
+    # ------------------------------------------------------------------ ground truth for scripted policies
+    def reference_answer(self) -> str:
+        """The correct JSON answer for the current turn."""
+        t, ref = self.task, self.base["reference"]
+        nodes = plans.node_map(ref["nodes"])
+        if self.kind == "unsolvable":
+            reason = (f"This cannot be completed as asked: {', '.join(t['blocking_terms'][:2])} "
+                      f"is missing or unavailable, so no valid plan exists.")
+            return json.dumps({"status": "REJECT", "reason": reason})
+        if self.kind == "refine" and self.turn == 1 and not self.task["mode"].startswith("critic"):
+            return "The initial answer is correct: every step is needed, in a valid order, with valid arguments."
+        if self.kind == "broken":
+            return json.dumps(t["reference_action"])
+        if self.half == "stepwise":
+            observed = set(self.done_nodes)
+            acts = []
+            for nid in ref["linearization"][self.j: self.j + self.k]:
+                acts.append(plans.stepwise_action(nodes[nid], nodes, observed))
+            while len(acts) < self.k:
+                acts.append(plans.finish_action())
+            return json.dumps(acts[0] if self.k == 1 else acts)
+        calls = None
+        if self.kind == "efficiency":
+            calls = []
+            comps = {c["name"]: c for c in t["composites"]}
+            for c in t["optimal_calls"]:
+                if c["name"] is None:
+                    calls.append({"name": nodes[c["covers"][0]]["tool"], "covers": c["covers"], "param_map": None})
+                else:
+                    calls.append({"name": c["name"], "covers": c["covers"],
+                                  "param_map": comps[c["name"]]["hidden"]["param_map"]})
+        chain = plans.holistic_chain(ref["nodes"], ref["linearization"], style=self.options.oracle_ref_style,
+                                     calls=calls)
+        return json.dumps({"plan": ref["plan"], "tool_chain": chain})
+
+    def random_answer(self, rng: random.Random) -> str:
+        """A uniform-random answer in the right format (the random baseline of §12.22)."""
+        names = [x["name"] for x in self.tools if x["name"] != FINISH]
+        if self.half == "stepwise":
+            acts = []
+            for _ in range(self.k):
+                name = rng.choice(names + [FINISH])
+                props = next(x for x in self.tools if x["name"] == name)["parameters"].get("properties", {})
+                acts.append(plans.assistant_call("random", name, {p: "x" for p in props}))
+            return json.dumps(acts[0] if self.k == 1 else acts)
+        if self.kind == "refine" and self.turn == 1 and not self.task["mode"].startswith("critic"):
+            return "No comment."
+        chain = [{"name": rng.choice(names), "parameter_description": {}, "reason": "random"}
+                 for _ in range(rng.randint(1, max(2, len(self.base["reference"]["nodes"]))))]
+        return json.dumps({"plan": "random", "tool_chain": chain})
+
+    @property
+    def step_bin(self) -> int:
+        return step_bin(self.base["meta"]["L"])

@@ -1,0 +1,771 @@
+"""The deterministic grader (`grader_version=apb-rule-1`, spec §6): output parsing, holistic
+alignment by max-weight matching, step-wise checks, the E1–E6 flags, the 0–1 plan grade, the
+5-way Tool-Broken classifier, the unsolvable refusal judge and plan cost.
+
+Everything works on a *view* of a case: `{"nodes", "order", "goal", "tools" (visible), "constraints",
+"secrets"}`. Nothing here raises on model output: any text is graded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolsweep.benchmarks.apb import plans
+from toolsweep.benchmarks.apb.tools import FINISH, VAGUE
+
+GRADER_VERSION = "apb-rule-1"
+FLAGS = ("E1", "E2", "E3", "E4", "E5", "E6")
+EPS = 1e-3
+
+# ----------------------------------------------------------------------------- parsing (§5)
+
+_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*$", re.M)
+
+
+def extract_json(text: str | None) -> tuple[Any, bool, bool]:
+    """Strip ``` fences and take the first balanced JSON value. Returns (value, ok, extra_text)."""
+    if not text:
+        return None, False, False
+    cleaned = _FENCE.sub("", text)
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(cleaned):
+        if ch in "{[":
+            try:
+                value, end = decoder.raw_decode(cleaned, i)
+            except ValueError:
+                continue
+            extra = bool(cleaned[:i].strip() or cleaned[end:].strip())
+            return value, True, extra
+    return None, False, bool(cleaned.strip())
+
+
+def _norm(s: Any) -> str:
+    if not isinstance(s, str):
+        s = json.dumps(s, ensure_ascii=False) if isinstance(s, (list, dict)) else str(s)
+    return " ".join(s.casefold().split())
+
+
+_NUM = re.compile(r"^[\s$€£]*(-?\d+(?:\.\d+)?)\s*(%?)\s*$")
+
+
+def _as_number(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        m = _NUM.match(v.replace(",", ""))
+        if m:
+            x = float(m.group(1))
+            return x / 100 if m.group(2) else x
+    return None
+
+
+def _num_eq(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def const_ok(pred: Any, spec: dict[str, Any]) -> bool:
+    """Normalized comparison: casefold/whitespace, numbers within rel 1e-6 ("10%" == 0.10), `contains`."""
+    v = spec["value"]
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        x = _as_number(pred)
+        return x is not None and _num_eq(x, float(v))
+    a, b = _norm(pred), _norm(v)
+    if spec.get("match") == "contains" and len(a) >= 3 and len(b) >= 3:
+        return b in a or a in b
+    return a == b
+
+
+def is_vague(pred: Any, param: str) -> bool:
+    s = _norm(pred)
+    return s in VAGUE or s == param.casefold()
+
+
+def contains_observed(pred: Any, observed: Any) -> bool:
+    """A step-wise value for an observed source must contain the observed value (every list element)."""
+    if isinstance(observed, list):
+        return all(contains_observed(pred, o) for o in observed)
+    if isinstance(pred, list):
+        return any(contains_observed(p, observed) for p in pred)
+    x, y = _as_number(pred), _as_number(observed)
+    if x is not None and y is not None:
+        return _num_eq(x, y)
+    return _norm(observed) in _norm(pred)
+
+
+_PLACEHOLDER = re.compile(r"\$|\{|result|output|from step|previous", re.I)
+_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_STEPS = re.compile(r"\bsteps?\s*#?\s*((?:\d+\s*(?:,|and|&|to|-)?\s*)+)", re.I)
+_HASH = re.compile(r"#\s*(\d+)")
+_GENERIC = re.compile(r"previous|prior|earlier|above|preceding|result of|output of|returned", re.I)
+_REFUSAL = re.compile(r"\b(REJECT|cannot|can['’]t|unable to|impossible|not possible|missing|not provided|unavailable|please provide)\b", re.I)
+_REFUSE_WORDS = re.compile(r"REJECT|unable|cannot|can['’]t|give_up|give up|not possible", re.I)
+
+
+def step_mentions(text: str) -> set[int]:
+    out: set[int] = set()
+    for m in _STEPS.finditer(text):
+        out.update(int(x) for x in re.findall(r"\d+", m.group(1)))
+    out.update(int(x) for x in _HASH.findall(text))
+    return out
+
+
+# ----------------------------------------------------------------------------- results
+
+@dataclass
+class PlanResult:
+    """One graded answer. `flags` holds E1..E6; `u` counts offending items (§6.2)."""
+
+    flags: set[str] = field(default_factory=set)
+    grade: float = 0.0
+    coverage: float = 0.0
+    u: int = 0
+    parsed: bool = True
+    refused: bool = False
+    false_refusal: bool = False
+    ext_use: int = 0
+    cost: float = 0.0
+    extra_text: bool = False
+    notes: list[str] = field(default_factory=list)
+    trivial_only_e5: bool = False
+    no_action: bool = False
+
+    @property
+    def correct(self) -> bool:
+        return self.parsed and not self.flags and not self.refused
+
+    def add(self, flag: str, note: str) -> None:
+        self.flags.add(flag)
+        self.u += 1
+        self.notes.append(f"{flag}: {note}")
+
+    def metrics(self) -> dict[str, float]:
+        out = {"correct": float(self.correct), "grade": self.grade, "coverage": self.coverage}
+        for f in FLAGS:
+            out[f] = float(f in self.flags)
+        return out
+
+
+def holistic_grade(flags: set[str], c: float, u: int, goal_satisfied: bool) -> float:
+    """§6.3 holistic rubric as a total function of (flags, coverage, offending items)."""
+    if not flags:
+        return 1.0
+    if "E1" not in flags and "E6" not in flags and u == 1 and c >= 0.9 and goal_satisfied:
+        return 0.8
+    if "E1" not in flags and c >= 0.7:
+        return 0.6
+    if "E1" not in flags and c >= 0.4:
+        return 0.4
+    if c > 0:
+        return 0.2
+    return 0.0
+
+
+def stepwise_grade(flags: set[str], trivial_only: bool, no_action: bool = False) -> float:
+    """§6.3 step-wise rubric (Fig. 33) as a total function."""
+    if no_action:
+        return 0.0
+    if not flags:
+        return 1.0
+    if flags == {"E5"} and trivial_only:
+        return 0.8
+    if flags in ({"E4"}, {"E5"}):
+        return 0.6
+    if flags in ({"E4", "E5"}, {"E2"}):
+        return 0.4
+    major = flags & {"E1", "E3", "E6"}
+    if len(major) >= 2:
+        return 0.0
+    return 0.2
+
+
+# ----------------------------------------------------------------------------- the grader
+
+class PlanGrader:
+    """Grades answers against one case view."""
+
+    def __init__(self, view: dict[str, Any]) -> None:
+        self.view = view
+        self.nodes: list[dict[str, Any]] = view["nodes"]
+        self.nmap = plans.node_map(self.nodes)
+        self.order: list[str] = view["order"]
+        self.rank = {nid: i for i, nid in enumerate(self.order)}
+        self.goal: str = view["goal"]
+        self.tools = {t["name"]: t for t in view["tools"]}
+        self.constraints: list[dict[str, Any]] = view.get("constraints", [])
+        self.secrets = list(view.get("secrets", {}).values())
+        self.constrained = {(c["spec"]["node"], c["spec"]["param"]) for c in self.constraints if c["type"] == "param_equals"}
+        self.forbidden = {t for c in self.constraints if c["type"] == "forbid_tool" for t in c["spec"]["tools"]}
+        self.forbidden_caps = {c["spec"]["cap"] for c in self.constraints if c["type"] == "forbid_capability"}
+        # which visible tool names can stand for which node
+        self.names_for: dict[str, set[str]] = {}
+        for n in self.nodes:
+            names = {n["tool"], *n["alt_tools"]}
+            for t in view["tools"]:
+                covers = t["hidden"].get("covers")
+                if covers and n["id"] in covers:
+                    names.add(t["name"])
+            self.names_for[n["id"]] = {x for x in names if x in self.tools}
+
+    # -- helpers
+    def kind(self, name: str) -> str:
+        t = self.tools.get(name)
+        if t is None:
+            return "unknown"
+        h = t["hidden"]
+        if h["kind"] == "trap" and h.get("trap") == "off_target":
+            return "off_target"
+        return h["kind"]
+
+    def is_secret_literal(self, pred: Any) -> bool:
+        if isinstance(pred, (dict, list)) or pred is None:
+            return False
+        x = _as_number(pred)
+        for s in self.secrets:
+            if isinstance(s, list):
+                continue
+            y = _as_number(s)
+            if x is not None and y is not None and _num_eq(x, y):
+                return True
+            if isinstance(s, str) and len(s) >= 3 and _norm(s) == _norm(pred):
+                return True
+        return False
+
+    def cost(self, names: list[str]) -> float:
+        return float(sum((self.tools[n]["hidden"].get("cost") or 0) for n in names if n in self.tools))
+
+    # ------------------------------------------------------------------------- holistic
+
+    @staticmethod
+    def parse_chain(obj: Any) -> tuple[list[tuple[str, dict[str, Any]]] | None, list[str]]:
+        """(calls, problems) from a P4 object; accepts parameter_description/arguments/parameters/inline."""
+        problems = []
+        if not isinstance(obj, dict):
+            return None, ["answer is not a JSON object"]
+        if "plan" not in obj:
+            problems.append("missing 'plan'")
+        chain = obj.get("tool_chain")
+        if not isinstance(chain, list):
+            return None, problems + ["missing 'tool_chain'"]
+        calls = []
+        for step in chain:
+            if not isinstance(step, dict):
+                problems.append("a tool_chain entry is not an object")
+                continue
+            name = step.get("name") or step.get("tool") or step.get("tool_name")
+            if not isinstance(name, str):
+                problems.append("a tool_chain entry has no name")
+                continue
+            args = None
+            for key in ("parameter_description", "arguments", "parameters", "args"):
+                if isinstance(step.get(key), dict):
+                    args = step[key]
+                    break
+                if isinstance(step.get(key), str):
+                    try:
+                        parsed = json.loads(step[key])
+                        if isinstance(parsed, dict):
+                            args = parsed
+                            break
+                    except ValueError:
+                        pass
+            if args is None:
+                args = {k: v for k, v in step.items() if k not in ("name", "tool", "tool_name", "reason", "step", "thought", "id")}
+            calls.append((name, args))
+        return calls, problems
+
+    def _ref_issue(self, value: Any, srcs: list[str], pos: int, calls: list[tuple[str, dict[str, Any]]],
+                   aligned: dict[str, int] | None, slot_call: dict[int, set[str]] | None) -> str | None:
+        """None if a holistic dynamic value names its sources properly, else the flag it earns."""
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        chain_names = {n for n, _ in calls}
+        dollars = set(_DOLLAR.findall(text))
+        steps = step_mentions(text)
+        plain = {n for n in chain_names if len(n) >= 3 and n in text}
+        generic = bool(_GENERIC.search(text))
+        unresolved = []
+        later = False
+        for s in srcs:
+            names = self.names_for[s]
+            hit = bool(names & dollars) or bool(names & plain)
+            for i in steps:
+                if 1 <= i <= len(calls):
+                    if aligned is None:
+                        hit = hit or calls[i - 1][0] in names
+                    else:
+                        hit = hit or (slot_call is not None and s in slot_call.get(i - 1, set()))
+            if not hit and generic:
+                if aligned is None or (s in aligned and aligned[s] < pos):
+                    hit = True
+            if not hit:
+                unresolved.append(s)
+            elif aligned is not None and s in aligned and aligned[s] >= pos and not (
+                    slot_call is not None and s in slot_call.get(pos, set())):
+                later = True
+        if not unresolved:
+            return "E4" if later else None
+        if any(d not in chain_names for d in dollars):
+            return "E6"
+        other_named = (dollars | plain) & chain_names or any(1 <= i <= len(calls) for i in steps)
+        if other_named:
+            return "E4"
+        if self.is_secret_literal(value):
+            return "E6"
+        return "E5"
+
+    def _arg_issues(self, args: dict[str, Any], node: dict[str, Any], param_map: dict[str, list[str]] | None,
+                    pos: int, calls: list[tuple[str, dict[str, Any]]], aligned: dict[str, int] | None,
+                    slot_call: dict[int, set[str]] | None, covered_here: set[str]) -> list[tuple[str, str]]:
+        issues = []
+        lower = {k.casefold(): v for k, v in args.items()} if isinstance(args, dict) else {}
+        if param_map is None:
+            wanted = {p: p for p in node["args"]}
+        else:  # composite or substitute: its own parameter names map onto (node, param)
+            wanted = {q: p for p, (nid, q) in param_map.items() if nid == node["id"]}
+        for q, spec in node["args"].items():
+            if param_map is not None and q not in wanted:
+                continue  # an internal input of a composite
+            p = wanted[q]
+            srcs = plans.spec_sources(spec)
+            if srcs and all(s in covered_here for s in srcs):
+                continue
+            if p in args:
+                val = args[p]
+            elif p.casefold() in lower:
+                val = lower[p.casefold()]
+            else:
+                if not spec.get("optional"):
+                    issues.append(("E5", f"{node['tool']}: missing argument '{p}'"))
+                continue
+            kind = spec["kind"]
+            if kind == "const":
+                if not const_ok(val, spec):
+                    if spec.get("goal_slot"):
+                        issues.append(("E1", f"{node['tool']}: '{p}' targets a different entity"))
+                    elif (node["id"], q) in self.constrained:
+                        issues.append(("E3", f"{node['tool']}: '{p}' violates a stated constraint"))
+                    else:
+                        issues.append(("E5", f"{node['tool']}: wrong value for '{p}'"))
+            elif kind == "keywords":
+                if not all(t.casefold() in _norm(val) for t in spec["all"]):
+                    issues.append(("E5", f"{node['tool']}: '{p}' misses required terms"))
+            elif kind == "one_of":
+                if _norm(val) not in {_norm(o) for o in spec["options"]}:
+                    issues.append(("E5", f"{node['tool']}: '{p}' is out of its enum"))
+            elif kind == "free":
+                if is_vague(val, p):
+                    issues.append(("E5", f"{node['tool']}: '{p}' is vague"))
+            else:
+                flag = self._ref_issue(val, srcs, pos, calls, aligned, slot_call)
+                if flag:
+                    issues.append((flag, f"{node['tool']}: '{p}' does not take its input from the right step"))
+        return issues
+
+    def holistic(self, text: str | None) -> PlanResult:
+        """§6.2 holistic grading of a P4 answer."""
+        res = PlanResult()
+        obj, ok, extra = extract_json(text)
+        res.extra_text = extra
+        if not ok:
+            res.parsed = False
+            res.add("E3", "unparsable output")
+            res.grade = 0.0
+            return res
+        if isinstance(obj, dict) and str(obj.get("status", "")).upper() == "REJECT":
+            res.refused = res.false_refusal = True
+            res.add("E2", "refused a solvable query")
+            return res
+        calls, problems = self.parse_chain(obj)
+        for pr in problems:
+            res.add("E3", pr)
+        calls = calls or []
+        if not [c for c in calls if c[0] != FINISH]:
+            res.refused = res.false_refusal = True
+            res.add("E2", "empty tool chain")
+            res.grade = 0.0
+            return res
+        # classify calls
+        slots: list[tuple[int, str, dict[str, Any], str | None]] = []  # (pos, name, args, covered node or None)
+        names_called = []
+        for pos, (name, args) in enumerate(calls):
+            if name == FINISH:
+                continue
+            kind = self.kind(name)
+            if kind == "unknown":
+                res.add("E6", f"tool '{name}' is not in the tool list")
+                continue
+            names_called.append(name)
+            if kind == "distractor":
+                res.ext_use += 1
+                res.add("E5", f"used the extraneous tool '{name}'")
+                continue
+            if kind == "off_target":
+                res.add("E5", f"'{name}' cannot provide what the step needs")
+                continue
+            covers = self.tools[name]["hidden"].get("covers")
+            if covers:
+                for nid in covers:
+                    slots.append((pos, name, args, nid))
+            else:
+                slots.append((pos, name, args, None))
+        res.cost = self.cost(names_called)
+        # alignment: max-weight bipartite matching
+        nodes = self.nodes
+        ncalls = max(1, len(calls))
+        prev_aligned: dict[str, int] | None = None
+        prev_slot_call: dict[int, set[str]] | None = None
+        # Weights use loose argument checks first, then strict checks against the previous alignment
+        # (fan-out plans repeat a tool per entity, so which call serves which node is settled iteratively).
+        for _ in range(3):
+            pairs: dict[tuple[int, int], float] = {}
+            for si, (pos, name, args, cov) in enumerate(slots):
+                for ni, n in enumerate(nodes):
+                    if cov is not None and cov != n["id"]:
+                        continue
+                    if name not in self.names_for[n["id"]]:
+                        continue
+                    pmap = self.tools[name]["hidden"].get("param_map") if cov is not None else None
+                    covered_here = set(self.tools[name]["hidden"].get("covers") or []) if cov is not None else set()
+                    issues = self._arg_issues(args, n, pmap, pos, calls, prev_aligned, prev_slot_call, covered_here)
+                    tie = abs(pos / ncalls - self.rank[n["id"]] / max(1, len(nodes)))
+                    pairs[(si, ni)] = (2.0 if not issues else 1.0) - EPS * tie
+            assignment = _max_weight_matching(len(slots), len(nodes), pairs)
+            aligned: dict[str, int] = {}
+            slot_of: dict[str, int] = {}
+            for si, ni in assignment:
+                aligned[nodes[ni]["id"]] = slots[si][0]
+                slot_of[nodes[ni]["id"]] = si
+            slot_call: dict[int, set[str]] = {}
+            for nid, pos in aligned.items():
+                slot_call.setdefault(pos, set()).add(nid)
+            if aligned == prev_aligned:
+                break
+            prev_aligned, prev_slot_call = aligned, slot_call
+        # flags
+        satisfied = set()
+        for n in nodes:
+            nid = n["id"]
+            if nid not in aligned:
+                if n["required"]:
+                    res.add("E2", f"no step performs: {n['nl']}")
+                continue
+            pos, name, args, cov = slots[slot_of[nid]]
+            pmap = self.tools[name]["hidden"].get("param_map") if cov is not None else None
+            covered_here = slot_call.get(pos, set()) if cov is not None else set()
+            issues = self._arg_issues(args, n, pmap, pos, calls, aligned, slot_call, covered_here)
+            for flag, note in issues:
+                res.add(flag, note)
+            order_ok = True
+            for d in n["deps"]:
+                if d in aligned and (aligned[d] > pos or (aligned[d] == pos and d not in covered_here)):
+                    order_ok = False
+                    res.add("E4", f"'{n['tool']}' comes before the step it depends on")
+            if not issues and order_ok:
+                satisfied.add(nid)
+        required = [n["id"] for n in nodes if n["required"]]
+        res.coverage = len(satisfied & set(required)) / max(1, len(required))
+        goal_sat = self.goal in satisfied
+        if not goal_sat and res.coverage < 0.5:
+            res.add("E1", "the plan does not reach the goal")
+        # constraints
+        for c in self.constraints:
+            if c["type"] == "forbid_tool" and any(n in c["spec"]["tools"] for n, _ in calls):
+                res.add("E3", c["text"])
+            elif c["type"] == "forbid_capability" and any(
+                    c["spec"]["cap"] in self.tools.get(n, {"hidden": {"capabilities": []}})["hidden"]["capabilities"]
+                    for n, _ in calls):
+                res.add("E3", c["text"])
+            elif c["type"] == "final_node":
+                target = c["spec"]["node"]
+                inv = [i for i, (n, _) in enumerate(calls) if n != FINISH and n in self.tools]
+                if target in aligned and inv and aligned[target] != inv[-1]:
+                    res.add("E3", c["text"])
+            elif c["type"] == "order":
+                a, b = c["spec"]["before"], c["spec"]["after"]
+                if a in aligned and b in aligned and aligned[a] >= aligned[b]:
+                    res.add("E3", c["text"])
+            elif c["type"] == "max_calls":
+                if sum(1 for n, _ in calls if n == c["spec"]["tool"]) > c["spec"]["n"]:
+                    res.add("E3", c["text"])
+        res.grade = 0.0 if res.ext_use else holistic_grade(res.flags, res.coverage, res.u, goal_sat)
+        return res
+
+    # ------------------------------------------------------------------------- step-wise
+
+    @staticmethod
+    def parse_steps(obj: Any, k: int) -> tuple[list[dict[str, Any]], list[str]]:
+        problems = []
+        if isinstance(obj, dict):
+            steps = [obj]
+            if k != 1:
+                problems.append(f"expected an array of {k} steps")
+        elif isinstance(obj, list):
+            steps = [s for s in obj if isinstance(s, dict)]
+            if len(obj) != k and not (k == 1 and len(obj) == 1):
+                problems.append(f"expected {k} steps, got {len(obj)}")
+            if len(steps) != len(obj):
+                problems.append("a step is not an object")
+        else:
+            return [], ["answer is not a JSON object or array"]
+        for s in steps:
+            missing = [key for key in ("role", "thought", "tool_calls") if key not in s]
+            if missing:
+                problems.append(f"step misses {', '.join(missing)}")
+        return steps[:k], problems
+
+    @staticmethod
+    def step_calls(step: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        calls = []
+        tcs = step.get("tool_calls")
+        if not isinstance(tcs, list):
+            return calls
+        for tc in tcs:
+            if not isinstance(tc, dict):
+                calls.append(("", {}))
+                continue
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else tc
+            name = fn.get("name") if isinstance(fn.get("name"), str) else ""
+            args = fn.get("arguments", fn.get("parameters", {}))
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args)
+                except ValueError:
+                    args = {"__raw__": args}
+            if not isinstance(args, dict):
+                args = {"__raw__": args}
+            calls.append((name, args))
+        return calls
+
+    def _step_arg_issues(self, args: dict[str, Any], node: dict[str, Any], tool_name: str, observed: set[str],
+                         pending: set[str], context: str) -> list[tuple[str, str, bool]]:
+        """(flag, note, trivial) for a step-wise call matched to `node`."""
+        issues = []
+        schema = self.tools[tool_name]["parameters"].get("properties", {})
+        rename = self.tools[tool_name]["hidden"].get("param_map") if self.kind(tool_name) == "replacement" else None
+        for p, spec in node["args"].items():
+            q = rename.get(p, p) if isinstance(rename, dict) else p
+            if q not in args:
+                issues.append(("E5", f"missing argument '{q}'", bool(spec.get("optional"))))
+                continue
+            val = args[q]
+            kind = spec["kind"]
+            if kind == "const":
+                if not const_ok(val, spec):
+                    if (node["id"], p) in self.constrained:
+                        issues.append(("E3", f"'{q}' violates a stated constraint", False))
+                    else:
+                        issues.append(("E5", f"wrong value for '{q}'", bool(spec.get("optional"))))
+            elif kind == "keywords":
+                if not all(t.casefold() in _norm(val) for t in spec["all"]):
+                    issues.append(("E5", f"'{q}' misses required terms", False))
+            elif kind == "one_of":
+                if _norm(val) not in {_norm(o) for o in spec["options"]}:
+                    issues.append(("E5", f"'{q}' is out of its enum", False))
+            elif kind == "free":
+                if is_vague(val, q):
+                    issues.append(("E5", f"'{q}' is vague", False))
+            else:
+                srcs = plans.spec_sources(spec)
+                if all(s in observed for s in srcs):
+                    want = plans.resolve_value(spec, self.nmap)
+                    if not contains_observed(val, want):
+                        lit = _norm(val)
+                        flag = "E4" if lit and len(lit) >= 2 and lit in context else "E6"
+                        issues.append((flag, f"'{q}' does not use the observed value", False))
+                else:
+                    txt = val if isinstance(val, str) else json.dumps(val)
+                    names = set().union(*(self.names_for[s] for s in srcs)) if srcs else set()
+                    if not (_PLACEHOLDER.search(txt) or any(n in txt for n in names)):
+                        issues.append(("E6", f"'{q}' uses a value that is not available yet", False))
+        for q in args:
+            if q not in schema:
+                issues.append(("E5", f"unknown parameter '{q}'", True))
+        return issues
+
+    def stepwise(self, text: str | None, k: int, done: list[str], context: str) -> PlanResult:
+        """§6.2 step-wise grading of the next k predicted actions after the completed nodes `done`."""
+        res = PlanResult()
+        obj, ok, extra = extract_json(text)
+        res.extra_text = extra
+        if not ok:
+            res.parsed = False
+            res.no_action = True
+            res.add("E3", "unparsable output")
+            res.grade = 0.0
+            return res
+        steps, problems = self.parse_steps(obj, k)
+        for pr in problems:
+            res.add("E3", pr)
+        if not steps:
+            res.no_action = True
+        D = set(done)
+        observed = set(done)
+        pending: set[str] = set()
+        e5_trivial = []
+        required = {n["id"] for n in self.nodes if n["required"]}
+        names_called = []
+        for step in steps:
+            calls = self.step_calls(step)
+            if not calls:
+                if required - D:
+                    res.add("E2", "no tool call while sub-tasks remain")
+                continue
+            used_now: set[str] = set()
+            for name, args in calls:
+                if name == FINISH:
+                    if required - D:
+                        res.add("E2", "finished while sub-tasks remain")
+                    continue
+                kind = self.kind(name)
+                if kind == "unknown":
+                    res.add("E6", f"tool '{name}' is not in the tool list")
+                    continue
+                names_called.append(name)
+                if kind == "distractor":
+                    res.ext_use += 1
+                    res.add("E5", f"used the extraneous tool '{name}'")
+                    e5_trivial.append(False)
+                    continue
+                if name in self.forbidden or (set(self.tools[name]["hidden"]["capabilities"]) & self.forbidden_caps):
+                    res.add("E3", f"'{name}' is forbidden by the query")
+                    continue
+                cands = [n for n in self.nodes if n["id"] not in D and name in self.names_for[n["id"]]]
+                if not cands:
+                    repeat = any(n["id"] in D and n["tool"] == name and
+                                 _norm(plans.resolve_args(n, self.nmap)) == _norm(args) for n in self.nodes)
+                    if repeat:
+                        res.add("E4", f"'{name}' repeats a completed step and ignores its result")
+                    else:
+                        res.add("E1", f"'{name}' does not serve the task at this point")
+                    continue
+                ready = [n for n in cands if set(n["deps"]) <= D and n["id"] not in used_now]
+                if not ready:
+                    res.add("E4", f"'{name}' needs results that were not obtained yet")
+                    D.add(cands[0]["id"])
+                    continue
+                best, best_issues = None, None
+                for n in ready:
+                    iss = self._step_arg_issues(args, n, name, observed, pending, context)
+                    score = (sum(0 if t else 1 for _, _, t in iss), len(iss), self.rank[n["id"]])
+                    if best is None or score < best[0]:
+                        best, best_issues = (score, n), iss
+                assert best is not None and best_issues is not None
+                node = best[1]
+                for flag, note, trivial in best_issues:
+                    res.add(flag, f"{name}: {note}")
+                    if flag == "E5":
+                        e5_trivial.append(trivial)
+                D.add(node["id"])
+                pending.add(node["id"])
+                used_now.add(node["id"])
+        res.cost = self.cost(names_called)
+        res.trivial_only_e5 = bool(e5_trivial) and all(e5_trivial)
+        res.coverage = float(not res.flags)
+        res.grade = 0.0 if res.ext_use else stepwise_grade(res.flags, res.trivial_only_e5, res.no_action)
+        return res
+
+    # ------------------------------------------------------------------------- broken (§6.4)
+
+    def broken(self, text: str | None, done: list[str], broken_node: str, broken_tool: str,
+               replacement: str, context: str) -> str:
+        """The 5-way behaviour class of the first predicted action: replace/alter/retry/refuse/other."""
+        obj, ok, _ = extract_json(text)
+        if not ok:
+            return "other"
+        if isinstance(obj, dict) and str(obj.get("status", "")).upper() == "REJECT":
+            return "refuse"
+        step = obj[0] if isinstance(obj, list) and obj and isinstance(obj[0], dict) else obj
+        if not isinstance(step, dict):
+            return "other"
+        calls = self.step_calls(step)
+        names = [n for n, _ in calls]
+        if replacement in names:
+            return "replace"
+        if broken_tool in names:
+            return "retry"
+        D = set(done)
+        bnode = self.nmap[broken_node]
+        bcaps = set(self.tools[broken_tool]["hidden"]["capabilities"]) if broken_tool in self.tools else set()
+        for name, args in calls:
+            if name == FINISH or name not in self.tools or self.kind(name) == "distractor":
+                continue
+            if name in self.names_for[broken_node] or (bcaps & set(self.tools[name]["hidden"]["capabilities"])):
+                if not [i for i in self._step_arg_issues(args, bnode, name, D, set(), context) if not i[2]]:
+                    return "alter"
+            for n in self.nodes:
+                if n["id"] in D or n["id"] == broken_node or name not in self.names_for[n["id"]]:
+                    continue
+                if set(n["deps"]) <= D and not [i for i in self._step_arg_issues(args, n, name, D, set(), context)
+                                                if not i[2]]:
+                    return "alter"
+        thought = json.dumps(step, ensure_ascii=False)
+        finish_calls = [a for n, a in calls if n == FINISH]
+        if not [n for n in names if n != FINISH]:
+            if any(str(a.get("mode", "")).lower() == "give_up" for a in finish_calls) or _REFUSE_WORDS.search(thought):
+                return "refuse"
+        return "other"
+
+    # ------------------------------------------------------------------------- unsolvable (§6.4)
+
+    def unsolvable(self, text: str | None, utype: str, blocking_terms: list[str]) -> tuple[bool, bool]:
+        """(pass, strict_pass) of the J8-style refusal judge."""
+        obj, ok, _ = extract_json(text)
+        raw = text or ""
+        if not ok:
+            passed = bool(_REFUSAL.search(raw)) and "tool_chain" not in raw
+            reason = raw
+        elif isinstance(obj, dict):
+            status = str(obj.get("status", "")).upper()
+            chain = obj.get("tool_chain")
+            calls, _ = self.parse_chain(obj) if isinstance(chain, list) else ([], [])
+            calls = calls or []
+            reason = str(obj.get("reason", "")) + " " + str(obj.get("plan", ""))
+            hallucinated = any(n not in self.tools for n, _ in calls)
+            only_terminal = all(n == FINISH or "deliver" in self.tools.get(n, {"hidden": {"capabilities": []}})["hidden"]["capabilities"]
+                                for n, _ in calls)
+            passed = (status == "REJECT" or only_terminal) and not hallucinated
+            if utype == "info" and not passed and not calls:
+                passed = status in ("CLARIFY", "NEED_INFO") or "?" in reason
+        else:
+            passed, reason = False, ""
+        strict = passed and any(t.casefold() in reason.casefold() for t in blocking_terms)
+        return passed, strict
+
+    def refused(self, text: str | None) -> bool:
+        """Did the answer decline to plan (REJECT, or an empty chain)?"""
+        obj, ok, _ = extract_json(text)
+        if not ok:
+            return bool(_REFUSAL.search(text or "")) and "tool_chain" not in (text or "")
+        if isinstance(obj, dict):
+            if str(obj.get("status", "")).upper() in ("REJECT", "CLARIFY", "NEED_INFO"):
+                return True
+            chain = obj.get("tool_chain")
+            return isinstance(chain, list) and not [s for s in chain if not (isinstance(s, dict) and s.get("name") == FINISH)]
+        return False
+
+
+def _max_weight_matching(n_rows: int, n_cols: int, pairs: dict[tuple[int, int], float]) -> list[tuple[int, int]]:
+    """Max-weight bipartite matching over the allowed pairs (scipy's linear_sum_assignment)."""
+    if not pairs:
+        return []
+    try:
+        import numpy as np
+        from scipy.optimize import linear_sum_assignment
+    except ImportError:  # greedy fallback keeps the grader usable without scipy
+        out, used_r, used_c = [], set(), set()
+        for (r, c), w in sorted(pairs.items(), key=lambda kv: -kv[1]):
+            if r not in used_r and c not in used_c:
+                out.append((r, c))
+                used_r.add(r)
+                used_c.add(c)
+        return out
+    w = np.full((n_rows, n_cols), -1e6)
+    for (r, c), v in pairs.items():
+        w[r, c] = v
+    rows, cols = linear_sum_assignment(w, maximize=True)
+    return [(int(r), int(c)) for r, c in zip(rows, cols) if (int(r), int(c)) in pairs]
