@@ -1,0 +1,356 @@
+"""APB metrics (§7): the per-episode MetricSpecs of every setting, the pure composition functions that
+turn per-setting values into the paper's composite numbers (Table 1's step-wise mean over horizons,
+the extraneous half-and-half mean, Table 2's robustness, refusal calibration, refinement deltas),
+and the paper-style report tables built from cell summaries.
+
+Composite intervals are combined from the per-cell bootstrap intervals as for a stratified estimator
+with independent strata (half-width = sqrt(sum w_i^2 h_i^2)); the per-cell intervals come from the core.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from toolsweep.evaluator.protocols import MetricSpec, ReportTable
+
+FLAGS = ("E1", "E2", "E3", "E4", "E5", "E6")
+EXT_LEVELS = (2, 4, 6, 8, 10)
+UNSOLVABLE_TYPES = ("conflict", "info", "tool", "visual")
+REFINE_MODES = ("self_plus", "critic_plus", "self_minus", "critic_minus")
+MODALITIES = ("text", "image", "video")
+STEP_BINS = ("1-5", "6-10", "11-15", "16-20", ">20")
+SOURCES = ("FrameThinker", "GAIA", "GTA", "OpenCUA", "ToolBench", "RealWorld")
+
+FLAG_NAMES = {"E1": "goal misunderstanding / misalignment", "E2": "incomplete plan / premature conclusion",
+              "E3": "constraint or format violation", "E4": "logical defect (order, data flow)",
+              "E5": "tool-use error (arguments, distractors)", "E6": "hallucination (tools, data)"}
+
+
+def _pct(name: str, desc: str, lower: bool = False) -> MetricSpec:
+    return MetricSpec(name=name, description=desc, scale=100.0, higher_is_better=not lower)
+
+
+def core_specs() -> list[MetricSpec]:
+    out = [_pct("correct", "Plan Correctness: no error flag (CR)"),
+           MetricSpec(name="grade", description="Plan Grade in {0, .2, .4, .6, .8, 1}")]
+    out += [_pct(f, f"{f} incidence: {FLAG_NAMES[f]}", lower=True) for f in FLAGS]
+    return out
+
+
+def setting_metrics(setting: str) -> list[MetricSpec]:
+    """The metrics a setting records (§7)."""
+    if setting == "broken":
+        specs = [_pct(c, f"share of '{c}' behaviour") for c in ("replace", "alter")]
+        specs += [_pct(c, f"share of '{c}' behaviour", lower=True) for c in ("retry", "refuse", "other")]
+        return specs + [_pct("recovery", "Replace + Alter (correct recovery)"), _pct("correct", "Replace or Alter")]
+    if setting.startswith("unsolvable_") and setting != "unsolvable_control":
+        return [_pct("pass", "refusal rate (PASS of the refusal judge)"),
+                _pct("pass_strict", "PASS and the reason names what is missing"),
+                _pct("correct", "same as pass")]
+    if setting.startswith("refine_"):
+        specs = [_pct("correct", "refined answer correct"), MetricSpec(name="grade", description="refined grade")]
+        specs += [_pct(f, f"{f} incidence after refinement", lower=True) for f in FLAGS]
+        for half in ("hol", "sw"):
+            specs += [_pct(f"{half}_base_cr", "CR of the initial answer"),
+                      _pct(f"{half}_refined_cr", "CR after refinement"),
+                      _pct(f"{half}_delta", "CR_refined - CR_base (pp)"),
+                      _pct(f"{half}_over_correction", "P(refined wrong | base correct)", lower=True),
+                      _pct(f"{half}_repair", "P(refined correct | base wrong)"),
+                      MetricSpec(name=f"{half}_base_grade", description="grade of the initial answer"),
+                      MetricSpec(name=f"{half}_refined_grade", description="grade after refinement")]
+        return specs
+    specs = core_specs()
+    stepwise = setting.startswith(("stepwise", "extraneous_stepwise"))
+    if not stepwise:
+        specs.append(_pct("false_refusal", "refused a solvable query", lower=True))
+        specs.append(MetricSpec(name="coverage", description="share of required nodes satisfied"))
+    if setting.startswith("extraneous_"):
+        specs.append(_pct("ext_used", "episodes using >= 1 extraneous tool (ExtUse/TC per case)", lower=True))
+        specs.append(MetricSpec(name="ext_calls", description="extraneous tool calls per episode", higher_is_better=False))
+    if setting == "unsolvable_control":
+        specs = core_specs() + [_pct("refused", "False-refusal rate (FRR) on solvable twins", lower=True)]
+    if setting == "efficiency":
+        specs += [MetricSpec(name="cost", description="plan cost over all cases (C_all)", higher_is_better=False),
+                  MetricSpec(name="cost_pass", description="plan cost over solved cases (C_pass)", higher_is_better=False),
+                  MetricSpec(name="cost_ratio", description="cost / optimal cost", higher_is_better=False),
+                  _pct("optimal_rate", "correct at the optimal cost")]
+    if setting == "holistic":
+        for key, vals in (("mod", MODALITIES), ("bin", STEP_BINS), ("src", SOURCES)):
+            for v in vals:
+                specs.append(_pct(f"correct_{key}_{v}", f"CR on {key}={v}"))
+                specs.append(MetricSpec(name=f"grade_{key}_{v}", description=f"Grade on {key}={v}"))
+    return specs
+
+
+# ----------------------------------------------------------------------------- pure compositions (§7.2-7.6)
+
+def mean_rows(rows: Sequence[Mapping[str, float]], weights: Sequence[float] | None = None) -> dict[str, float]:
+    """Weighted mean of each key over rows (unweighted when `weights` is None)."""
+    if not rows:
+        return {}
+    w = list(weights) if weights is not None else [1.0] * len(rows)
+    keys = set(rows[0]).intersection(*rows[1:]) if len(rows) > 1 else set(rows[0])
+    return {k: sum(wi * r[k] for wi, r in zip(w, rows)) / sum(w) for k in keys}
+
+
+def stepwise_composite(per_horizon: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Table 1 step-wise = the unweighted mean over k in {1,2,3} of the per-horizon values (Tab. 14)."""
+    return mean_rows(per_horizon)
+
+
+def extraneous_composite(holistic_levels: Sequence[Mapping[str, float]],
+                         stepwise_levels: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Table 1 Tool-Extraneous: each half pooled over its 5 levels, then the 1/2-1/2 mean.
+
+    E2-H is the step-wise half's E2 and E2-S the holistic half's E2 (§7.2, §13.2)."""
+    h, s = mean_rows(holistic_levels), mean_rows(stepwise_levels)
+    out = {k: (h[k] + s[k]) / 2 for k in ("CR", "Grade", "E1", "E3", "E4", "E5", "E6") if k in h and k in s}
+    if "E2" in s:
+        out["E2-H"] = s["E2"]
+    if "E2" in h:
+        out["E2-S"] = h["E2"]
+    return out
+
+
+def extraneous_robustness(base_cr: float, level_crs: Sequence[float], ext_use: Sequence[float],
+                          levels: Sequence[int] = EXT_LEVELS) -> dict[str, float]:
+    """Tab. 2: CR_B, CR_E = mean over levels, Delta = CR_E - CR_B, TC = sum of ExtUse, plus the OLS slope."""
+    cr_e = sum(level_crs) / len(level_crs)
+    mx = sum(levels) / len(levels)
+    sxx = sum((x - mx) ** 2 for x in levels)
+    slope = sum((x - mx) * (y - cr_e) for x, y in zip(levels, level_crs)) / sxx if sxx else float("nan")
+    return {"CR_B": base_cr, "CR_E": cr_e, "Delta": cr_e - base_cr, "TC": float(sum(ext_use)), "slope": slope}
+
+
+def holistic_from_modality(rows: Mapping[str, Mapping[str, float]],
+                           weights: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Tab. 13 rows weighted by the modality counts (673/336/100) give Tab. 1's holistic numbers."""
+    weights = weights or {"Text": 673, "Image": 336, "Video": 100}
+    keys = list(weights)
+    return mean_rows([rows[k] for k in keys], [weights[k] for k in keys])
+
+
+def holistic_e_from_bins(count_rows: Iterable[Mapping[str, float]], total: int = 1109) -> dict[str, float]:
+    """Tab. 12's per-bin E counts summed over bins, divided by the number of cases, in %."""
+    sums: dict[str, float] = {}
+    for r in count_rows:
+        for k, v in r.items():
+            sums[k] = sums.get(k, 0.0) + v
+    return {k: 100.0 * v / total for k, v in sums.items()}
+
+
+def calibration(trr_by_type: Mapping[str, float], frr: float) -> dict[str, float]:
+    """Calibration = 1/2 (TRR_macro + (1 - FRR)), rates as fractions (§7.5)."""
+    trr = sum(trr_by_type.values()) / len(trr_by_type)
+    return {"TRR": trr, "FRR": frr, "Calibration": 0.5 * (trr + (1.0 - frr))}
+
+
+def refinement_summary(base: Sequence[float], refined: Sequence[float]) -> dict[str, float]:
+    """Delta in pp, over-correction = P(refined wrong | base right), repair = P(refined right | base wrong)."""
+    n = len(base)
+    right = [r for b, r in zip(base, refined) if b]
+    wrong = [r for b, r in zip(base, refined) if not b]
+    nan = float("nan")
+    return {"base": 100 * sum(base) / n, "refined": 100 * sum(refined) / n,
+            "delta": 100 * (sum(refined) - sum(base)) / n,
+            "over_correction": (1 - sum(right) / len(right)) if right else nan,
+            "repair": (sum(wrong) / len(wrong)) if wrong else nan}
+
+
+def combine_ci(values: Sequence[float], halfwidths: Sequence[float], weights: Sequence[float]) -> tuple[float, float]:
+    """Point estimate and half-width of a weighted mean of independent strata."""
+    tw = sum(weights)
+    w = [x / tw for x in weights]
+    est = sum(wi * v for wi, v in zip(w, values))
+    hw = math.sqrt(sum((wi * h) ** 2 for wi, h in zip(w, halfwidths)))
+    return est, hw
+
+
+# ----------------------------------------------------------------------------- report tables
+
+class _Cells:
+    """Lookup of cell metrics by (model, setting, metric)."""
+
+    def __init__(self, cells: list[dict[str, Any]]) -> None:
+        self.by: dict[tuple[str, str], dict[str, Any]] = {}
+        self.models: list[str] = []
+        for c in cells:
+            if c.get("benchmark", "apb") != "apb":
+                continue
+            self.by[(c["model"], c["setting"])] = c
+            if c["model"] not in self.models:
+                self.models.append(c["model"])
+
+    def get(self, model: str, setting: str, metric: str) -> tuple[float, float] | None:
+        """(value, CI half-width) or None."""
+        c = self.by.get((model, setting))
+        if c is None or metric not in c.get("metrics", {}):
+            return None
+        m = c["metrics"][metric]
+        v = m.get("value")
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return None
+        lo, hi = m.get("ci_low", v), m.get("ci_high", v)
+        hw = (hi - lo) / 2 if lo is not None and hi is not None and not math.isnan(lo) and not math.isnan(hi) else 0.0
+        return float(v), float(hw)
+
+    def n(self, model: str, setting: str) -> int:
+        c = self.by.get((model, setting))
+        return int(c.get("n", 0)) if c else 0
+
+    def mean_over(self, model: str, settings: Sequence[str], metric: str) -> tuple[float, float] | None:
+        got = [self.get(model, s, metric) for s in settings]
+        if any(g is None for g in got):
+            return None
+        vals = [g[0] for g in got]  # type: ignore[index]
+        hws = [g[1] for g in got]  # type: ignore[index]
+        return combine_ci(vals, hws, [1.0] * len(vals))
+
+
+def _fmt(x: tuple[float, float] | float | None, scale: float = 100.0, digits: int = 1, ci: bool = False) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, tuple):
+        v, hw = x
+    else:
+        v, hw = x, 0.0
+    if math.isnan(v):
+        return "—"
+    s = f"{v * scale:.{digits}f}"
+    if ci:
+        s += f" ±{hw * scale:.{digits}f}"
+    return s
+
+
+def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
+    """Paper-style tables (Tab. 1a/1b, 2, 4, 5, 14/15, calibration, breakdowns) from cell summaries."""
+    cs = _Cells(cells)
+    models = cs.models
+    tables: list[ReportTable] = []
+    sw_settings = ["stepwise_k1", "stepwise_k2", "stepwise_k3"]
+    hol_ext = [f"extraneous_holistic_n{n}" for n in EXT_LEVELS]
+    sw_ext = [f"extraneous_stepwise_n{n}" for n in EXT_LEVELS]
+
+    def ext_half(model: str, metric: str) -> tuple[float, float] | None:
+        h, s = cs.mean_over(model, hol_ext, metric), cs.mean_over(model, sw_ext, metric)
+        if h is None or s is None:
+            return None
+        return combine_ci([h[0], s[0]], [h[1], s[1]], [1, 1])
+
+    rows = []
+    for m in models:
+        row = [m, _fmt(cs.get(m, "holistic", "correct"), ci=True), _fmt(cs.get(m, "holistic", "grade"), 1, 2)]
+        row += [_fmt(cs.get(m, "holistic", f)) for f in FLAGS]
+        row += [_fmt(ext_half(m, "correct"), ci=True), _fmt(ext_half(m, "grade"), 1, 2), _fmt(ext_half(m, "E1")),
+                _fmt(cs.mean_over(m, sw_ext, "E2")), _fmt(cs.mean_over(m, hol_ext, "E2"))]
+        row += [_fmt(ext_half(m, f)) for f in ("E3", "E4", "E5", "E6")]
+        rows.append(row)
+    tables.append(ReportTable(
+        title="Table 1a — Holistic and Tool-Extraneous (CR %, Grade, E1–E6 %)",
+        columns=["Model", "Hol CR", "Hol Grade", *[f"Hol {f}" for f in FLAGS], "Ext CR", "Ext Grade", "Ext E1",
+                 "Ext E2-H", "Ext E2-S", "Ext E3", "Ext E4", "Ext E5", "Ext E6"],
+        rows=rows,
+        note="Ext = ½(holistic half pooled over n_e∈{2..10} + step-wise half); E2-H is the step-wise half's E2, "
+             "E2-S the holistic half's (§7.2). ± = 95% CI half-width (composites: stratified combination)."))
+
+    rows = []
+    for m in models:
+        row = [m, _fmt(cs.mean_over(m, sw_settings, "correct"), ci=True), _fmt(cs.mean_over(m, sw_settings, "grade"), 1, 2)]
+        row += [_fmt(cs.mean_over(m, sw_settings, f)) for f in FLAGS]
+        row += [_fmt(cs.get(m, "broken", c)) for c in ("replace", "alter", "retry", "refuse", "other")]
+        row += [_fmt(cs.get(m, f"unsolvable_{u}", "pass"), digits=0) for u in UNSOLVABLE_TYPES]
+        rows.append(row)
+    tables.append(ReportTable(
+        title="Table 1b — Step-wise, Tool-Broken (%), Unsolvable refusal (%)",
+        columns=["Model", "SW CR", "SW Grade", *[f"SW {f}" for f in FLAGS], "Rp", "Al", "Rt", "Rf", "Ot",
+                 "Conf", "Info", "Tool", "Vis"],
+        rows=rows, note="Step-wise = unweighted mean over horizons k=1,2,3 (Tab. 14)."))
+
+    rows = []
+    for m in models:
+        row = [m]
+        for base, levels in (("extraneous_holistic_n0", hol_ext), ("extraneous_stepwise_n0", sw_ext)):
+            crs = [cs.get(m, s, "correct") for s in levels]
+            uses = [cs.get(m, s, "ext_used") for s in levels]
+            b = cs.get(m, base, "correct")
+            if b is None or any(x is None for x in crs) or any(x is None for x in uses):
+                row += ["—"] * 4
+                continue
+            tc = [u[0] * cs.n(m, s) for u, s in zip(uses, levels)]  # type: ignore[index]
+            r = extraneous_robustness(b[0], [c[0] for c in crs], tc)  # type: ignore[index]
+            row += [f"{r['TC']:.0f}", _fmt(r["CR_B"]), _fmt(r["CR_E"]), f"{100 * r['Delta']:+.1f}"]
+        rows.append(row)
+    tables.append(ReportTable(title="Table 2 — Impact of extraneous tools",
+                              columns=["Model", "Hol TC", "Hol CR_B", "Hol CR_E", "Hol Δ", "SW TC", "SW CR_B",
+                                       "SW CR_E", "SW Δ"], rows=rows,
+                              note="CR_B on the same 150 bases without distractors; TC counts cases with ≥1 distractor use."))
+
+    rows = []
+    for m in models:
+        trr = {u: cs.get(m, f"unsolvable_{u}", "pass") for u in UNSOLVABLE_TYPES}
+        frr = cs.get(m, "unsolvable_control", "refused")
+        if any(v is None for v in trr.values()) or frr is None:
+            continue
+        cal = calibration({u: v[0] for u, v in trr.items()}, frr[0])  # type: ignore[index]
+        rows.append([m, *[_fmt(trr[u]) for u in UNSOLVABLE_TYPES], _fmt(cal["TRR"]), _fmt(frr),
+                     _fmt(cal["Calibration"]), _fmt(cs.get(m, "holistic", "false_refusal"))])
+    tables.append(ReportTable(title="Refusal calibration (%)",
+                              columns=["Model", "Conf", "Info", "Tool", "Vis", "TRR", "FRR", "Calibration",
+                                       "Hol false refusal"], rows=rows,
+                              note="FRR on the 100 solvable twins under the same prompt; Calibration = ½(TRR + 1 − FRR)."))
+
+    rows = []
+    for m in models:
+        for mode in REFINE_MODES:
+            s = f"refine_{mode}"
+            if (m, s) not in cs.by:
+                continue
+            label = {"self_plus": "Self_R+", "critic_plus": "Critic_R+", "self_minus": "Self_R-",
+                     "critic_minus": "Critic_R-"}[mode]
+            row = [m, label]
+            for h in ("hol", "sw"):
+                row += [_fmt(cs.get(m, s, f"{h}_base_cr"), digits=2), _fmt(cs.get(m, s, f"{h}_refined_cr"), digits=2),
+                        _fmt(cs.get(m, s, f"{h}_delta"), digits=2, ci=True),
+                        _fmt(cs.get(m, s, f"{h}_over_correction")), _fmt(cs.get(m, s, f"{h}_repair"))]
+            rows.append(row)
+    tables.append(ReportTable(title="Table 4 — Inference-time refinement (CR %)",
+                              columns=["Model", "Method", "Hol Base", "Hol Refined", "Hol Δ", "Hol over-corr.",
+                                       "Hol repair", "SW Base", "SW Refined", "SW Δ", "SW over-corr.", "SW repair"],
+                              rows=rows, note="Δ is paired within each episode (initial vs refined answer)."))
+
+    rows = []
+    for m in models:
+        if (m, "efficiency") not in cs.by:
+            continue
+        rows.append([m, _fmt(cs.get(m, "efficiency", "correct")), _fmt(cs.get(m, "efficiency", "grade"), 1, 3),
+                     _fmt(cs.get(m, "efficiency", "cost"), 1, 2), _fmt(cs.get(m, "efficiency", "cost_pass"), 1, 2),
+                     _fmt(cs.get(m, "efficiency", "cost_ratio"), 1, 3), _fmt(cs.get(m, "efficiency", "optimal_rate"))])
+    tables.append(ReportTable(title="Table 5 — Efficiency-aware planning",
+                              columns=["Model", "CR", "Grade", "C_all", "C_pass", "cost/optimal", "optimal %"],
+                              rows=rows, note="C_com (cost on cases solved by every model) needs per-episode records."))
+
+    rows = []
+    for m in models:
+        for label, s in (("1-step", "stepwise_k1"), ("2-step", "stepwise_k2"), ("3-step", "stepwise_k3"),
+                         ("Early", "stepwise_stage_early"), ("Middle", "stepwise_k1"), ("Late", "stepwise_stage_late")):
+            if (m, s) not in cs.by:
+                continue
+            rows.append([m, label, _fmt(cs.get(m, s, "correct"), digits=2), _fmt(cs.get(m, s, "grade"), 1, 4),
+                         *[_fmt(cs.get(m, s, f), digits=2) for f in FLAGS]])
+    tables.append(ReportTable(title="Tables 14/15 — Step-wise by horizon and stage",
+                              columns=["Model", "Horizon/Stage", "CR", "Score", *[f"{f} %" for f in FLAGS]], rows=rows))
+
+    rows = []
+    for m in models:
+        for key, vals in (("mod", MODALITIES), ("bin", STEP_BINS), ("src", SOURCES)):
+            for v in vals:
+                cr = cs.get(m, "holistic", f"correct_{key}_{v}")
+                if cr is None:
+                    continue
+                rows.append([m, {"mod": "modality", "bin": "steps", "src": "source"}[key], v, _fmt(cr),
+                             _fmt(cs.get(m, "holistic", f"grade_{key}_{v}"), 1, 2)])
+    tables.append(ReportTable(title="Holistic breakdowns (Tabs. 12–13 analogues)",
+                              columns=["Model", "By", "Group", "CR", "Grade"], rows=rows))
+    return tables
