@@ -1,33 +1,247 @@
 """Driver-side lifecycle of the models under test: start servers before the sweep, hand workers
-picklable endpoint specs, restart a dead replica, stop everything at the end."""
+picklable endpoint specs, restart a dead replica, stop everything at the end.
+
+Endpoint specs are plain dicts (`toolsweep.models.client.Endpoint` dumps): workers build their
+clients from them (`build_policy(..., endpoints)`). A vLLM model's spec lists all its replicas'
+URLs; the client routes each episode to one of them by its unit id (session-sticky, so the prefix
+cache serves the growing conversation) and caps requests in flight per process at `max_in_flight`,
+which the scheduler also reads to bound the episodes it leases per model.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from toolsweep.models.config import ScriptedModelConfig
+from toolsweep.models.client import Endpoint
+from toolsweep.models.config import HFModelConfig, OpenAIModelConfig, ScriptedModelConfig, VLLMModelConfig
+from toolsweep.models.factory import static_endpoint
+
+
+class _Replica:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.actor: Any = None
+        self.placement_group: Any = None
+        self.address: dict[str, Any] = {}
+        self.restarts = 0
 
 
 class ModelRuntime:
-    """Owns every model server of one sweep. Scripted models need none."""
+    """Owns every model server of one sweep. Scripted, openai and hf models need none."""
 
-    def __init__(self, models: list[Any]) -> None:
-        self.models = models
+    def __init__(self, models: list[Any], *, log_dir: str | None = None, health_timeout_s: float = 30.0) -> None:
+        self.models = list(models)
+        self.log_dir = log_dir
+        self.health_timeout_s = health_timeout_s
+        self._replicas: dict[str, list[_Replica]] = {}
+        self._endpoints: dict[str, dict[str, Any]] = {}
+        self._describe: dict[str, dict[str, Any]] = {}
+        self._generation: dict[str, int] = {}
+        self._lock = threading.Lock()
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"models[].name must be unique; repeated: {', '.join(dupes)}")
+
+    @property
+    def vllm_models(self) -> list[VLLMModelConfig]:
+        return [m for m in self.models if isinstance(m, VLLMModelConfig)]
+
+    # -- start --------------------------------------------------------------------------------
+    def check_resources(self) -> None:
+        """Fail before anything starts when the cluster cannot host the model servers (e.g. a
+        GPU replica asked of a GPU-less cluster): `PlacementError` names the model and the fix."""
+        if not self.vllm_models:
+            return
+        import ray
+
+        from toolsweep.cluster.placement import check_ray_cluster
+
+        if not ray.is_initialized():
+            raise RuntimeError("vLLM models need a Ray cluster: call ray.init() (or `toolsweep run`) first")
+        check_ray_cluster(self.models)
 
     def start(self) -> dict[str, Any]:
         """Start what the models need; returns name -> endpoint spec (picklable) for the workers."""
+        self.check_resources()
         for model in self.models:
-            if not isinstance(model, ScriptedModelConfig):
-                raise NotImplementedError(f"model kind {model.kind!r} is not supported yet")
-        return {}
+            if isinstance(model, (OpenAIModelConfig, HFModelConfig)):
+                self._endpoints[model.name] = static_endpoint(model).model_dump(mode="json")  # type: ignore[union-attr]
+            elif not isinstance(model, (ScriptedModelConfig, VLLMModelConfig)):
+                raise ValueError(f"model kind {getattr(model, 'kind', type(model).__name__)!r} is not supported")
+        if self.vllm_models:
+            import ray
+
+            bind_host = "127.0.0.1" if len([n for n in ray.nodes() if n.get("Alive")]) <= 1 else "0.0.0.0"
+            self._bind_host = bind_host
+            for model in self.vllm_models:
+                self._replicas[model.name] = [_Replica(i) for i in range(model.replicas)]
+                self._generation[model.name] = 0
+            jobs = [(m, r) for m in self.vllm_models for r in self._replicas[m.name]]
+            try:
+                with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+                    list(pool.map(lambda job: self._start_replica(*job), jobs))
+            except BaseException:
+                self.stop()
+                raise
+            for model in self.vllm_models:
+                self._endpoints[model.name] = self._vllm_endpoint(model)
+        return dict(self._endpoints)
+
+    def _start_replica(self, model: VLLMModelConfig, replica: _Replica) -> None:
+        import ray
+
+        from toolsweep.actors.model_server import launch_replica
+
+        replica.actor, replica.placement_group = launch_replica(
+            model, replica.index, bind_host=getattr(self, "_bind_host", "127.0.0.1"),
+            log_dir=self.log_dir, placement_group=replica.placement_group,
+        )
+        if replica.placement_group is not None:
+            ray.get(replica.placement_group.ready(), timeout=model.startup_timeout_s)
+        # A dead predecessor's /dev/shm segments are removed by its successor (same node or not).
+        stale = replica.address.get("shm") if replica.address else None
+        replica.address = ray.get(replica.actor.start.remote(stale), timeout=model.startup_timeout_s + 60)
+        if model.name not in self._describe:
+            self._describe[model.name] = ray.get(replica.actor.describe.remote(), timeout=600)
+
+    def _vllm_endpoint(self, model: VLLMModelConfig) -> dict[str, Any]:
+        return Endpoint(
+            kind="openai",
+            name=model.name,
+            model=model.served_model_name,
+            base_urls=[r.address["base_url"] for r in self._replicas[model.name]],
+            max_in_flight=model.max_in_flight,
+            timeout_s=model.timeout_s,
+            max_retries=model.max_retries,
+            extra_body=model.extra_body,
+            system_prompt=model.system_prompt,
+            generation=self._generation[model.name],
+        ).model_dump(mode="json")
+
+    def endpoints(self) -> dict[str, Any]:
+        return dict(self._endpoints)
+
+    # -- health -------------------------------------------------------------------------------
+    def _alive(self, replica: _Replica) -> bool:
+        import ray
+
+        if replica.actor is None:
+            return False
+        try:
+            status = ray.get(replica.actor.status.remote(), timeout=self.health_timeout_s)
+        except Exception:  # noqa: BLE001 - RayActorError, GetTimeoutError: the replica is gone
+            return False
+        replica.address["shm"] = status.get("shm", [])
+        return bool(status.get("healthy"))
 
     def ensure_healthy(self, model_name: str) -> dict[str, Any]:
-        """Called after an infra_error of `model_name`: restart dead replicas; returns fresh endpoints."""
-        return {}
+        """Called after an infra_error of `model_name`: restart its dead replicas; returns every
+        model's endpoint spec (the workers replace theirs with it; a restarted replica has a new
+        URL). The scheduler requeues the episodes that were in flight on the dead replica."""
+        model = next((m for m in self.vllm_models if m.name == model_name), None)
+        if model is None:
+            return dict(self._endpoints)
+        import ray
 
+        with self._lock:
+            dead = [r for r in self._replicas.get(model_name, []) if not self._alive(r)]
+            for replica in dead:
+                if replica.actor is not None:
+                    try:
+                        ray.kill(replica.actor, no_restart=True)
+                    except Exception:  # noqa: BLE001 - already dead
+                        pass
+                replica.actor = None
+                replica.restarts += 1
+                self._start_replica(model, replica)
+            if dead:
+                self._generation[model_name] += 1
+                self._endpoints[model_name] = self._vllm_endpoint(model)
+            return dict(self._endpoints)
+
+    def replica_status(self) -> dict[str, list[dict[str, Any]]]:
+        """Per model, each replica's address, liveness and restart count."""
+        return {
+            name: [{"index": r.index, **r.address, "alive": self._alive(r), "restarts": r.restarts} for r in reps]
+            for name, reps in self._replicas.items()
+        }
+
+    def replica_actors(self, model_name: str) -> list[Any]:
+        return [r.actor for r in self._replicas.get(model_name, [])]
+
+    # -- manifest -----------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
-        """Reproducibility record of every model (kind, path, weight hashes, engine args, versions)."""
-        return {m.name: m.model_dump(mode="json") for m in self.models}
+        """Reproducibility record of every model (kind, path, weight hashes, engine args, chat
+        template, tool parser, versions)."""
+        from toolsweep.models.manifest import chat_template_info, library_versions, weight_hashes
 
+        out: dict[str, Any] = {}
+        for m in self.models:
+            entry: dict[str, Any] = {"kind": m.kind, "config": m.model_dump(mode="json", exclude={"api_key_env"})}
+            if isinstance(m, VLLMModelConfig):
+                described = self._describe.get(m.name, {})
+                entry.update(
+                    path=m.path,
+                    device=m.device,
+                    replicas=m.replicas,
+                    engine_args=m.engine_args.model_dump(mode="json"),
+                    tool_parser=m.engine_args.tool_call_parser,
+                    weights_sha256=described.get("weights_sha256") or weight_hashes(m.path),
+                    chat_template=described.get("chat_template") or chat_template_info(m.path, m.engine_args.chat_template),
+                    versions=described.get("versions") or library_versions(),
+                    server_command=described.get("command"),
+                    server_env=described.get("env"),
+                )
+            elif isinstance(m, HFModelConfig):
+                entry.update(
+                    path=m.path,
+                    weights_sha256=weight_hashes(m.path, only=m.gguf_file),
+                    chat_template=chat_template_info(m.path, m.chat_template),
+                    tool_parser=m.tool_parser,
+                    versions=library_versions(),
+                )
+            elif isinstance(m, OpenAIModelConfig):
+                entry.update(base_url=m.base_url, model=m.model, api_key_env_set=bool(m.api_key_env))
+            out[m.name] = entry
+        return out
+
+    # -- stop ---------------------------------------------------------------------------------
     def stop(self) -> None:
         """Stop every server this runtime started (no leftover processes or /dev/shm segments)."""
+        if not self._replicas:
+            return
+        import ray
+
+        refs = []
+        for replicas in self._replicas.values():
+            for r in replicas:
+                if r.actor is not None:
+                    try:
+                        refs.append((r, r.actor.stop.remote()))
+                    except Exception:  # noqa: BLE001
+                        pass
+        deadline = time.monotonic() + 60
+        for r, ref in refs:
+            try:
+                ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - a dead actor's server died with it (PDEATHSIG)
+                pass
+        for replicas in self._replicas.values():
+            for r in replicas:
+                if r.actor is not None:
+                    try:
+                        ray.kill(r.actor, no_restart=True)
+                    except Exception:  # noqa: BLE001
+                        pass
+                    r.actor = None
+                if r.placement_group is not None:
+                    try:
+                        ray.util.remove_placement_group(r.placement_group)
+                    except Exception:  # noqa: BLE001
+                        pass
+                    r.placement_group = None
+        self._replicas.clear()

