@@ -302,6 +302,23 @@ _ENTITY_VALUES: dict[str, set[str]] = {
 }
 
 
+_CANON: dict[str, dict[str, str]] = {}
+for _table, _cols in ((COMPANIES, ("company_name", "ticker")), (CRYPTOS, ("crypto_name", "crypto_symbol")),
+                      (CITIES, ("city", "airport_code", "timezone")), (PRODUCTS, ("product_name", "product_id")),
+                      (ROOMS, ("room_name", "device_id")), (PEOPLE, ("person_name", "email_address")),
+                      (DOCUMENTS, ("document_name", "document_id"))):
+    for _row in _table:
+        for _col, _v in zip(_cols, _row):
+            _CANON.setdefault(_col, {})[_v.lower()] = _v
+
+
+def _canon_value(type_name: str, value: Any) -> Any:
+    """Lookup-table key of a value: entities in their canonical spelling (case-insensitive input)."""
+    if isinstance(value, str):
+        return _CANON.get(type_name, {}).get(value.lower(), value.lower())
+    return value
+
+
 class World:
     """Seeded lookup tables. Values are drawn lazily but deterministically per (concept, key), so
     adding an entity never reshuffles the others; all reads are idempotent (thread-safe)."""
@@ -356,6 +373,7 @@ class World:
 
     # stateful baselines
     def device_state(self, device_id: str) -> dict[str, Any]:
+        device_id = device_id.lower()
         return {"light": ("on", "off")[seeded_int(self.seed, "light", device_id) % 2],
                 "setpoint": 19.0 + (seeded_int(self.seed, "setpoint", device_id) % 8) * 0.5}
 
@@ -420,8 +438,7 @@ class Tool:
 
     @cached_property
     def bindable_outputs(self) -> tuple[OutField, ...]:
-        return tuple(o for o in self.outputs if o.type in TYPES and TYPES[o.type].bindable
-                     and o.how not in ("const",))
+        return tuple(o for o in self.outputs if o.type in TYPES and TYPES[o.type].bindable)
 
     @cached_property
     def primary(self) -> OutField:
@@ -1368,8 +1385,7 @@ class Simulator:
         err = validate_args(tool, args)
         if err:
             return err
-        key = tuple(str(args[p.name]).lower() if isinstance(args[p.name], str) else args[p.name]
-                    for p in tool.params if not p.free and p.name in args)
+        key = tuple(_canon_value(p.type, args[p.name]) for p in tool.params if not p.free and p.name in args)
         hook_err = self._pre_hook(tool, args, state)
         if hook_err:
             return hook_err
@@ -1410,15 +1426,17 @@ class Simulator:
         return [s for s in self.world.base_slots(date) if s not in booked]
 
     def _device(self, device_id: str, state: dict) -> dict:
+        device_id = _canon_value("device_id", device_id)
         devices = state.setdefault("devices", {})
         if device_id not in devices:
             devices[device_id] = self.world.device_state(device_id)
         return devices[device_id]
 
     def _stock(self, pid: str, state: dict) -> int:
+        pid = _canon_value("product_id", pid)
         stock = state.setdefault("stock", {})
         if pid not in stock:
-            stock[pid] = self.world.value("stock_level", (pid.lower(),), "stock_count")
+            stock[pid] = self.world.value("stock_level", (pid,), "stock_count")
         return stock[pid]
 
     def _state_field(self, tool: Tool, key: str, args: dict, state: dict) -> Any:
@@ -1456,7 +1474,7 @@ class Simulator:
         elif tool.hook == "set_temp":
             self._device(args["device_id"], state)["setpoint"] = float(args["setpoint"])
         elif tool.hook == "order":
-            state["stock"][args["product_id"]] -= int(args["quantity"])
+            state["stock"][_canon_value("product_id", args["product_id"])] -= int(args["quantity"])
         elif tool.hook == "cart":
             state.setdefault("cart", []).append((args["product_id"], int(args["quantity"])))
 

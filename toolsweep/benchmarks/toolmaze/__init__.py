@@ -1,0 +1,201 @@
+"""ToolMaze (Zhu et al., "When Tools Fail"): DAG tool tasks under the C1-C4 x P0-P4 matrix.
+
+Spec: ../shared/specs/toolmaze.md. Files: tools.py (corpus and simulators), tasks.py (generator),
+perturbation.py (fault engine), environment.py (function-calling episode), metrics.py (judge,
+TSR/PRR/RC, composites), policies.py (scripted agents), prompts.py (std / hint prompts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolsweep.benchmarks.toolmaze.environment import ToolMazeEnv
+from toolsweep.benchmarks.toolmaze.metrics import composite_avg, metric_specs, trust_gap
+from toolsweep.benchmarks.toolmaze.perturbation import Profile, build_profile
+from toolsweep.benchmarks.toolmaze.policies import POLICIES, make_policy
+from toolsweep.benchmarks.toolmaze.tasks import LEVELS, TaskSet, build_tasks, canonical_tasks
+from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
+
+MODES = ("P0", "P1", "P2", "P3", "P4")
+PERTURBED = ("P1", "P2", "P3", "P4")
+
+
+def setting_names() -> list[str]:
+    """The 36 cells: C{1..4}-P0-std, C{1..4}-P{1..4}-std, C{1..4}-P{1..4}-hint (spec §2.3)."""
+    names = []
+    for c in LEVELS:
+        names.append(f"C{c}-P0-std")
+        names += [f"C{c}-{p}-std" for p in PERTURBED]
+        names += [f"C{c}-{p}-hint" for p in PERTURBED]
+    return names
+
+
+def parse_setting(setting: str) -> tuple[int, str, str]:
+    try:
+        c, p, prompt = setting.split("-")
+        level = int(c[1:])
+        if c[0] != "C" or level not in LEVELS or p not in MODES or prompt not in ("std", "hint"):
+            raise ValueError
+        if p == "P0" and prompt == "hint":
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"unknown toolmaze setting {setting!r}; settings look like 'C2-P3-hint' "
+                         "(C1-C4, P0-P4, std|hint; the hint prompt is not used with P0)") from None
+    return level, p, prompt
+
+
+class ToolMaze(Benchmark):
+    name: ClassVar[str] = "toolmaze"
+    version: ClassVar[str] = "1.0.0"
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        dataset_seed: int = Field(0, description="Seed of corpus values, tasks and fault profiles; "
+                                  "independent of the run seed (spec §9).")
+        max_steps: int = Field(25, gt=0, description="Agent steps per episode (paper §4.1: 25).")
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._profiles: dict[tuple[str, str], Profile] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def data(self) -> TaskSet:
+        return build_tasks(self.options.dataset_seed)
+
+    def settings(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name in setting_names():
+            level, p, prompt = parse_setting(name)
+            out[name] = {"complexity": f"C{level}", "perturbation": p, "prompt": prompt,
+                         "manifestation": {"P0": None, "P1": "explicit", "P2": "explicit",
+                                           "P3": "implicit", "P4": "implicit"}[p],
+                         "persistence": {"P0": None, "P1": "transient", "P2": "permanent",
+                                         "P3": "transient", "P4": "permanent"}[p]}
+        return out
+
+    def tasks(self, setting: str) -> list[str]:
+        level, _, _ = parse_setting(setting)
+        return [t.task_id for t in self.data.level(level)]
+
+    def profile(self, task_id: str, mode: str) -> Profile:
+        key = (task_id, mode)
+        with self._lock:
+            if key not in self._profiles:
+                ts = self.data
+                self._profiles[key] = build_profile(ts, ts.tasks[task_id], mode)
+            return self._profiles[key]
+
+    def make_env(self, task_id: str, setting: str, seed: int) -> Environment:
+        level, p, prompt = parse_setting(setting)
+        ts = self.data
+        if task_id not in ts.tasks:
+            raise KeyError(f"unknown toolmaze task {task_id!r}; ids look like 'C1_task_089'")
+        task = ts.tasks[task_id]
+        if task.complexity != level:
+            raise ValueError(f"task {task_id} is a C{task.complexity} task; setting {setting} is C{level}")
+        # the environment depends only on the dataset seed: every model and run seed sees the same
+        # task and the same injected responses (spec §9); `seed` is the run seed.
+        return ToolMazeEnv(ts, task, self.profile(task_id, p), prompt, seed, self.options.max_steps)
+
+    def metrics(self, setting: str | None = None) -> list[MetricSpec]:
+        if setting is None:
+            return metric_specs(None)
+        _, p, _ = parse_setting(setting)
+        return metric_specs(p != "P0")
+
+    def scripted_policies(self) -> dict[str, str]:
+        return dict(POLICIES)
+
+    def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
+        if not isinstance(env, ToolMazeEnv):
+            raise TypeError("toolmaze scripted policies need a ToolMaze environment")
+        return make_policy(name, env, seed)
+
+    def fingerprint(self) -> dict[str, Any]:
+        ts = self.data
+        return {"version": self.version, "dataset_seed": self.options.dataset_seed,
+                "corpus_sha256": ts.corpus.fingerprint(),
+                "tasks_sha256": hashlib.sha256(canonical_tasks(ts).encode()).hexdigest()}
+
+    def max_turns(self, setting: str) -> int:
+        return self.options.max_steps
+
+    def report_tables(self, cells: list[dict[str, Any]]) -> list[ReportTable]:
+        return report_tables(cells)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _val(cells: dict, model: str, setting: str, metric: str) -> float:
+    cell = cells.get((model, setting))
+    if cell is None:
+        return math.nan
+    m = cell.get("metrics", {}).get(metric)
+    return math.nan if m is None or m.get("value") is None else float(m["value"])
+
+
+def _mean(xs: list[float]) -> float:
+    xs = [x for x in xs if not math.isnan(x)]
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def _pct(x: float) -> str:
+    return "—" if math.isnan(x) else f"{100 * x:.2f}"
+
+
+def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
+    """Table 2 (P-based, macro over C1-C4), Table 20 (C-based) and the trust gap, from cells."""
+    cells = [c for c in cells if c.get("benchmark", "toolmaze") == "toolmaze"]
+    idx = {(c["model"], c["setting"]): c for c in cells}
+    models = sorted({c["model"] for c in cells})
+    cols = (["Model (prompt)", "TSR NP"] + [f"TSR {p}" for p in PERTURBED] + [f"PRR {p}" for p in PERTURBED]
+            + [f"RC {p}" for p in PERTURBED] + ["Avg."])
+    rows, rows20, gaps = [], [], []
+    for model in models:
+        for prompt in ("std", "hint"):
+            pset = [f"C{c}-{p}-{prompt}" for c in LEVELS for p in PERTURBED]
+            if not any((model, s) in idx for s in pset):
+                continue
+            np_cells = [_val(idx, model, f"C{c}-P0-std", "tsr") for c in LEVELS]
+            by = {m: {p: [_val(idx, model, f"C{c}-{p}-{prompt}", m) for c in LEVELS] for p in PERTURBED}
+                  for m in ("tsr", "prr", "rc")}
+            avg = composite_avg(np_cells + [x for p in PERTURBED for x in by["tsr"][p]],
+                                [x for p in PERTURBED for x in by["prr"][p]],
+                                [x for p in PERTURBED for x in by["rc"][p]])
+            label = f"{model} ({'w/ hint' if prompt == 'hint' else 'w/o hint'})"
+            rows.append([label, _pct(_mean(np_cells))] + [_pct(_mean(by[m][p])) for m in ("tsr", "prr", "rc")
+                                                          for p in PERTURBED] + [_pct(avg)])
+            row20 = [label]
+            for i, c in enumerate(LEVELS):
+                for m in ("tsr", "prr", "rc"):
+                    row20.append(_pct(_mean([by[m][p][i] for p in PERTURBED])))
+            rows20.append(row20 + [_pct(avg)])
+            if prompt == "hint":
+                g = trust_gap({p: _mean(by["prr"][p]) for p in PERTURBED})
+                gaps.append([model, _pct(g["transient"]), _pct(g["permanent"]), _pct(g["overall"])])
+    out = [ReportTable(
+        title="ToolMaze Table 2: P-based average results (%) across perturbation modes",
+        columns=cols, rows=rows,
+        note="Macro-averages over C1-C4. TSR NP uses the standard prompt (the hint is not used on P0). "
+             "Avg. = (mean TSR over 20 cells + mean PRR over 16 + 1 - mean RC over 16) / 3; PRR cells "
+             "without exposed trajectories are left out.")]
+    out.append(ReportTable(
+        title="ToolMaze Table 20: C-based average results (%) across complexity levels (P1-P4)",
+        columns=["Model (prompt)"] + [f"C{c} {m}" for c in LEVELS for m in ("TSR", "PRR", "RC")] + ["Avg."],
+        rows=rows20, note="Each C column averages the four perturbation modes."))
+    if gaps:
+        out.append(ReportTable(
+            title="ToolMaze implicit-explicit trust gap (w/ hint, PRR points)",
+            columns=["Model", "transient P1-P3", "permanent P2-P4", "overall"], rows=gaps,
+            note="Paper §4.3 model means: transient 53.75, permanent 20.54, overall 37.15."))
+    return out
+
+
+__all__ = ["ToolMaze", "setting_names", "parse_setting", "report_tables"]

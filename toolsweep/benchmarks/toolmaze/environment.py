@@ -1,0 +1,112 @@
+"""One ToolMaze episode (spec §5): OpenAI-style native function calling.
+
+reset() shows the system prompt, the user query and the task's tools as OpenAI schemas. Every
+assistant message with tool calls is one agent step: all its calls execute in order and each gets
+one `role: tool` message with its `tool_call_id`. A message without tool calls is the final answer.
+Malformed calls (unparseable arguments, unknown tools, invalid arguments) are answered with natural
+error messages and count as tool calls; they are never exceptions and never perturbations.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from toolsweep.benchmarks.toolmaze.metrics import CallRecord, judge
+from toolsweep.benchmarks.toolmaze.perturbation import Engine, Profile
+from toolsweep.benchmarks.toolmaze.prompts import system_prompt
+from toolsweep.benchmarks.toolmaze.tasks import Task, TaskSet
+from toolsweep.benchmarks.toolmaze.tools import canonical, error
+from toolsweep.evaluator.types import EpisodeMetrics, Message, Observation, TerminationReason
+
+
+class ToolMazeEnv:
+    def __init__(self, ts: TaskSet, task: Task, profile: Profile, prompt: str, seed: int,
+                 max_steps: int = 25) -> None:
+        self.ts = ts
+        self.task = task
+        self.profile = profile
+        self.prompt = prompt
+        self.seed = seed
+        self.max_steps = max_steps
+        self.schemas = [ts.corpus.tools[t].openai_schema() for t in task.tools_visible]
+        self.reset()
+
+    # --- protocol
+    def reset(self) -> Observation:
+        self.engine = Engine(self.profile)
+        self.state: dict[str, Any] = {}
+        self.calls: list[CallRecord] = []
+        self.n_steps = 0
+        self.final_text: str | None = None
+        self.done = False
+        self.termination: TerminationReason | None = None
+        msgs = [Message(role="system", content=system_prompt(self.prompt)),
+                Message(role="user", content=self.task.query)]
+        return Observation(messages=msgs, tools=self.schemas,
+                           info={"task_id": self.task.task_id, "mode": self.profile.mode})
+
+    def step(self, reply: Message) -> Observation:
+        if self.done:
+            return Observation(done=True, termination=self.termination, info={"note": "episode already over"})
+        self.n_steps += 1
+        calls = reply.tool_calls or []
+        if not calls:
+            self.final_text = reply.text()
+            return self._end(TerminationReason.ANSWERED, [])
+        out: list[Message] = []
+        records = []
+        for call in calls:
+            rec = self.execute(call.id, call.function.name, call.function.arguments)
+            records.append(rec)
+            out.append(Message(role="tool", tool_call_id=call.id, name=call.function.name,
+                               content=canonical(rec.response)))
+        info = {"calls": [r.to_json() for r in records]}
+        if self.n_steps >= self.max_steps:
+            return self._end(TerminationReason.MAX_TURNS, out, info)
+        return Observation(messages=out, info=info)
+
+    def _end(self, reason: TerminationReason, msgs: list[Message], info: dict | None = None) -> Observation:
+        self.done = True
+        self.termination = reason
+        return Observation(messages=msgs, done=True, termination=reason, info=info or {})
+
+    def execute(self, call_id: str, name: str, raw_args: str | None) -> CallRecord:
+        """Run one tool call through the engine and the simulator; never raises for agent input."""
+        rec = CallRecord(step=self.n_steps, idx=len(self.calls), call_id=call_id, tool=str(name),
+                         raw_args=raw_args if isinstance(raw_args, str) else str(raw_args), args=None,
+                         response=None)
+        self.calls.append(rec)
+        if name not in self.task.tools_visible:
+            rec.malformed = "unknown_tool"
+            rec.response = error(404, "UNKNOWN_TOOL", f"Unknown tool '{name}'. Use one of the provided tools.")
+            return rec
+        try:
+            args = json.loads(raw_args) if raw_args not in (None, "") else {}
+        except (TypeError, ValueError) as exc:
+            rec.malformed = "bad_json"
+            rec.response = error(400, "INVALID_ARGUMENTS", f"Arguments are not valid JSON: {exc}")
+            return rec
+        if not isinstance(args, dict):
+            rec.malformed = "bad_json"
+            rec.response = error(400, "INVALID_ARGUMENTS", "Arguments must be a JSON object.")
+            return rec
+        rec.args = args
+        hit = self.engine.on_call(name)
+        if hit is not None:
+            rec.perturbed, rec.rule_id = hit.kind, hit.rule_id
+            rec.response = json.loads(hit.response)
+            return rec
+        rec.forwarded = True
+        rec.response = self.ts.simulator.respond(name, args, self.state)
+        return rec
+
+    def result(self) -> EpisodeMetrics:
+        v = judge(self.task, self.profile, self.engine, self.calls,
+                  answered=self.termination == TerminationReason.ANSWERED, corpus=self.ts.corpus)
+        return v.metrics(self.n_steps, len(self.calls), sum(1 for c in self.calls if c.malformed),
+                         self.termination == TerminationReason.ANSWERED)
+
+    def verdict(self):
+        return judge(self.task, self.profile, self.engine, self.calls,
+                     answered=self.termination == TerminationReason.ANSWERED, corpus=self.ts.corpus)

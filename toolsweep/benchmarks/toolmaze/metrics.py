@@ -1,0 +1,292 @@
+"""ToolMaze metrics (spec §6): the deterministic trajectory judge, TSR / PRR / RC per episode,
+and the cross-setting composites (Avg, per-P macro-averages of Table 2, the trust gap) computed
+from cell summaries.
+
+The judge reads only the trajectory (the environment's call log), the task's ground truth (S,
+expected values, bindings) and the fault profile; never the agent's free text beyond whether the
+episode ended with a final answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolsweep.benchmarks.toolmaze.perturbation import Engine, Profile
+from toolsweep.benchmarks.toolmaze.tasks import Task, numbers_close, text_contains, values_match
+from toolsweep.benchmarks.toolmaze.tools import ACTION, Corpus, get_path
+from toolsweep.evaluator.protocols import MetricSpec
+
+NAN = float("nan")
+
+
+@dataclass
+class CallRecord:
+    """One tool call as the environment executed it."""
+
+    step: int
+    idx: int
+    call_id: str
+    tool: str
+    raw_args: str
+    args: dict[str, Any] | None
+    response: Any
+    perturbed: str | None = None  # explicit | implicit
+    rule_id: str | None = None
+    forwarded: bool = False
+    malformed: str | None = None  # bad_json | unknown_tool
+
+    @property
+    def clean(self) -> bool:
+        """Forwarded to the simulator and answered without a (natural) error."""
+        return self.forwarded and not (isinstance(self.response, dict) and "error" in self.response)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "idx": self.idx, "tool": self.tool, "args": self.args,
+                "perturbed": self.perturbed, "rule_id": self.rule_id, "forwarded": self.forwarded,
+                "malformed": self.malformed}
+
+
+@dataclass
+class Verdict:
+    success: bool
+    exposed: bool
+    recovered: bool
+    propagated: bool
+    solvable: bool
+    c: int
+    c_star: int
+    complete_paths: list[int] = field(default_factory=list)
+
+    @property
+    def c_rec(self) -> float:
+        """C_rec = 1 - [c*/max(c, c*)] * I_succ  (spec eq. 3)."""
+        return 1.0 - (self.c_star / max(self.c, self.c_star)) * float(self.success)
+
+    def metrics(self, n_steps: int, n_calls: int, malformed: int, answered: bool) -> dict[str, float]:
+        return {
+            "tsr": float(self.success),
+            "prr": float(self.recovered) if self.exposed else NAN,
+            "rc": self.c_rec if self.exposed else 0.0,
+            "exposed": float(self.exposed),
+            "c_rec": self.c_rec if self.exposed else NAN,
+            "c": float(self.c) if self.exposed else NAN,
+            "c_star": float(self.c_star) if self.exposed else NAN,
+            "propagated": float(self.propagated),
+            "n_steps": float(n_steps),
+            "n_tool_calls": float(n_calls),
+            "malformed_calls": float(malformed),
+            "answered": float(answered),
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def _leaves(obj: Any) -> list[Any]:
+    if isinstance(obj, dict):
+        return [x for v in obj.values() for x in _leaves(v)]
+    if isinstance(obj, list):
+        return [x for v in obj for x in _leaves(v)]
+    return [obj]
+
+
+def _contains_value(args: Any, bad: Any) -> bool:
+    for leaf in _leaves(args):
+        if isinstance(bad, (int, float)) and not isinstance(bad, bool):
+            if isinstance(leaf, (int, float)) and not isinstance(leaf, bool) and numbers_close(leaf, bad):
+                return True
+            if isinstance(leaf, str) and text_contains(bad, leaf):
+                return True
+        elif isinstance(bad, str) and isinstance(leaf, str) and len(bad) >= 2:
+            if re.search(r"(?<!\w)" + re.escape(bad.lower()) + r"(?!\w)", leaf.lower()):
+                return True
+    return False
+
+
+def corrupted_values(task: Task, profile: Profile, calls: list[CallRecord]) -> list[tuple[int, str, Any]]:
+    """(call idx, rule_id, value) for every value that occurred only in an implicit perturbed response."""
+    clean_vals = [v for e in task.expected for x in e.values() for v in _leaves(x["output"])]
+    clean_vals += list(task.slots.values())
+    rules = {r.rule_id: r for r in profile.rules}
+    out = []
+    for c in calls:
+        if c.perturbed != "implicit":
+            continue
+        for v in rules[c.rule_id].corrupted.get(c.tool, ()):
+            if v in (None, "") or any(values_match(v, cv) for cv in clean_vals):
+                continue
+            out.append((c.idx, c.rule_id, v))
+    return out
+
+
+def propagations(calls: list[CallRecord], bad: list[tuple[int, str, Any]]) -> set[str]:
+    """Rule ids whose corrupted values were passed on in a later call's arguments."""
+    hit = set()
+    for idx, rule_id, v in bad:
+        for c in calls:
+            if c.idx > idx and c.args is not None and _contains_value(c.args, v):
+                hit.add(rule_id)
+    return hit
+
+
+def satisfied_nodes(task: Task, path_index: int, calls: list[CallRecord],
+                    upto: int | None = None) -> dict[str, list[int]]:
+    """Nodes of path s satisfied by clean calls (in dependency order), with the satisfying calls."""
+    sol = task.solutions[path_index]
+    binds = task.bindings[path_index]
+    exp = task.expected[path_index]
+    sat: dict[str, list[int]] = {}
+    outputs: dict[int, Any] = {}
+    for c in calls:
+        if upto is not None and c.idx >= upto:
+            break
+        if c.tool not in sol or not c.clean or c.args is None:
+            continue
+        ok = True
+        for pname, b in binds[c.tool].items():
+            if pname not in c.args:
+                ok = False
+                break
+            arg = c.args[pname]
+            if b[0] == "user":
+                ok = values_match(task.slots[b[1]], arg)
+            else:
+                src, path = b[1], b[2]
+                if src not in sat:
+                    ok = False
+                else:
+                    cands = [get_path(exp[src]["output"], path)] + [get_path(outputs[k], path) for k in sat[src]]
+                    match = text_contains if b[0] == "free" else values_match
+                    ok = any(x is not None and match(x, arg) for x in cands)
+            if not ok:
+                break
+        if ok:
+            sat.setdefault(c.tool, []).append(c.idx)
+            outputs[c.idx] = c.response
+    return sat
+
+
+def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord], answered: bool,
+          corpus: Corpus) -> Verdict:
+    """The deterministic judge of spec §6.2."""
+    perturbed = [c for c in calls if c.perturbed]
+    exposed = bool(perturbed)
+    first = perturbed[0].idx if exposed else None
+    bad = corrupted_values(task, profile, calls)
+    prop_rules = propagations(calls, bad)
+    propagated = bool(prop_rules)
+    sats = [satisfied_nodes(task, i, calls) for i in range(len(task.solutions))]
+    complete = [i for i, s in enumerate(task.solutions) if all(t in sats[i] for t in s)]
+    task_tools = task.tool_set
+    correct_action_calls = {k for s in sats for idxs in s.values() for k in idxs}
+    actions_ok = all(c.idx in correct_action_calls for c in calls
+                     if c.clean and c.tool in task_tools and corpus.tools[c.tool].category == ACTION)
+    faulty = engine.faulty_tools()
+    solvable = any(not (set(s) & faulty) for s in task.solutions)
+
+    downstream: set[str] = set()
+    if not solvable:
+        victim = next(iter(faulty))
+        downstream = task.descendants(victim)
+        after = [c for c in calls if first is not None and c.idx > first]
+        no_downstream = not any(c.tool in downstream for c in after)
+        upstream = [t for t in task.default_path if t != victim and t not in downstream]
+        reachable_done = all(t in sats[task.default_index] for t in upstream)
+        success = exposed and answered and no_downstream and not propagated and reachable_done and actions_ok
+    else:
+        success = bool(complete) and not propagated and actions_ok
+
+    recovered = False
+    if exposed:
+        recovered = True
+        rules = {r.rule_id: r for r in profile.rules}
+        for rule_id in sorted({c.rule_id for c in perturbed}):
+            r = rules[rule_id]
+            k = min(c.idx for c in perturbed if c.rule_id == rule_id)
+            assigned = engine.assigned[rule_id]
+            later = [c for c in calls if c.idx > k and c.clean]
+            if rule_id in prop_rules:
+                ok = False
+            elif not profile.permanent:
+                ok = any(c.tool == assigned or c.tool in r.members for c in later)
+            elif solvable:
+                before = {c.tool for c in calls if c.idx < k and c.clean}
+                alt_tools = {t for p in _group_paths(task, r) if assigned not in p for t in p}
+                ok = any(c.tool in alt_tools and c.tool != assigned and c.tool not in before for c in later)
+            else:
+                after = [c for c in calls if c.idx > k]
+                ok = answered and not any(c.tool in downstream for c in after)
+            recovered = recovered and ok
+
+    c = c_star = 0
+    if exposed:
+        c = sum(1 for x in calls if x.idx >= first)
+        c_star = optimal_cost(task, profile, engine, calls, first, solvable)
+    return Verdict(success, exposed, recovered, propagated, solvable, c, c_star, complete)
+
+
+def _group_paths(task: Task, rule) -> list[tuple[str, ...]]:
+    for g in task.groups:
+        if set(g.tools) == set(rule.members):
+            return list(g.members)
+    return [(t,) for t in rule.members]
+
+
+def optimal_cost(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord], first: int,
+                 solvable: bool) -> int:
+    """c*: tool calls an optimal oracle needs from the first perturbed call (included), starting from
+    the trajectory's state at that moment (spec §6.2)."""
+    if not solvable:
+        return 1
+    first_call = next(c for c in calls if c.idx == first)
+    activated_tool = first_call.tool
+    best = math.inf
+    rules = list(profile.rules)
+    for i, s in enumerate(task.solutions):
+        if profile.permanent and activated_tool in s:
+            continue
+        sat = satisfied_nodes(task, i, calls, upto=first)
+        cost = 1 + sum(1 for t in s if t not in sat)
+        cost += sum(1 for r in rules if r.rule_id != first_call.rule_id and set(s) & set(r.members))
+        best = min(best, cost)
+    return int(best) if best < math.inf else 1
+
+
+# ------------------------------------------------------------------------------------------------
+# MetricSpecs and composites
+
+
+def metric_specs(perturbed: bool | None) -> list[MetricSpec]:
+    tsr = MetricSpec(name="tsr", kind="mean", scale=100.0,
+                     description="Task Success Rate: share of trajectories the judge marks successful.")
+    prr = MetricSpec(name="prr", kind="mean", scale=100.0,
+                     description="Perturbation Recovery Rate: recovered share of the exposed trajectories "
+                                 "(unexposed ones are NaN, i.e. left out).")
+    rc = MetricSpec(name="rc", kind="mean", scale=100.0, higher_is_better=False,
+                    description="Recovery Cost: mean of I_pert * C_rec over all trajectories.")
+    exposure = MetricSpec(name="exposed", kind="mean", scale=100.0,
+                          description="Share of trajectories that met the injected perturbation.")
+    if perturbed is False:
+        return [tsr]
+    return [tsr, prr, rc, exposure]
+
+
+def _mean(xs: list[float]) -> float:
+    xs = [x for x in xs if x is not None and not math.isnan(x)]
+    return sum(xs) / len(xs) if xs else NAN
+
+
+def composite_avg(tsr_cells: list[float], prr_cells: list[float], rc_cells: list[float]) -> float:
+    """Avg = (mean TSR over 20 cells + mean PRR over 16 + 1 - mean RC over 16) / 3 (paper §4.2).
+    NaN PRR cells (no exposed trajectory) are left out of the PRR mean."""
+    return (_mean(tsr_cells) + _mean(prr_cells) + 1.0 - _mean(rc_cells)) / 3.0
+
+
+def trust_gap(prr_by_p: dict[str, float]) -> dict[str, float]:
+    """Explicit-implicit PRR gap (paper §4.3): transient P1-P3, permanent P2-P4, overall mean."""
+    transient = prr_by_p.get("P1", NAN) - prr_by_p.get("P3", NAN)
+    permanent = prr_by_p.get("P2", NAN) - prr_by_p.get("P4", NAN)
+    return {"transient": transient, "permanent": permanent, "overall": (transient + permanent) / 2}
