@@ -23,6 +23,19 @@ FAKE_TARGET = "fake_bench:FakeBench"
 register_benchmark("fake", FAKE_TARGET)
 
 
+_MLFLOW_DIR: list[Path] = []
+
+
+def session_mlflow_uri() -> str:
+    """One sqlite MLflow store per test session: creating its tables costs seconds, so tests share
+    it and keep apart by experiment name."""
+    if not _MLFLOW_DIR:
+        import tempfile
+
+        _MLFLOW_DIR.append(Path(tempfile.mkdtemp(prefix="toolsweep-mlflow-")))
+    return f"sqlite:///{_MLFLOW_DIR[0]}/mlflow.db"
+
+
 def shared_dir() -> Path:
     """The reference material beside the checkout (TOOLSWEEP_SHARED overrides)."""
     return Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared"))
@@ -39,6 +52,10 @@ def ray_local():
 
 
 def pytest_sessionfinish(session, exitstatus):
+    import shutil
+
+    for d in _MLFLOW_DIR:
+        shutil.rmtree(d, ignore_errors=True)
     try:
         import ray
 

@@ -82,34 +82,51 @@ def _sweep_yaml(tmp_path, name, delay_s, tracking_uri):
     return p
 
 
-def test_driver_killed_then_rerun_finishes_without_duplicates(tmp_path):
-    cfg = _sweep_yaml(tmp_path, "killdriver", 0.05, f"sqlite:///{tmp_path}/mlflow.db")
-    cmd = [sys.executable, "-m", "toolsweep.cluster.cli", "run", str(cfg), "--no-progress"]
-    proc = subprocess.Popen(cmd, env=_cli_env(tmp_path), cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+def _start_and_stop_when(cmd, env, cwd, at_rows, sig, tmp_path):
+    """Start the CLI, wait until `at_rows` episodes are on disk, send `sig`; returns the exit code."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + 180
         while time.time() < deadline:
             logs = list((tmp_path / "runs").rglob("pending.jsonl"))
-            if logs and sum(1 for _ in logs[0].open()) >= 20:
+            if logs and sum(1 for _ in logs[0].open()) >= at_rows:
                 break
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            time.sleep(0.1)
+            time.sleep(0.05)
         else:
             pytest.fail("the sweep never got going")
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        if sig == signal.SIGKILL:
+            os.killpg(proc.pid, sig)  # the driver and everything it started, at once
+        else:
+            os.kill(proc.pid, sig)  # Ctrl-C reaches the driver
+        return proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_interrupted_then_killed_driver_then_rerun_finishes_without_duplicates(tmp_path):
+    cfg = _sweep_yaml(tmp_path, "killdriver", 0.05, f"sqlite:///{tmp_path}/mlflow.db")
+    cmd = [sys.executable, "-m", "toolsweep.cluster.cli", "run", str(cfg), "--no-progress", "--no-mlflow"]
+    env = _cli_env(tmp_path)
+    total = 2 * 2 * 15 * 2
+
+    assert _start_and_stop_when(cmd, env, tmp_path, 15, signal.SIGINT, tmp_path) == 130
     run_path = next((tmp_path / "runs" / "killdriver").iterdir())
-    partial = RunDirectory(run_path).read_table(columns=["unit_id"]).num_rows
-    assert 20 <= partial < 120
-    done = subprocess.run(cmd, env=_cli_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    after_ctrl_c = RunDirectory(run_path).read_table(columns=["unit_id"]).num_rows
+    assert 15 <= after_ctrl_c < total
+    assert RunDirectory(run_path).summary_path.exists(), "Ctrl-C still summarises what finished"
+
+    _start_and_stop_when(cmd, env, tmp_path, 20, signal.SIGKILL, tmp_path)
+    after_kill = RunDirectory(run_path).read_table(columns=["unit_id"]).num_rows
+    assert after_ctrl_c < after_kill < total
+
+    done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "already done" in done.stderr
     ids = RunDirectory(run_path).read_table(columns=["unit_id"]).column("unit_id").to_pylist()
-    assert len(ids) == len(set(ids)) == 2 * 2 * 15 * 2
+    assert len(ids) == len(set(ids)) == total
 
 
 @pytest.fixture

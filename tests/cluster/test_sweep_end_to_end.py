@@ -9,7 +9,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import FAKE_TARGET
+from conftest import FAKE_TARGET, session_mlflow_uri
 from toolsweep.cluster.config import SweepConfig
 from toolsweep.cluster.driver import run_sweep
 from toolsweep.evaluator.rundir import RunDirectory
@@ -31,7 +31,7 @@ def make_config(tmp_path, name="e2e", n_tasks=12, seeds=2, delay_s=0.0, fail_tas
         "concurrency": {"workers": 2, "episodes_per_worker": 8},
         "bootstrap": {"n_resamples": 2000, "live_n_resamples": 200},
         "output_dir": str(tmp_path / "runs"),
-        "tracking_uri": tracking_uri or f"sqlite:///{tmp_path}/mlflow.db",
+        "tracking_uri": tracking_uri or session_mlflow_uri(),
         **extra,
     })
 
@@ -113,8 +113,8 @@ def test_mlflow_unreachable_sweep_completes_and_says_so_once(ray_local, tmp_path
 def test_killed_worker_loses_nothing_and_counts_nothing_twice(ray_local, tmp_path):
     import ray
 
-    baseline = _run(make_config(tmp_path / "a", name="kill", n_tasks=10, seeds=2))
-    cfg = make_config(tmp_path / "b", name="kill", n_tasks=10, seeds=2, delay_s=0.05)
+    baseline = _run(make_config(tmp_path / "a", name="kill", n_tasks=10, seeds=2, mlflow=False))
+    cfg = make_config(tmp_path / "b", name="kill", n_tasks=10, seeds=2, delay_s=0.05, mlflow=False)
     killed = []
 
     def killer():

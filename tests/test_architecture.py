@@ -1,0 +1,63 @@
+"""Imports point one way: cluster -> actors -> models -> evaluator <- benchmarks (DESIGN §1).
+
+Checked on the source text (AST), so a violation fails here even in a module no test imports.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "toolsweep"
+HEAVY = {"ray", "vllm", "mlflow", "torch", "transformers"}
+# What each layer may import from toolsweep itself.
+ALLOWED = {
+    "evaluator": {"evaluator"},
+    "benchmarks": {"evaluator", "benchmarks"},
+    "models": {"evaluator", "models"},
+    "actors": {"evaluator", "models", "actors"},
+    "cluster": {"evaluator", "models", "actors", "cluster"},
+}
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def _files(layer: str) -> list[Path]:
+    return sorted((PKG / layer).rglob("*.py"))
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layers_import_only_downwards(layer):
+    bad = []
+    for f in _files(layer):
+        for name in _imports(f):
+            parts = name.split(".")
+            if parts[0] == "toolsweep" and len(parts) > 1 and parts[1] in ALLOWED and parts[1] not in ALLOWED[layer]:
+                bad.append(f"{f.relative_to(PKG)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("layer", ["evaluator", "benchmarks"])
+def test_pure_layers_import_no_heavy_runtime(layer):
+    bad = [f"{f.relative_to(PKG)} imports {n}" for f in _files(layer) for n in _imports(f) if n.split(".")[0] in HEAVY]
+    assert not bad, "\n".join(bad)
+
+
+def test_models_import_heavy_libraries_only_inside_functions():
+    bad = []
+    for f in _files("models"):
+        tree = ast.parse(f.read_text())
+        for node in tree.body:  # module level only
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                bad += [f"{f.relative_to(PKG)}: {m}" for m in mods if m.split(".")[0] in {"vllm", "torch", "transformers"}]
+    assert not bad, "\n".join(bad)
