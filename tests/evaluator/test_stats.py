@@ -55,8 +55,9 @@ def _exact_moments(task_ids, x):
         ([1], "index"),  # one seed per task
         ([3], "index"),  # balanced: task and seeds from one integer draw
         ([8], "index"),  # balanced, too many seeds for the digit table
-        ([1, 2, 3], "index"),  # ragged, padded slots
-        ([1, 1, 1, 1, 1, 1, 1, 1, 1, 30], "index"),  # very ragged: flat draws + reduceat
+        ([1, 2, 3], "index"),  # ragged: task groups by seed count
+        ([1, 1, 1, 1, 1, 1, 1, 1, 1, 30], "index"),  # very ragged
+        (list(range(1, 16)), "index"),  # many seed counts: flat draws + reduceat
         ([2, 3], "type"),
     ],
 )

@@ -43,6 +43,9 @@ _CHUNK_DRAWS = 1 << 18
 # Balanced tasks with s seeds draw a task and its s seed positions in one integer when s^s is
 # at most this (s <= 6); the digit table stays small enough to sit in cache.
 _MAX_DIGIT_CODES = 1 << 16
+# Beyond this many distinct seed counts per task, the per-group loop costs more than drawing
+# every resample as one flat ragged array.
+_MAX_SIZE_GROUPS = 12
 
 
 class Estimate(BaseModel):
@@ -220,79 +223,102 @@ class _TypePlan:
 def _index_totals(
     layout: _Layout, columns: np.ndarray, n_resamples: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The bootstrap by index arrays, in chunks of resamples."""
+    """The bootstrap by index arrays, in chunks of resamples.
+
+    Tasks are grouped by seed count s. A resample first splits its n_tasks task draws among the
+    groups (a multinomial count c_s), then draws copies within each group as if it were balanced:
+    m_s = max over the chunk of c_s copies per resample, of which the first c_s are kept (the
+    others point at an all-zero block). Copies are independent, so keeping the first c_s is
+    exactly c_s draws. A copy's task and all its seed positions come from one integer when s^s is
+    small (its base-s digits are the positions).
+    """
     n_tasks, n_eps = layout.n_tasks, layout.n_episodes
     k = columns.shape[1]
     sizes, offsets = layout.sizes, layout.offsets
-    s_max = int(sizes.max())
-    balanced = bool(np.all(sizes == s_max))
-    # Ragged tasks: pad every drawn task to s_max slots (padding points at an all-zero row)
-    # unless padding would more than double the work; then draw a flat ragged array instead.
-    padded = not balanced and n_tasks * s_max <= 2 * n_eps
-    # Ragged tasks draw seed positions as floor(u * s) from 53-bit uniform floats: uniform to
-    # within 2^-53 per position and several times faster than numpy's array-bounded integers.
-    # One contiguous array per column: gathering from a 1-D array is several times faster than
-    # gathering rows of a 2-D one.
-    cols = [np.ascontiguousarray(columns[:, j]) for j in range(k)]
-    if padded:
-        cols = [np.append(c, 0.0) for c in cols]
-        within = np.arange(s_max)[None, :] < sizes[:, None]  # (n_tasks, s_max)
-        pad_base = np.where(within, offsets[:, None], n_eps).reshape(-1)
-        pad_lim = np.where(within, sizes[:, None], 0).astype(np.float64).reshape(-1)
-    digits = None  # digits[j, code] = j-th base-s digit of code, for s^s codes
-    if balanced and 1 < s_max and s_max**s_max <= _MAX_DIGIT_CODES:
-        codes = np.arange(s_max**s_max)
-        digits = np.stack([(codes // s_max**j) % s_max for j in range(s_max)])
-    slots = n_tasks * s_max if (balanced or padded) else n_eps  # draws per resample
-    chunk = max(1, _CHUNK_DRAWS // max(1, slots))
+    groups = np.unique(sizes)
+    if groups.size > _MAX_SIZE_GROUPS:
+        return _flat_index_totals(layout, columns, n_resamples, rng)
+    single = groups.size == 1
+    s_max = int(groups[-1])
+    # One contiguous array per column (gathering from 1-D arrays is several times faster than
+    # gathering rows of a 2-D one), followed by s_max zeros for the copies a resample drops.
+    cols = [np.concatenate([columns[:, j], np.zeros(s_max)]) for j in range(k)]
+    group_offsets = [offsets[sizes == s] for s in groups.tolist()]
+    group_p = np.array([g.size for g in group_offsets], dtype=np.float64) / n_tasks
+    digit_tables = {
+        s: np.stack([(np.arange(s**s) // s**j) % s for j in range(s)])
+        for s in groups.tolist()
+        if 1 < s and s**s <= _MAX_DIGIT_CODES
+    }
+    chunk = max(1, _CHUNK_DRAWS // max(1, n_eps))
 
-    totals = np.empty((n_resamples, k), dtype=np.float64)
+    totals = np.zeros((n_resamples, k), dtype=np.float64)
     drawn = np.empty(n_resamples, dtype=np.float64)
     for start in range(0, n_resamples, chunk):
         b = min(chunk, n_resamples - start)
         out = totals[start : start + b]
-        if balanced:
-            if s_max == 1:
-                eidx = rng.integers(0, n_tasks, size=(b, n_tasks))
-            elif digits is not None:
-                # One draw per task copy picks the task and all its seeds at once: r = task *
-                # s^s + code, and the code's base-s digits are the seed positions.
-                r = rng.integers(0, n_tasks * digits.shape[1], size=(b, n_tasks))
-                task, code = np.divmod(r, digits.shape[1])
-                task *= s_max
-                eidx = np.empty((b, n_tasks, s_max), dtype=np.int64)
-                for j in range(s_max):
-                    np.add(task, np.take(digits[j], code), out=eidx[:, :, j])
-                eidx = eidx.reshape(b, n_eps)
-            else:
-                tidx = rng.integers(0, n_tasks, size=(b, n_tasks))
-                eidx = offsets[tidx][:, :, None] + rng.integers(0, s_max, size=(b, n_tasks, s_max))
-                eidx = eidx.reshape(b, n_eps)
-            drawn[start : start + b] = n_eps
-            for j, c in enumerate(cols):
-                out[:, j] = np.take(c, eidx).sum(axis=1)
-            continue
-        tidx = rng.integers(0, n_tasks, size=(b, n_tasks))
-        if padded:
-            # Slot j of a drawn task t reads episode base[t, j] + floor(u * lim[t, j]): a uniform
-            # seed position while j < s_t, the all-zero row (lim = 0) after.
-            slot = tidx[:, :, None] * s_max + np.arange(s_max)
-            eidx = np.take(pad_base, slot)
-            eidx += (rng.random(slot.shape) * np.take(pad_lim, slot)).astype(np.int64)
-            eidx = eidx.reshape(b, -1)
-            drawn[start : start + b] = sizes[tidx].sum(axis=1)
-            for j, c in enumerate(cols):
-                out[:, j] = np.take(c, eidx).sum(axis=1)
+        if single:
+            counts = np.full((b, 1), n_tasks, dtype=np.int64)
         else:
-            tsz = sizes[tidx].reshape(-1)
-            drawn[start : start + b] = tsz.reshape(b, n_tasks).sum(axis=1)
-            rep_sz = np.repeat(tsz, tsz)
-            eidx = np.repeat(offsets[tidx].reshape(-1), tsz)
-            eidx += (rng.random(rep_sz.shape) * rep_sz).astype(np.int64)
-            row_starts = np.zeros(b, dtype=np.int64)
-            np.cumsum(drawn[start : start + b - 1].astype(np.int64), out=row_starts[1:])
-            for j, c in enumerate(cols):
-                out[:, j] = np.add.reduceat(np.take(c, eidx), row_starts)
+            counts = rng.multinomial(n_tasks, group_p, size=b)
+        drawn[start : start + b] = counts @ groups
+        for gi, s in enumerate(groups.tolist()):
+            c = counts[:, gi]
+            m = int(c.max())
+            if m == 0:
+                continue
+            offs = group_offsets[gi]
+            digits = digit_tables.get(s)
+            if digits is not None:
+                r = rng.integers(0, offs.size * digits.shape[1], size=(b, m))
+                local, code = np.divmod(r, digits.shape[1])
+            else:
+                local = rng.integers(0, offs.size, size=(b, m))
+            # Balanced single-seed tasks: the offsets are 0..n-1, so the draw is the index.
+            base = local if single and s == 1 else np.take(offs, local)
+            if not single:
+                base[np.arange(m)[None, :] >= c[:, None]] = n_eps  # dropped copies: zero block
+            if s == 1:
+                eidx = base
+            else:
+                eidx = np.empty((b, m, s), dtype=np.int64)
+                if digits is not None:
+                    for j in range(s):
+                        np.add(base, np.take(digits[j], code), out=eidx[:, :, j])
+                else:
+                    np.add(base[:, :, None], rng.integers(0, s, size=(b, m, s)), out=eidx)
+                eidx = eidx.reshape(b, m * s)
+            for j, col in enumerate(cols):
+                out[:, j] += np.take(col, eidx).sum(axis=1)
+    return totals, drawn
+
+
+def _flat_index_totals(
+    layout: _Layout, columns: np.ndarray, n_resamples: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap by index arrays for tasks with many different seed counts: every resample's
+    episodes in one flat array, summed per resample with reduceat."""
+    n_tasks, n_eps = layout.n_tasks, layout.n_episodes
+    sizes, offsets = layout.sizes, layout.offsets
+    cols = [np.ascontiguousarray(columns[:, j]) for j in range(columns.shape[1])]
+    chunk = max(1, _CHUNK_DRAWS // max(1, n_eps))
+    totals = np.empty((n_resamples, len(cols)), dtype=np.float64)
+    drawn = np.empty(n_resamples, dtype=np.float64)
+    for start in range(0, n_resamples, chunk):
+        b = min(chunk, n_resamples - start)
+        tidx = rng.integers(0, n_tasks, size=(b, n_tasks))
+        tsz = sizes[tidx].reshape(-1)
+        row_len = tsz.reshape(b, n_tasks).sum(axis=1)
+        drawn[start : start + b] = row_len
+        rep_sz = np.repeat(tsz, tsz)
+        eidx = np.repeat(offsets[tidx].reshape(-1), tsz)
+        # Seed positions as floor(u * s) from 53-bit uniform floats: uniform to within 2^-53 and
+        # several times faster than numpy's array-bounded integers.
+        eidx += (rng.random(rep_sz.shape) * rep_sz).astype(np.int64)
+        row_starts = np.zeros(b, dtype=np.int64)
+        np.cumsum(row_len[:-1], out=row_starts[1:])
+        for j, col in enumerate(cols):
+            totals[start : start + b, j] = np.add.reduceat(np.take(col, eidx), row_starts)
     return totals, drawn
 
 
