@@ -298,6 +298,8 @@ class _Builder:
                           "a JSON object with 'frame' (integer).", ["frame_index"])
         last = self.add_node(t, {"video": plans.const(fname, goal_slot=True), "timestamp": plans.const(ts, match="exact")},
                              {"frame": frame}, f"find the frame number at {ts} in {fname}", "frame_index")
+        if p < 2:
+            return last
         frames = [frame - 24, frame, frame + 24]
         t = self.add_tool("choose frames", "Does selection of frames around a given frame.",
                           [param_entry("video", "string", True, "the video file"),
@@ -379,11 +381,12 @@ class _Builder:
         rng, L, d = self.rng, self.slot.length, self.domain
         mod = self.slot.modality
         if self.slot.source == "OpenCUA":
-            p = max(2, min(L - 2, round(L * rng.uniform(0.3, 0.5))))
+            p = max(1, min(L - 2, round(L * rng.uniform(0.3, 0.5))))
         elif mod == "image":
             p = rng.randint(1, min(3, L - 2))
         elif mod == "video":
-            p = rng.randint(2, min(5, L - 2))
+            lo = min(2, L - 2)
+            p = rng.randint(lo, max(lo, min(5, L - 2)))
         else:
             p = 0
         if self.slot.source == "OpenCUA":
@@ -843,6 +846,11 @@ INFO_STRATEGIES = (
 )
 
 
+def unsolvable_eligible(base: dict[str, Any]) -> bool:
+    """A visual base with a perception/action node whose capability can be removed."""
+    return base["modality"] != "text" and any(n["cap"] in PERCEPTION_CAPS for n in base["reference"]["nodes"])
+
+
 def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str) -> dict[str, Any]:
     """§4.5: the four unsolvable edits of one visual base."""
     rng = case_rng(gen_seed, "unsolvable", f"{base['index']}|{utype}")
@@ -1049,7 +1057,7 @@ def generate(gen_seed: int = 0) -> Dataset:
     ds.tasks["broken"] = [{"task_id": tid("broken", i), "base": i, "kind": "broken", **broken_variant(gen_seed, bases[i])}
                           for i in sw]
     # unsolvable: the same 100 visual bases x 4 types, plus their solvable twins under the same prompt
-    uns = stratified_draw(gen_seed, "unsolvable", bases, 100, eligible=lambda b: b["modality"] != "text")
+    uns = stratified_draw(gen_seed, "unsolvable", bases, 100, eligible=unsolvable_eligible)
     for ut in UNSOLVABLE_TYPES:
         ds.tasks[f"unsolvable_{ut}"] = [{"task_id": tid(f"unsolvable_{ut}", i), "base": i, "kind": "unsolvable",
                                          **unsolvable_variant(gen_seed, bases[i], ut)} for i in uns]

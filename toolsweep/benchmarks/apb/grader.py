@@ -8,6 +8,7 @@ Everything works on a *view* of a case: `{"nodes", "order", "goal", "tools" (vis
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -105,6 +106,13 @@ _HASH = re.compile(r"#\s*(\d+)")
 _GENERIC = re.compile(r"previous|prior|earlier|above|preceding|result of|output of|returned", re.I)
 _REFUSAL = re.compile(r"\b(REJECT|cannot|can['’]t|unable to|impossible|not possible|missing|not provided|unavailable|please provide)\b", re.I)
 _REFUSE_WORDS = re.compile(r"REJECT|unable|cannot|can['’]t|give_up|give up|not possible", re.I)
+
+
+@functools.lru_cache(maxsize=65536)
+def _tokens(text: str, chain_names: frozenset[str]) -> tuple[frozenset[str], frozenset[int], frozenset[str], bool]:
+    """How a dynamic value names its sources: `$Tool`, step numbers, plain tool names, generic phrases."""
+    return (frozenset(_DOLLAR.findall(text)), frozenset(step_mentions(text)),
+            frozenset(n for n in chain_names if len(n) >= 3 and n in text), bool(_GENERIC.search(text)))
 
 
 def step_mentions(text: str) -> set[int]:
@@ -283,11 +291,8 @@ class PlanGrader:
                    aligned: dict[str, int] | None, slot_call: dict[int, set[str]] | None) -> str | None:
         """None if a holistic dynamic value names its sources properly, else the flag it earns."""
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        chain_names = {n for n, _ in calls}
-        dollars = set(_DOLLAR.findall(text))
-        steps = step_mentions(text)
-        plain = {n for n in chain_names if len(n) >= 3 and n in text}
-        generic = bool(_GENERIC.search(text))
+        chain_names = frozenset(n for n, _ in calls)
+        dollars, steps, plain, generic = _tokens(text, chain_names)
         unresolved = []
         later = False
         for s in srcs:
