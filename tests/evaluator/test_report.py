@@ -220,3 +220,10 @@ def test_write_html_report_replaces_the_file_atomically(tmp_path):
     assert second != first and "Table 3" not in second
     assert sorted(p.name for p in target.parent.iterdir()) == ["report.html"]  # no temp files left
     assert target.stat().st_mode & 0o044  # readable by others, not mkstemp's 0600
+
+
+def test_interval_level_comes_from_the_sweep_config():
+    manifest = {**MANIFEST, "config": {**MANIFEST["config"], "bootstrap": {"confidence": 0.9}}}
+    html = render_html_report(manifest, CELLS, SPECS, [], PAIRED)
+    assert "Metrics by model (90% CI)" in html and "A − B [90% CI]" in html
+    assert "95% CI" not in html

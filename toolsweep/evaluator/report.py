@@ -53,7 +53,8 @@ def format_estimate(metric: Mapping[str, Any] | None, scale: float = 1.0) -> str
     """`value [ci_low, ci_high]`, scaled."""
     if not metric or _finite(metric.get("value")) is None:
         return _MISSING
-    return f"{_fmt(metric['value'], scale)} [{_fmt(metric.get('ci_low'), scale)}, {_fmt(metric.get('ci_high'), scale)}]"
+    lo, hi = _fmt(metric.get("ci_low"), scale), _fmt(metric.get("ci_high"), scale)
+    return f"{_fmt(metric['value'], scale)} [{lo}, {hi}]"
 
 
 def _reasons_in(cells: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -177,7 +178,9 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return ticks
 
 
-def _legend(items: list[tuple[str, str]], x0: float, y0: float, max_width: float) -> tuple[list[str], float]:
+def _legend(
+    items: list[tuple[str, str]], x0: float, y0: float, max_width: float
+) -> tuple[list[str], float]:
     """Legend swatches laid out in rows; returns the SVG parts and the height used."""
     parts, x, y = [], x0, y0
     for label, color in items:
@@ -238,16 +241,17 @@ def _bar_chart(
             v, ci_lo, ci_hi = values.get((g, s), (math.nan, None, None))
             if v is None or not math.isfinite(v):
                 continue
+            has_ci = ci_lo is not None and ci_hi is not None
             x = gx + si * bar_w
             y0, y1 = sorted((y(0.0), y(v)))
             tip = f"{s} · {g}: {_tick(v)}"
-            if ci_lo is not None and ci_hi is not None and math.isfinite(ci_lo) and math.isfinite(ci_hi):
+            if has_ci:
                 tip += f" [{_tick(ci_lo)}, {_tick(ci_hi)}]"
             parts.append(
                 f'<rect x="{x + 1:.1f}" y="{y0:.1f}" width="{bar_w - 2}" height="{max(y1 - y0, 0.5):.1f}" '
                 f'fill="{colors[s]}"><title>{_e(tip)}</title></rect>'
             )
-            if ci_lo is not None and ci_hi is not None and math.isfinite(ci_lo) and math.isfinite(ci_hi):
+            if has_ci:
                 cx = x + bar_w / 2
                 parts.append(
                     f'<path class="whisker" d="M{cx:.1f},{y(ci_lo):.1f}V{y(ci_hi):.1f}'
@@ -378,7 +382,9 @@ def _html_table(header: Sequence[str], rows: Iterable[Sequence[tuple[str, str]]]
     """Rows of (text, css class) pairs; all text escaped."""
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f'<td class="{cls}">{_e(v)}</td>' if cls else f"<td>{_e(v)}</td>" for v, cls in r) + "</tr>"
+        "<tr>"
+        + "".join(f'<td class="{cls}">{_e(v)}</td>' if cls else f"<td>{_e(v)}</td>" for v, cls in r)
+        + "</tr>"
         for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -445,12 +451,20 @@ def _paired_rows(
     return rows
 
 
+def _table_cell(v: Any) -> tuple[str, str]:
+    """A paper-table value: numbers right-aligned, one decimal from 10 up, three below."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v), ""
+    if isinstance(v, int):
+        return str(v), "num"
+    if not math.isfinite(v):
+        return _MISSING, "num"
+    return (f"{v:.1f}" if abs(v) >= 10 else f"{v:.3f}"), "num"
+
+
 def _report_table_html(t: ReportTable | Mapping[str, Any]) -> str:
     table = t if isinstance(t, ReportTable) else ReportTable.model_validate(t)
-    rows = [
-        [(_fmt(v) if isinstance(v, float) else str(v), "num" if isinstance(v, (int, float)) else "") for v in r]
-        for r in table.rows
-    ]
+    rows = [[_table_cell(v) for v in r] for r in table.rows]
     note = f'<p class="note">{_e(table.note)}</p>' if table.note else ""
     return f"<h4>{_e(table.title)}</h4>{_html_table([str(c) for c in table.columns], rows)}{note}"
 
@@ -471,8 +485,11 @@ def render_html_report(
     setting / metric") to points {n, value, ci_low, ci_high}, drawn as the estimate against
     episodes done.
     """
-    sweep = manifest.get("sweep") or manifest.get("name") or (manifest.get("config") or {}).get("name") or "sweep"
+    config = manifest.get("config") if isinstance(manifest.get("config"), Mapping) else {}
+    sweep = manifest.get("sweep") or manifest.get("name") or config.get("name") or "sweep"
     run_id = manifest.get("run_id", "")
+    boot = config.get("bootstrap") if isinstance(config.get("bootstrap"), Mapping) else {}
+    level = f"{100 * float(boot.get('confidence', 0.95)):g}% CI"
     grouped = _by_benchmark(cells)
     tables_by_bench = dict(tables) if isinstance(tables, Mapping) else {}
     loose_tables = [] if isinstance(tables, Mapping) else list(tables)
@@ -492,15 +509,14 @@ def render_html_report(
         out.append("<p>No finished episodes yet.</p>")
     names = list(grouped) + [b for b in tables_by_bench if b not in grouped]
     if len(names) > 1:
-        out.append(
-            "<nav><ul>" + "".join(f'<li><a href="#{_anchor(b)}">{_e(b)}</a></li>' for b in names) + "</ul></nav>"
-        )
+        links = "".join(f'<li><a href="#{_anchor(b)}">{_e(b)}</a></li>' for b in names)
+        out.append(f"<nav><ul>{links}</ul></nav>")
     for benchmark in names:
         own = grouped.get(benchmark, [])
         specs = _metric_specs(benchmark, own, specs_by_benchmark)
         out.append(f'<section id="{_anchor(benchmark)}"><h2>{_e(benchmark)}</h2>')
         if own:
-            out.append(_cells_section(own, specs))
+            out.append(_cells_section(own, specs, level))
         for t in tables_by_bench.get(benchmark, []):
             out.append(_report_table_html(t))
         own_paired = [p for p in paired if str(p.get("benchmark")) == benchmark]
@@ -508,7 +524,7 @@ def render_html_report(
             out.append("<h3>Paired differences (A minus B, same task and seed)</h3>")
             out.append(
                 _html_table(
-                    ["setting", "metric", "model A", "model B", "cells", "A − B [95% CI]", ""],
+                    ["setting", "metric", "model A", "model B", "cells", f"A − B [{level}]", ""],
                     _paired_rows(own_paired, {s.name: s for s in specs}),
                 )
             )
@@ -522,7 +538,7 @@ def render_html_report(
         out.append("<section><h2>Paired differences</h2>")
         out.append(
             _html_table(
-                ["setting", "metric", "model A", "model B", "cells", "A − B [95% CI]", ""],
+                ["setting", "metric", "model A", "model B", "cells", f"A − B [{level}]", ""],
                 _paired_rows(stray, {}),
             )
         )
@@ -535,7 +551,7 @@ def render_html_report(
     return "\n".join(out) + "\n"
 
 
-def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec]) -> str:
+def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], level: str) -> str:
     reasons = _reasons_in(own)
     header = ["model", "setting", "n", *(_header(s) for s in specs)]
     rows = [
@@ -578,7 +594,7 @@ def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec]) ->
             arrow = "↑" if s.higher_is_better else "↓"
             charts.append(_bar_chart(f"{_header(s)} {arrow}", settings, models, values))
     if charts:
-        parts.append('<h3>Metrics by model (95% CI)</h3><div class="charts">' + "".join(charts) + "</div>")
+        parts.append(f'<h3>Metrics by model ({level})</h3><div class="charts">{"".join(charts)}</div>')
     parts.append("<h3>Termination reasons</h3>")
     t_rows = [
         [(str(c["model"]), ""), (str(c["setting"]), "")]

@@ -8,8 +8,9 @@ Intervals are percentile intervals over `n_resamples` resamples.
 Every metric of a cell is a function of per-resample *totals* of a few per-episode columns:
 a `mean` metric is sum(value) / count(defined) and a `ratio` metric is sum(numerator) /
 sum(denominator), both recomputed on each resample (a ratio is never averaged per episode).
-So the bootstrap draws episode index arrays once per chunk of resamples, sums the needed columns
-at those indices and evaluates every metric from the totals; no Python loop runs per resample.
+So the bootstrap only needs the column totals of each resample, which it draws in vectorised
+chunks (see "resampling engine" below), and evaluates every metric from them; no Python loop
+runs per resample.
 
 Results do not depend on the order of the input rows (episodes are sorted by task, then seed),
 so a resumed run whose Parquet parts come back in another order gets the same intervals.
@@ -473,7 +474,10 @@ def summarize_metrics(
 
     def group(members: list[tuple[MetricSpec, list[np.ndarray], np.ndarray]]):
         cols = _Columns(layout.order)
-        stats = [(_metric_statistic(sp, arrays, entered, cols), int(entered.sum())) for sp, arrays, entered in members]
+        stats = [
+            (_metric_statistic(sp, arrays, entered, cols), int(entered.sum()))
+            for sp, arrays, entered in members
+        ]
         return cols, stats
 
     result: dict[str, Estimate] = {}
@@ -497,7 +501,9 @@ def summarize_metrics(
     return {spec.name: result[spec.name] for spec in specs}
 
 
-def _cell_keys(task_ids: Sequence[str], seeds: Sequence[int], which: str) -> dict[tuple[str, int], int]:
+def _cell_keys(
+    task_ids: Sequence[str], seeds: Sequence[int], which: str
+) -> dict[tuple[str, int], int]:
     tasks = _as_str_array(task_ids).tolist()
     seeds_list = np.asarray(seeds, dtype=np.int64).tolist()
     if len(tasks) != len(seeds_list):
@@ -549,7 +555,8 @@ def paired_difference(
     def difference(t: np.ndarray, d: np.ndarray) -> np.ndarray:
         return stat_a(t, d) - stat_b(t, d)
 
-    (est,) = _estimates(layout, cols, [(difference, int(entered.sum()))], n_resamples, confidence, seed)
+    statistics = [(difference, int(entered.sum()))]
+    (est,) = _estimates(layout, cols, statistics, n_resamples, confidence, seed)
     return est
 
 
