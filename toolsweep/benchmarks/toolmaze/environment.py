@@ -30,6 +30,7 @@ class ToolMazeEnv:
         self.seed = seed
         self.max_steps = max_steps
         self.schemas = [ts.corpus.tools[t].openai_schema() for t in task.tools_visible]
+        self.visible = frozenset(task.tools_visible)
         self.reset()
 
     # --- protocol
@@ -77,7 +78,7 @@ class ToolMazeEnv:
                          raw_args=raw_args if isinstance(raw_args, str) else str(raw_args), args=None,
                          response=None)
         self.calls.append(rec)
-        if name not in self.task.tools_visible:
+        if name not in self.visible:
             rec.malformed = "unknown_tool"
             rec.response = error(404, "UNKNOWN_TOOL", f"Unknown tool '{name}'. Use one of the provided tools.")
             return rec

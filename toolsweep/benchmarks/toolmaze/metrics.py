@@ -106,19 +106,30 @@ def _contains_value(args: Any, bad: Any) -> bool:
     return False
 
 
-def corrupted_values(task: Task, profile: Profile, calls: list[CallRecord]) -> list[tuple[int, str, Any]]:
-    """(call idx, rule_id, value) for every value that occurred only in an implicit perturbed response."""
+_BAD_CACHE: dict[tuple, tuple[Any, tuple]] = {}
+
+
+def _filtered_corruptions(task: Task, profile: Profile, rule_id: str, tool: str) -> tuple:
+    """The corrupted values of one perturbed response that never occur in clean data (cached)."""
+    key = (task.task_id, profile.mode, rule_id, tool)
+    hit = _BAD_CACHE.get(key)
+    if hit is not None and hit[0] is profile:
+        return hit[1]
     clean_vals = [v for e in task.expected for x in e.values() for v in _leaves(x["output"])]
     clean_vals += list(task.slots.values())
-    rules = {r.rule_id: r for r in profile.rules}
+    rule = next(r for r in profile.rules if r.rule_id == rule_id)
+    vals = tuple(v for v in rule.corrupted.get(tool, ())
+                 if v not in (None, "") and not _contains_value(clean_vals, v))
+    _BAD_CACHE[key] = (profile, vals)
+    return vals
+
+
+def corrupted_values(task: Task, profile: Profile, calls: list[CallRecord]) -> list[tuple[int, str, Any]]:
+    """(call idx, rule_id, value) for every value that occurred only in an implicit perturbed response."""
     out = []
     for c in calls:
-        if c.perturbed != "implicit":
-            continue
-        for v in rules[c.rule_id].corrupted.get(c.tool, ()):
-            if v in (None, "") or any(values_match(v, cv) for cv in clean_vals):
-                continue
-            out.append((c.idx, c.rule_id, v))
+        if c.perturbed == "implicit":
+            out += [(c.idx, c.rule_id, v) for v in _filtered_corruptions(task, profile, c.rule_id, c.tool)]
     return out
 
 
@@ -224,7 +235,7 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
     c = c_star = 0
     if exposed:
         c = sum(1 for x in calls if x.idx >= first)
-        c_star = optimal_cost(task, profile, engine, calls, first, solvable)
+        c_star = optimal_cost(task, profile, engine, calls, first, solvable, sats)
     return Verdict(success, exposed, recovered, propagated, solvable, c, c_star, complete)
 
 
@@ -236,7 +247,7 @@ def _group_paths(task: Task, rule) -> list[tuple[str, ...]]:
 
 
 def optimal_cost(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord], first: int,
-                 solvable: bool) -> int:
+                 solvable: bool, sats: list[dict[str, list[int]]] | None = None) -> int:
     """c*: tool calls an optimal oracle needs from the first perturbed call (included), starting from
     the trajectory's state at that moment (spec §6.2)."""
     if not solvable:
@@ -248,7 +259,11 @@ def optimal_cost(task: Task, profile: Profile, engine: Engine, calls: list[CallR
     for i, s in enumerate(task.solutions):
         if profile.permanent and activated_tool in s:
             continue
-        sat = satisfied_nodes(task, i, calls, upto=first)
+        if sats is not None:  # satisfaction before `first` = satisfying calls with a smaller index
+            sat = {t: [k for k in ks if k < first] for t, ks in sats[i].items()}
+            sat = {t: ks for t, ks in sat.items() if ks}
+        else:
+            sat = satisfied_nodes(task, i, calls, upto=first)
         cost = 1 + sum(1 for t in s if t not in sat)
         cost += sum(1 for r in rules if r.rule_id != first_call.rule_id and set(s) & set(r.members))
         best = min(best, cost)
@@ -290,3 +305,19 @@ def trust_gap(prr_by_p: dict[str, float]) -> dict[str, float]:
     transient = prr_by_p.get("P1", NAN) - prr_by_p.get("P3", NAN)
     permanent = prr_by_p.get("P2", NAN) - prr_by_p.get("P4", NAN)
     return {"transient": transient, "permanent": permanent, "overall": (transient + permanent) / 2}
+
+
+def scaling_slopes(params: list[float], tsr_np: list[float], prr: list[float]) -> dict[str, float]:
+    """Paper Fig. 5: OLS slopes of TSR(NP) and PRR (percentage points) against log10(total
+    parameters), and their ratio (the paper: 17.85 / 4.88 = 3.66x)."""
+    if len(params) < 3 or not (len(params) == len(tsr_np) == len(prr)):
+        raise ValueError("need >= 3 models with parameter counts, TSR(NP) and PRR")
+    xs = [math.log10(p) for p in params]
+
+    def slope(ys: list[float]) -> float:
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        den = sum((x - mx) ** 2 for x in xs)
+        return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den
+
+    s_tsr, s_prr = slope(tsr_np), slope(prr)
+    return {"tsr_slope": s_tsr, "prr_slope": s_prr, "ratio": s_tsr / s_prr}

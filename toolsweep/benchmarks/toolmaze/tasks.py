@@ -179,6 +179,9 @@ class _Attempt(Exception):
     """This draw cannot be completed; redraw."""
 
 
+_POOLS: dict[tuple[int, str], list[Tool]] = {}
+
+
 @dataclass
 class _Ctx:
     corpus: Corpus
@@ -188,6 +191,14 @@ class _Ctx:
     rng: random.Random
     usage: Counter
     used: set[str] = field(default_factory=set)
+
+    @property
+    def pool(self) -> list[Tool]:
+        """The tools a task of this domain may use (its own and the General utilities)."""
+        key = (id(self.corpus), self.domain)
+        if key not in _POOLS:
+            _POOLS[key] = [t for t in self.corpus.tools.values() if t.domain in (self.domain, "General")]
+        return _POOLS[key]
 
     def allowed(self, t: Tool) -> bool:
         return t.domain in (self.domain, "General") and t.name not in self.used
@@ -229,7 +240,7 @@ def _chain_candidates(ctx: _Ctx, category: str, prev: Tool | None, available: se
     # inner nodes are Processors or dependent lookups (Sources fed by an upstream entity)
     cats = (SOURCE, PROCESSOR) if category == PROCESSOR else (category,)
     out = []
-    for t in ctx.corpus.tools.values():
+    for t in ctx.pool:
         if t.category not in cats or not ctx.allowed(t) or _is_join(t):
             continue
         if root_domain_only and t.domain != ctx.domain:
@@ -321,7 +332,7 @@ def _block_pos(ctx: _Ctx, g: M2MGroup, lane: str, n_paths: tuple[int, ...]) -> P
 
 def _producers(ctx: _Ctx, t_out: str, category: str, consumes: set[str] | None) -> list[Tool]:
     out = []
-    for t in ctx.corpus.tools.values():
+    for t in ctx.pool:
         if t.category != category or not ctx.allowed(t) or _is_join(t) or t_out not in t.out_types:
             continue
         if any(p.free for p in t.required):
@@ -338,7 +349,7 @@ def _producers(ctx: _Ctx, t_out: str, category: str, consumes: set[str] | None) 
 def _prefix(ctx: _Ctx, t_in: str, lane: str = "main") -> list[Position]:
     """1-2 nodes ending in a producer of t_in (root Source first)."""
     options: list[tuple[Tool, ...]] = [(s,) for s in _producers(ctx, t_in, SOURCE, None)]
-    roots = [s for s in ctx.corpus.tools.values() if s.category == SOURCE and ctx.allowed(s)
+    roots = [s for s in ctx.pool if s.category == SOURCE and ctx.allowed(s)
              and not any(p.free for p in s.required)
              and all(TYPES[p.type].user is not None for p in s.required)]
     for proc in _producers(ctx, t_in, PROCESSOR, set(TYPES)):
@@ -350,16 +361,16 @@ def _prefix(ctx: _Ctx, t_in: str, lane: str = "main") -> list[Position]:
 
 def _suffix(ctx: _Ctx, t_out: str) -> list[Position]:
     opts: list[tuple[Tool, ...]] = []
-    for a in ctx.corpus.tools.values():
+    for a in ctx.pool:
         if a.category == ACTION and ctx.allowed(a) and _consumes(a, {t_out}, True) \
                 and _bindable(a, {t_out}):
             opts.append((a,))
-    for p in ctx.corpus.tools.values():
+    for p in ctx.pool:
         if p.category != PROCESSOR or not ctx.allowed(p) or _is_join(p) or any(x.free for x in p.required):
             continue
         if not (_consumes(p, {t_out}, False) and _bindable(p, {t_out})):
             continue
-        for a in ctx.corpus.tools.values():
+        for a in ctx.pool:
             if a.category == ACTION and ctx.allowed(a) and _consumes(a, set(p.out_types), True) \
                     and _bindable(a, set(p.out_types) | {t_out}):
                 opts.append((p, a))
@@ -392,7 +403,7 @@ def _c4(ctx: _Ctx, groups: list[M2MGroup]) -> list[Position]:
     kinds = ["1toN", "m2m"] + [rng.choice(("1toN", "m2m")) for _ in range(k - 2)]
     rng.shuffle(kinds)
     # shared root Source(s): their outputs feed the slots
-    roots = [s for s in ctx.corpus.tools.values() if s.category == SOURCE and ctx.allowed(s)
+    roots = [s for s in ctx.pool if s.category == SOURCE and ctx.allowed(s)
              and s.domain == ctx.domain and not any(p.free for p in s.required)
              and all(TYPES[p.type].user is not None for p in s.required)]
     shared = [ctx.pick(roots, key=lambda t: t.name)]
@@ -411,7 +422,7 @@ def _c4(ctx: _Ctx, groups: list[M2MGroup]) -> list[Position]:
             positions.append(_block_pos(ctx, g, lane, (3,)))
             fed |= {s.name for s in shared if g.t_in in s.out_types}
         else:
-            cands = [t for t in ctx.corpus.tools.values() if t.category in (SOURCE, PROCESSOR)
+            cands = [t for t in ctx.pool if t.category in (SOURCE, PROCESSOR)
                      and t.variant == 0 and ctx.allowed(t) and _family_group(ctx, t) and not _is_join(t)
                      and not any(p.free for p in t.required) and _consumes(t, avail, False)
                      and _bindable(t, avail)]
@@ -420,10 +431,10 @@ def _c4(ctx: _Ctx, groups: list[M2MGroup]) -> list[Position]:
             fed |= {s.name for s in shared if set(s.out_types) & t.in_types}
     if fed != {s.name for s in shared}:
         raise _Attempt("a shared source feeds no slot")
-    joins = [t for t in ctx.corpus.tools.values() if _is_join(t) and ctx.allowed(t)]
+    joins = [t for t in ctx.pool if _is_join(t) and ctx.allowed(t)]
     join = ctx.pick(joins, key=lambda t: t.name)
     positions.append(_single(ctx, join, "join"))
-    acts = [a for a in ctx.corpus.tools.values() if a.category == ACTION and ctx.allowed(a)
+    acts = [a for a in ctx.pool if a.category == ACTION and ctx.allowed(a)
             and any(p.free for p in a.required) and _bindable(a, set())]
     positions.append(_single(ctx, ctx.pick(acts, key=lambda t: t.name), "join"))
     return positions

@@ -483,6 +483,14 @@ class Tool:
         return root
 
     def openai_schema(self) -> dict[str, Any]:
+        """The agent-visible OpenAI tool schema (a fresh copy of the cached one)."""
+        return json.loads(self._schema_json)
+
+    @cached_property
+    def _schema_json(self) -> str:
+        return json.dumps(self._build_schema())
+
+    def _build_schema(self) -> dict[str, Any]:
         props: dict[str, Any] = {}
         for p in self.params:
             if p.free:
