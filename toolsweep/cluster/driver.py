@@ -50,7 +50,7 @@ def _git_sha() -> str | None:
         return None
 
 
-def build_manifest(config: SweepConfig, benchmarks: dict[str, Any], models_manifest: dict[str, Any]) -> dict[str, Any]:
+def build_manifest(config: SweepConfig, fingerprints: dict[str, Any], models_manifest: dict[str, Any]) -> dict[str, Any]:
     return {
         "sweep": config.name,
         "run_id": config.resolved_run_id(),
@@ -67,7 +67,7 @@ def build_manifest(config: SweepConfig, benchmarks: dict[str, Any], models_manif
             "python": platform.python_version(),
         },
         "git_sha": _git_sha(),
-        "benchmarks": {name: {"version": b.version, **b.fingerprint()} for name, b in benchmarks.items()},
+        "benchmarks": fingerprints,
         "models": models_manifest,
     }
 
@@ -209,6 +209,9 @@ def run_sweep(
     benchmarks = load_benchmarks(config)
     units = expand_units(config.name, [m.name for m in config.models], plans, config.sampling)
     run_dir = RunDirectory(config.run_path())
+    fingerprints = {name: {"version": b.version, **b.fingerprint()} for name, b in benchmarks.items()}
+    if run_dir.exists():
+        _check_resumable(run_dir, config, fingerprints)
 
     started_ray = _connect_ray(config.ray_address, log)
     runtime = ModelRuntime(list(config.models))
@@ -216,14 +219,8 @@ def run_sweep(
     sink = None
     try:
         endpoints = runtime.start()
-        if run_dir.exists():
-            old = run_dir.read_manifest()
-            if old.get("config_sha256") != config.config_sha256():
-                raise ConfigError(
-                    f"{run_dir.path} holds a run of a different config; pass a new --run-id or output dir"
-                )
-        else:
-            run_dir.write_manifest(build_manifest(config, benchmarks, runtime.manifest()))
+        if not run_dir.exists():
+            run_dir.write_manifest(build_manifest(config, fingerprints, runtime.manifest()))
 
         mirror = None
         if config.mlflow:
@@ -313,6 +310,20 @@ def run_sweep(
         runtime.stop()
         if started_ray:
             ray.shutdown()
+
+
+def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: dict[str, Any]) -> None:
+    """A run directory only takes episodes of the same config and the same benchmark content."""
+    old = run_dir.read_manifest()
+    if old.get("config_sha256") != config.config_sha256():
+        raise ConfigError(f"{run_dir.path} holds a run of a different config; pass a new --run-id or --output-dir")
+    recorded = old.get("benchmarks", {})
+    changed = sorted(n for n, fp in fingerprints.items() if recorded.get(n) != json.loads(json.dumps(fp, default=str)))
+    if changed:
+        raise ConfigError(
+            f"benchmark(s) {changed} changed since {run_dir.path} was started (version or content "
+            "fingerprint differs), so its episodes cannot be mixed with new ones; pass --run-id NEW"
+        )
 
 
 def _worker_count(config: SweepConfig, ray: Any) -> int:
