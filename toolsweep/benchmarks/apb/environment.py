@@ -239,6 +239,8 @@ class APBEnv:
             return m
         res = self._grade(text)
         m = res.metrics()
+        if self.half == "stepwise" or self.kind == "control":
+            m.pop("coverage")
         self.info = {"parsed": res.parsed, "flags": sorted(res.flags), "notes": res.notes[:20], "grade": res.grade}
         if self.kind == "control":
             m["refused"] = float(self.grader.refused(text))
