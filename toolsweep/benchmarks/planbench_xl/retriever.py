@@ -1,0 +1,129 @@
+"""Typed tool retrieval (spec §3.3): phrase -> datatype by a hashing encoder, exact interface match,
+noisy fill up to the cap of 30, and in-place blocker replacement (spec §4.1).
+
+The retriever resolves each phrase to its top-1 datatype with a lightweight sparse encoder (word
+tokens, token bigrams, character trigrams), then returns the executable tools whose typed interface
+equals the request, padded with their noisy variants. It never reveals the resolved datatypes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import random
+import re
+from collections import Counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from toolsweep.benchmarks.planbench_xl.world import Tool, World
+
+RETURN_CAP = 30
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+
+Vector = dict[int, float]
+
+
+def normalize_phrase(text: str) -> str:
+    return _NON_ALNUM.sub(" ", str(text).lower()).strip()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _feature_hash(feature: str) -> int:
+    return int(hashlib.md5(feature.encode()).hexdigest(), 16) % (1 << 20)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def phrase_vector(text: str) -> Vector:
+    """L2-normalised hashed counts of `w:` tokens, `b:` bigrams and `c:` trigrams."""
+    s = normalize_phrase(text)
+    toks = s.split()
+    feats = [f"w:{t}" for t in toks] + [f"b:{a}_{b}" for a, b in zip(toks, toks[1:])]
+    padded = f" {s} "
+    feats += [f"c:{padded[i:i + 3]}" for i in range(len(padded) - 2)]
+    counts = Counter(_feature_hash(f) for f in feats)
+    norm = math.sqrt(sum(v * v for v in counts.values())) or 1.0
+    return {k: v / norm for k, v in counts.items()}
+
+
+def cosine(a: Vector, b: Vector) -> float:
+    if len(a) > len(b):
+        a, b = b, a
+    return sum(v * b.get(k, 0.0) for k, v in a.items())
+
+
+class Retriever:
+    """Built once per world; all methods are read-only and safe from many threads."""
+
+    def __init__(self, world: World, seed: int = 42) -> None:
+        from toolsweep.benchmarks.planbench_xl.world import DATATYPES, NOISY_CATEGORIES, seed_of
+
+        self.world = world
+        self._alias_vecs = [
+            (d.name, [phrase_vector(a) for a in (*d.aliases, d.name.replace("_", " "))]) for d in DATATYPES
+        ]
+        rank = {t.id: seed_of(seed, "rank", t.id) for t in world.executable}
+        ordered = sorted(world.executable, key=lambda t: rank[t.id])
+        self.by_inputs: dict[frozenset[str], list[Tool]] = {}
+        self.by_output: dict[str, list[Tool]] = {}
+        self.by_io: dict[tuple[frozenset[str], str], list[Tool]] = {}
+        for t in ordered:
+            self.by_inputs.setdefault(t.input_set, []).append(t)
+            self.by_output.setdefault(t.output, []).append(t)
+            self.by_io.setdefault((t.input_set, t.output), []).append(t)
+        # Per-tool order of its noisy variants (round-robin fill) and of its blocker group.
+        self.noise_order: dict[str, list[Tool]] = {}
+        for t in world.executable:
+            cats = random.Random(seed_of(seed, "noise-order", t.id)).sample(NOISY_CATEGORIES, 5)
+            by_cat = {n.kind.split(":")[1]: n for n in world.noisy_of[t.id]}
+            self.noise_order[t.id] = [by_cat[c] for c in cats]
+        self.blocker_order = {
+            t.id: random.Random(seed_of(seed, "blk-order", t.id)).sample(["exp", "imp", "sem"], 3)
+            for t in world.executable
+        }
+
+    @functools.lru_cache(maxsize=1 << 14)
+    def resolve(self, phrase: str) -> str:
+        """Top-1 datatype for a phrase (max cosine over aliases; ties to the lower index)."""
+        vec = phrase_vector(phrase)
+        best, best_score = self._alias_vecs[0][0], -1.0
+        for name, vecs in self._alias_vecs:
+            score = max(cosine(vec, v) for v in vecs)
+            if score > best_score + 1e-12:
+                best, best_score = name, score
+        return best
+
+    def matches(self, mode: str, inputs: list[str], outputs: list[str]) -> list[Tool]:
+        """Executable tools whose typed interface equals the request (no subset matching)."""
+        d_in = frozenset(self.resolve(p) for p in inputs)
+        d_out = frozenset(self.resolve(p) for p in outputs)
+        if mode == "by_inputs":
+            return list(self.by_inputs.get(d_in, [])) if d_in else []
+        if len(d_out) != 1:
+            return []
+        (out,) = d_out
+        if mode == "by_outputs":
+            return list(self.by_output.get(out, []))
+        if mode == "by_io_info":
+            return list(self.by_io.get((d_in, out), [])) if d_in else []
+        raise ValueError(f"unknown retrieval mode {mode!r}")
+
+    def result_list(self, matched: list[Tool], blocked: frozenset[str], btypes: tuple[str, ...]
+                    ) -> tuple[list[Tool], list[str]]:
+        """The returned list: matches (blocked ones replaced in place), then noisy fill up to 30."""
+        out: list[Tool] = []
+        replaced: list[str] = []
+        for t in matched:
+            if t.id in blocked:
+                replaced.append(t.id)
+                group = self.world.blockers_of[t.id]
+                out.extend(group[b] for b in self.blocker_order[t.id] if b in btypes)
+            else:
+                out.append(t)
+        for j in range(5):
+            for t in matched:
+                if len(out) >= RETURN_CAP:
+                    return out, replaced
+                out.append(self.noise_order[t.id][j])
+        return out[:RETURN_CAP], replaced

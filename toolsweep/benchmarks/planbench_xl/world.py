@@ -1,0 +1,693 @@
+"""The PlanBench-XL world: 56 retail datatypes, backend records and 1,665 tools (spec §1).
+
+Everything the paper generated with an LLM is replaced by seeded templates, so the world is a pure
+function of the world seed (42) and identical in every process. `build_world()` is cached per
+process; the world is immutable after construction, so concurrent episodes read it freely.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+WORLD_SEED = 42
+N_CASES = 8
+
+
+def seed_of(*parts: Any) -> int:
+    """Spec §0: sha256-derived 64-bit seed (never Python's salted hash())."""
+    return int.from_bytes(hashlib.sha256("|".join(map(str, parts)).encode()).digest()[:8], "big")
+
+
+_NORM_MARKUP = re.compile(r"<[^>]*>|[*`#'\"\u201c\u201d\u2018\u2019]")
+
+
+def norm_value(text: str) -> str:
+    """Spec §3.5 answer normalisation: lowercase, drop markup and quotes, collapse whitespace."""
+    return " ".join(_NORM_MARKUP.sub("", str(text).lower()).split())
+
+
+# --------------------------------------------------------------------------------------------
+# Entities and datatypes (spec §1.1)
+# --------------------------------------------------------------------------------------------
+
+ENTITIES = [  # (name, index k, id prefix, flow)
+    ("user", 1, "usr", "c"), ("product", 2, "prd", "c"), ("variant", 3, "var", "c"),
+    ("order_draft", 4, "odrft", "c"), ("order_draft_item", 5, "odritm", "c"),
+    ("pricing_snapshot", 6, "psnap", "c"), ("order", 7, "ord", "c"), ("order_item", 8, "orditm", "c"),
+    ("payment_method", 9, "pm", "p"), ("payment_intent", 10, "pi", "p"), ("auth", 11, "auth", "p"),
+    ("payment", 12, "pay", "p"), ("warehouse_request", 13, "wr", "f"), ("shipment", 14, "shp", "f"),
+    ("delivery_attempt", 15, "dla", "f"), ("return_request", 16, "rrq", "a"),
+    ("return_audit", 17, "raud", "a"), ("refund", 18, "ref", "a"),
+]
+ENTITY_INDEX = {name: k for name, k, _, _ in ENTITIES}
+ENTITY_PREFIX = {name: p for name, _, p, _ in ENTITIES}
+ENTITY_FLOW = {name: f for name, _, _, f in ENTITIES}
+
+# (canonical, entity, flow, aliases (first = query phrase), gloss, description)
+_DT_ROWS: list[tuple[str, str, str, list[str], str, str]] = [
+    ("user_id", "user", "c", ["customer account ID", "user id", "account id", "user record id", "customer id", "shopper id"],
+     "the customer account", "Unique ID of the customer account (user_id). It identifies the shopper, not a payment method or an order."),
+    ("product_id", "product", "c", ["product ID", "product reference", "catalog product id", "product record id", "item master id"],
+     "the catalog product", "Unique ID of a catalog product (product_id). A product groups its variants; it is broader than variant_id."),
+    ("variant_id", "variant", "c", ["purchased variant", "variant id", "product variant id", "variant reference", "variant record id"],
+     "the product variant", "Unique ID of one specific product variant (variant_id), e.g. a color and size of a product. Narrower than product_id."),
+    ("order_draft_id", "order_draft", "c", ["order draft", "order draft reference", "draft order id", "cart id", "cart reference", "checkout draft id"],
+     "the order draft", "Unique ID of an in-progress cart or draft order (order_draft_id), before checkout. Unlike order_id, this is not a placed order."),
+    ("order_draft_item_id", "order_draft_item", "c", ["draft item", "cart item reference", "draft line id", "cart line id", "draft line item id"],
+     "the draft line item", "Unique ID of a line item inside an order draft. This is the draft-side item ID before checkout, not the final order_item_id created after the order is placed."),
+    ("pricing_snapshot_id", "pricing_snapshot", "c", ["pricing snapshot", "quote record id", "quote id", "price quote reference", "pricing result id"],
+     "the pricing snapshot", "Unique ID of a pricing result or quote (pricing_snapshot_id) computed for an order draft."),
+    ("order_id", "order", "c", ["order ID", "order", "placed order id", "live order id", "completed order record id", "order reference"],
+     "the placed order", "Unique ID of the final placed order. Unlike order_draft_id, this refers to the real order after checkout."),
+    ("order_item_id", "order_item", "c", ["order item", "order item reference", "placed order item id", "order line id", "finalized line item id"],
+     "the finalized order item", "Unique ID of a finalized line item of a placed order (order_item_id). Unlike order_draft_item_id, it exists only after checkout."),
+    ("payment_method_id", "payment_method", "p", ["payment method ID", "payment method reference", "saved payment method id", "payment instrument id", "card on file id"],
+     "the saved payment method", "Unique ID of the saved payment method (payment_method_id) actually used for a payment. Not the same as a default_payment_method_id setting."),
+    ("payment_intent_id", "payment_intent", "p", ["payment intent ID", "payment intent", "payment setup id", "checkout intent id", "payment initiation id"],
+     "the payment intent", "Unique ID of the payment intent for an order. This represents the stage where the system is preparing to start a payment, not the final payment result."),
+    ("auth_id", "auth", "p", ["authorization record", "auth id", "authorization record id", "auth reference", "authorization id"],
+     "the authorization record", "Unique ID of the authorization step (auth_id) of a payment attempt. Different from the payment intent and from the final payment."),
+    ("payment_id", "payment", "p", ["payment record", "payment record id", "charge id", "completed payment id", "settled payment reference"],
+     "the completed payment record", "Unique ID of the completed payment record (payment_id), the final result of a successful payment."),
+    ("warehouse_request_id", "warehouse_request", "f", ["warehouse request", "fulfillment job id", "fulfillment request id", "pick request id", "warehouse request id"],
+     "the warehouse request", "Unique ID of a warehouse or fulfillment request (warehouse_request_id) created for an order."),
+    ("shipment_id", "shipment", "f", ["shipment", "outbound shipment id", "shipment reference", "parcel id", "package shipment id"],
+     "the shipment", "Unique ID of a shipment (shipment_id). Each warehouse request produces one shipment; a shipment can have several delivery attempts."),
+    ("delivery_attempt_id", "delivery_attempt", "f", ["delivery attempt", "attempt record id", "delivery try id", "delivery attempt id", "drop-off attempt id"],
+     "the delivery attempt", "Unique ID of a specific delivery attempt for a shipment. One shipment can have multiple delivery attempts, so this is narrower than shipment_id."),
+    ("return_request_id", "return_request", "a", ["return request", "return ticket id", "rma request id", "customer return id", "return request id"],
+     "the customer-facing return request", "Unique ID of the customer-facing return request (return_request_id) for a whole order."),
+    ("return_audit_id", "return_audit", "a", ["return review", "internal return review id", "review ticket id", "return audit id", "return inspection id"],
+     "the internal return review", "Unique ID of the internal review (return_audit_id) of a return request. Different from the request itself and from the refund."),
+    ("refund_id", "refund", "a", ["refund ID", "finance refund id", "refund record id", "refund transaction id", "reimbursement id"],
+     "the refund record", "Unique ID of the final refund record (refund_id) issued after an approved return review."),
+    ("default_payment_method_id", "user", "p", ["default payment method", "default method id", "saved method id", "preferred payment method id", "wallet default method id"],
+     "the account's default payment method", "ID of the payment method configured as the account default (default_payment_method_id). It is a user setting, not necessarily the method used for a given payment."),
+    ("person_name", "user", "c", ["customer name", "user name", "name on the account", "account holder name", "full name"],
+     "the customer's name", "Full name of the customer on the account (person_name)."),
+    ("email", "user", "c", ["email address", "email", "customer email", "contact email", "login email"],
+     "the customer's email address", "Email address registered on the customer account (email)."),
+    ("phone_number", "user", "c", ["phone number", "phone", "user phone", "phone number for the user account", "contact phone", "mobile number"],
+     "the customer's phone number", "Masked phone number registered on the customer account (phone_number)."),
+    ("loyalty_tier", "user", "c", ["loyalty tier", "membership level", "rewards tier", "member tier", "loyalty status"],
+     "the customer's loyalty tier", "Loyalty or rewards tier of the customer account (loyalty_tier)."),
+    ("product_name", "product", "c", ["product name", "item name", "product title", "catalog title", "listing name"],
+     "the product name", "Display name of a catalog product (product_name)."),
+    ("product_category", "product", "c", ["product category", "category", "catalog category", "department", "product type"],
+     "the product category", "Catalog category of a product (product_category)."),
+    ("sku", "variant", "c", ["SKU", "sku code", "stock keeping unit", "variant sku", "item code"],
+     "the variant SKU", "Stock keeping unit code of one product variant (sku)."),
+    ("color", "variant", "c", ["color", "colour", "variant color", "color option", "shade"],
+     "the variant color", "Color of a product variant (color)."),
+    ("size", "variant", "c", ["size", "variant size", "size option", "fit size", "garment size"],
+     "the variant size", "Size of a product variant (size)."),
+    ("unit_price", "variant", "c", ["unit price", "list price", "price per unit", "item price", "variant price"],
+     "the unit price", "List price of one unit of a product variant (unit_price)."),
+    ("inventory_status", "variant", "c", ["inventory status", "stock status", "availability", "stock level", "in-stock status"],
+     "the inventory status", "Stock availability of an item at a fulfillment location (inventory_status)."),
+    ("updated_time", "order_draft", "c", ["draft last updated time", "updated time", "last updated time", "cart last modified time", "draft update timestamp"],
+     "the draft's last update time", "Timestamp when the order draft was last updated (updated_time)."),
+    ("quantity", "order_draft_item", "c", ["quantity", "item quantity", "units ordered", "line quantity", "qty"],
+     "the line quantity", "Number of units on a draft line item (quantity)."),
+    ("quoted_total", "pricing_snapshot", "c", ["quoted total", "quote total", "priced total", "quote amount", "snapshot total"],
+     "the quoted total", "Total amount computed by the pricing snapshot (quoted_total)."),
+    ("order_status", "order", "c", ["order status", "purchase status", "order state", "current order status", "order lifecycle status"],
+     "the order status", "Current lifecycle status of the placed order (order_status)."),
+    ("order_placed_time", "order", "c", ["order placed time", "checkout time", "order date", "purchase time", "placement timestamp"],
+     "the order placement time", "Timestamp when the order was placed at checkout (order_placed_time)."),
+    ("line_item_status", "order_item", "c", ["line item status", "order item status", "item fulfillment status", "line status", "item state"],
+     "the line item status", "Fulfillment status of one finalized order item (line_item_status)."),
+    ("payment_method_type", "payment_method", "p", ["payment method type", "payment type", "instrument type", "funding type", "method kind"],
+     "the payment method type", "Kind of saved payment instrument, e.g. card or wallet (payment_method_type)."),
+    ("card_brand", "payment_method", "p", ["card brand", "card network", "issuer brand", "card scheme", "network brand"],
+     "the card brand", "Card network of the saved payment method (card_brand)."),
+    ("account_number", "payment_method", "p", ["funding account reference", "account number", "account", "masked card number", "account token", "instrument number"],
+     "the funding account reference", "Recognizable account or card number of the payment instrument, usually masked (account_number)."),
+    ("billing_zip", "payment_method", "p", ["billing zip", "billing postal code", "billing zip code", "card zip", "billing postcode"],
+     "the billing zip code", "Billing postal code registered on the payment method (billing_zip)."),
+    ("payment_amount", "payment_intent", "p", ["payment amount", "intent amount", "charge amount requested", "amount to collect", "payment total"],
+     "the payment amount", "Amount the payment intent is set up to collect (payment_amount)."),
+    ("auth_code", "auth", "p", ["authorization code", "auth code", "approval code", "issuer approval code", "authorization reference code"],
+     "the authorization code", "Approval code returned by the issuer for an authorization (auth_code)."),
+    ("auth_status", "auth", "p", ["authorization status", "auth status", "authorization result", "approval status", "auth decision"],
+     "the authorization status", "Result of the authorization step (auth_status)."),
+    ("payment_status", "payment", "p", ["payment status", "payment_status", "Current status of the payment", "charge status", "settlement status"],
+     "the payment status", "The current state of the payment record, such as paid, failed, reversed, or refunded. This is the status of the actual payment, not just the intent or auth step."),
+    ("captured_time", "payment", "p", ["captured time", "capture time", "settlement time", "payment captured at", "charge capture timestamp"],
+     "the capture time", "Timestamp when the payment was captured (captured_time)."),
+    ("store_name", "warehouse_request", "f", ["store name", "fulfilling store", "warehouse name", "fulfillment location", "ship-from store"],
+     "the fulfilling store", "Name of the store or warehouse that fulfills the request (store_name)."),
+    ("carrier_name", "shipment", "f", ["carrier name", "carrier", "shipping carrier", "courier", "logistics provider"],
+     "the carrier", "Shipping carrier that moves the shipment (carrier_name)."),
+    ("tracking_number", "shipment", "f", ["tracking number", "tracking id", "parcel tracking code", "waybill number", "shipment tracking number"],
+     "the tracking number", "Carrier tracking number of the shipment (tracking_number)."),
+    ("estimated_delivery_date", "shipment", "f", ["estimated delivery date", "ETA date", "expected delivery date", "promised delivery date", "delivery estimate"],
+     "the estimated delivery date", "Date the shipment is expected to arrive (estimated_delivery_date)."),
+    ("attempt_time", "delivery_attempt", "f", ["attempt time", "delivery attempt time", "attempted at", "drop-off time", "attempt timestamp"],
+     "the attempt time", "Timestamp of one delivery attempt (attempt_time)."),
+    ("attempt_result", "delivery_attempt", "f", ["attempt result", "delivery outcome", "attempt outcome", "drop-off result", "delivery attempt status"],
+     "the attempt result", "Outcome of one delivery attempt (attempt_result)."),
+    ("return_reason", "return_request", "a", ["return reason", "reason for return", "return cause", "rma reason", "customer return reason"],
+     "the return reason", "Reason the customer gave for the return (return_reason)."),
+    ("return_status", "return_request", "a", ["return status", "return request status", "rma status", "return state", "return progress"],
+     "the return status", "Progress of the customer-facing return request (return_status)."),
+    ("review_decision", "return_audit", "a", ["review decision", "audit decision", "return review outcome", "inspection verdict", "review result"],
+     "the review decision", "Decision of the internal return review (review_decision)."),
+    ("refund_status", "refund", "a", ["refund status", "refund state", "refund progress", "reimbursement status", "refund outcome"],
+     "the refund status", "Current state of the refund record (refund_status)."),
+    ("refund_amount", "refund", "a", ["refund amount", "refunded amount", "reimbursement amount", "refund value", "credited amount"],
+     "the refund amount", "Amount refunded to the customer (refund_amount)."),
+]
+
+_PURPOSE = {
+    "c": "to continue along the commerce flow of the same case",
+    "p": "to continue along the payment flow of the same case",
+    "f": "to continue along the fulfillment flow of the same case",
+    "a": "to continue along the after-sales flow of the same case",
+}
+
+
+@dataclass(frozen=True)
+class Datatype:
+    index: int
+    name: str
+    entity: str
+    flow: str
+    aliases: tuple[str, ...]
+    gloss: str
+    description: str
+
+    @property
+    def phrase(self) -> str:
+        """The query phrase (first alias) used in verbalised queries."""
+        return self.aliases[0]
+
+    @property
+    def is_id(self) -> bool:
+        return self.index < 19
+
+
+DATATYPES: list[Datatype] = [
+    Datatype(i, name, ent, flow, tuple(al), gloss, desc)
+    for i, (name, ent, flow, al, gloss, desc) in enumerate(_DT_ROWS)
+]
+DT = {d.name: d for d in DATATYPES}
+ID_TYPES = [d.name for d in DATATYPES[:19]]
+ATTR_TYPES = [d.name for d in DATATYPES[19:]]
+
+
+def entity_id(entity: str) -> str:
+    return f"{entity}_id"
+
+
+# --------------------------------------------------------------------------------------------
+# Backend records (spec §1.2)
+# --------------------------------------------------------------------------------------------
+
+_FIRST = ["Avery", "Jordan", "Morgan", "Riley", "Casey", "Quinn", "Harper", "Rowan", "Emerson", "Finley",
+          "Hayden", "Kendall", "Logan", "Marlowe", "Parker", "Reese", "Sawyer", "Tatum", "Blake", "Dakota"]
+_LAST = ["Whitfield", "Okafor", "Lindqvist", "Moreau", "Castellanos", "Nakamura", "Abernathy", "Petrov",
+         "Delacroix", "Hollings", "Varga", "Osei", "Brennan", "Kowalczyk", "Thorne", "Ibarra", "Sato",
+         "Mwangi", "Farrow", "Quintero"]
+_ADJ = ["Aurora", "Summit", "Harbor", "Cascade", "Ember", "Granite", "Meadow", "Tundra", "Solstice", "Drift",
+        "Canyon", "Zephyr"]
+_NOUN = ["Parka", "Trail Runner", "Skillet", "Soundbar", "Tent", "Kettlebell", "Windbreaker", "Dutch Oven",
+         "Headphones", "Sleeping Bag", "Yoga Mat", "Hiking Boot"]
+_CITIES = ["Riverton", "Lakeview", "Fairhaven", "Stonebridge", "Maplewood", "Brookfield", "Clearwater",
+           "Oakridge", "Westbury", "Pinecrest", "Ashford", "Kingsport"]
+_ENUMS = {
+    "loyalty_tier": ["bronze", "silver", "gold", "platinum", "diamond"],
+    "product_category": ["outerwear", "footwear", "kitchenware", "home audio", "camping gear", "fitness equipment"],
+    "color": ["slate blue", "forest green", "burnt orange", "charcoal", "ivory", "crimson"],
+    "size": ["small", "medium", "large", "x-large", "one-size"],
+    "inventory_status": ["in_stock", "low_stock", "backordered", "out_of_stock", "discontinued"],
+    "order_status": ["placed", "shipped", "delivered", "returned", "refunded", "cancelled"],
+    "line_item_status": ["allocated", "packed", "fulfilled", "returned_item", "cancelled_item"],
+    "payment_method_type": ["credit_card", "debit_card", "paypal_wallet", "gift_card", "bank_transfer"],
+    "card_brand": ["visa", "mastercard", "amex", "discover", "unionpay"],
+    "auth_status": ["approved", "declined", "expired", "voided", "pending_review"],
+    "payment_status": ["paid", "failed", "reversed", "refunded"],
+    "carrier_name": ["Northwind Freight", "BlueJay Express", "Parcelink", "Coastal Couriers", "SwiftRoute"],
+    "attempt_result": ["delivered_to_door", "recipient_absent", "access_denied", "rescheduled", "left_at_locker"],
+    "return_reason": ["wrong_size", "damaged_on_arrival", "changed_mind", "not_as_described", "late_delivery"],
+    "return_status": ["requested", "label_issued", "received", "closed"],
+    "review_decision": ["approved_full", "approved_partial", "rejected_policy", "escalated"],
+    "refund_status": ["issued", "processing", "on_hold", "completed", "failed_refund"],
+}
+# Decoy pools for fake (noisy/blocker) values of categorical datatypes: plausible values of the
+# right type that no real record ever holds, so a fake can never pass the containment grader.
+_DECOYS = {
+    "loyalty_tier": ["copper tier", "emerald", "titanium", "onyx", "sapphire"],
+    "product_category": ["garden tools", "stationery", "pet supplies", "toys and games", "bath linens"],
+    "color": ["mustard", "teal", "plum", "sandstone", "maroon"],
+    "size": ["petite", "tall fit", "plus fit", "youth fit", "wide fit"],
+    "inventory_status": ["preorder_only", "reserved_hold", "in_transit_stock", "clearance_hold"],
+    "order_status": ["on_review", "awaiting_sync", "archived", "suspended"],
+    "line_item_status": ["awaiting_pick", "split_hold", "queued_item", "unassigned"],
+    "payment_method_type": ["store_voucher", "crypto_wallet", "prepaid_token", "cheque"],
+    "card_brand": ["jcb", "diners club", "maestro", "elo network"],
+    "auth_status": ["soft_hold", "timed_out", "challenge_sent", "awaiting_issuer"],
+    "payment_status": ["pending_sync", "queued_charge", "on_standby", "unsettled"],
+    "carrier_name": ["Redwood Logistics", "Orbit Parcel", "TransLink Cargo", "Meridian Post"],
+    "attempt_result": ["scanned_at_hub", "address_query", "held_at_depot", "weather_delay"],
+    "return_reason": ["duplicate_order", "gift_unwanted", "color_mismatch", "missing_parts"],
+    "return_status": ["under_appeal", "awaiting_label", "in_inspection", "voided_return"],
+    "review_decision": ["pending_evidence", "deferred", "needs_photos", "reopened"],
+    "refund_status": ["awaiting_bank", "refund_queued", "reversed_refund", "partially_sent"],
+}
+_HEX = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
+
+
+def _iso(rng: random.Random, date_only: bool = False) -> str:
+    y, mo, d = 2025, rng.randint(1, 12), rng.randint(1, 28)
+    if date_only:
+        return f"{y}-{mo:02d}-{d:02d}"
+    return f"{y}-{mo:02d}-{d:02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
+
+
+def _gen_value(dt: str, c: int, rng: random.Random, fake: bool = False) -> str:
+    """A value of datatype `dt` for case index `c` (fake=True: a decoy of the right format)."""
+    d = DT[dt]
+    if dt == "default_payment_method_id":
+        return f"pm_{9000 + c}" if (c % 2 == 1 and not fake) else f"pm_{9500 + c}"
+    if d.is_id:
+        return f"{ENTITY_PREFIX[d.entity]}_{1000 * ENTITY_INDEX[d.entity] + c}"
+    if dt in _ENUMS:
+        return rng.choice(_DECOYS[dt] if fake else _ENUMS[dt])
+    if dt == "person_name":
+        return f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
+    if dt == "email":
+        return f"{rng.choice(_FIRST).lower()}.{rng.choice(_LAST).lower()}{rng.randint(10, 99)}@mailbox.test"
+    if dt == "phone_number":
+        return f"{rng.randint(130, 189)}****{rng.randint(1000, 9999)}"
+    if dt == "product_name":
+        return f"{rng.choice(_ADJ)} {rng.choice(_NOUN)}"
+    if dt == "sku":
+        return f"SKU-{''.join(rng.choice(_HEX[:24]) for _ in range(4))}-{rng.randint(10, 99)}"
+    if dt in ("unit_price",):
+        return f"${rng.randint(12, 98)}.99"
+    if dt in ("quoted_total", "payment_amount"):
+        return f"${rng.randint(120, 980)}.{rng.randint(10, 99)}"
+    if dt == "refund_amount":
+        return f"${rng.randint(11, 98)}.{rng.randint(10, 99)}"
+    if dt in ("updated_time", "order_placed_time", "captured_time", "attempt_time"):
+        return _iso(rng)
+    if dt == "estimated_delivery_date":
+        return _iso(rng, date_only=True)
+    if dt == "quantity":
+        return f"{rng.randint(2, 24)} units"
+    if dt == "account_number":
+        return f"acct_tok_{rng.randint(1000, 9999)}"
+    if dt == "billing_zip":
+        return f"{rng.randint(10000, 99999)}"
+    if dt == "auth_code":
+        return f"AUTH-{rng.choice(_HEX[:24])}{rng.choice(_HEX[:24])}{rng.randint(10, 99)}"
+    if dt == "store_name":
+        return f"{rng.choice(_CITIES)} Fulfillment Center"
+    if dt == "tracking_number":
+        return "1Z" + "".join(rng.choice(_HEX) for _ in range(10))
+    raise KeyError(dt)
+
+
+# Case 1 pins the values the paper's figures show.
+_CASE1_PINS = {
+    "account_number": "acct_tok_4242", "auth_code": "AUTH-AX91", "auth_status": "approved",
+    "payment_status": "paid",
+}
+
+# Key-like input combinations that must identify exactly one case (constraint (ii)).
+_KEY_COMBOS = [("email",), ("phone_number",), ("sku",), ("tracking_number",), ("account_number",),
+               ("auth_code",), ("product_id", "color", "size"), ("product_name", "store_name"),
+               ("user_id", "card_brand", "billing_zip"), ("shipment_id", "attempt_time"),
+               ("order_draft_id", "variant_id"), ("order_id", "variant_id"),
+               ("user_id", "product_id", "color", "size")]
+
+
+def _case_ok(rec: dict[str, str], c: int) -> bool:
+    """Constraints (iii)-(iv): distinct values, no substring of another, >= 4 normalised chars."""
+    items = [(k, norm_value(v)) for k, v in rec.items()]
+    if any(len(v) < 4 for _, v in items):
+        return False
+    for i, (ka, a) in enumerate(items):
+        for kb, b in items[i + 1:]:
+            trap = {ka, kb} == {"default_payment_method_id", "payment_method_id"} and c % 2 == 1
+            if trap:
+                continue
+            if a in b or b in a:
+                return False
+    return True
+
+
+def _build_records(n_cases: int) -> list[dict[str, str]]:
+    records: list[dict[str, str]] = []
+    for c in range(1, n_cases + 1):
+        attempt = 0
+        while True:
+            rng = random.Random(seed_of(WORLD_SEED, "case", c, attempt))
+            rec = {d.name: _gen_value(d.name, c, rng) for d in DATATYPES}
+            if c == 1:
+                rec.update(_CASE1_PINS)
+            ok = _case_ok(rec, c)
+            if ok:
+                for combo in _KEY_COMBOS:
+                    key = tuple(rec[k] for k in combo)
+                    if any(tuple(r[k] for k in combo) == key for r in records):
+                        ok = False
+                        break
+            if ok:
+                records.append(rec)
+                break
+            attempt += 1
+    return records
+
+
+# --------------------------------------------------------------------------------------------
+# Tools (spec §1.3-1.6)
+# --------------------------------------------------------------------------------------------
+
+_LINKS = """order_draft>user order_draft_item>order_draft order_draft_item>variant order_draft_item>user
+order_draft_item>order_item order_item>order order_item>variant variant>product order>order_draft
+order>pricing_snapshot pricing_snapshot>order_draft order>user delivery_attempt>shipment
+delivery_attempt>warehouse_request shipment>order shipment>warehouse_request warehouse_request>order
+order>return_request return_request>return_audit return_audit>refund refund>return_audit
+return_audit>return_request refund>auth refund>payment payment_method>user payment_intent>payment_method
+auth>payment_intent auth>payment auth>payment_method payment>auth payment>payment_intent
+payment_intent>order""".split()
+_EXTRA = [("user_id", "default_payment_method_id"), ("order_draft_id", "default_payment_method_id"),
+          ("payment_method_id", "default_payment_method_id"), ("payment_intent_id", "account_number"),
+          ("order_draft_item_id", "updated_time")]
+_ALTKEY = [("email", "user_id"), ("phone_number", "user_id"), ("sku", "variant_id"),
+           ("tracking_number", "shipment_id"), ("account_number", "payment_method_id"), ("auth_code", "auth_id")]
+_MULTI = [(("order_draft_id", "variant_id"), "order_draft_item_id"), (("order_id", "variant_id"), "order_item_id"),
+          (("product_id", "color", "size"), "variant_id"), (("shipment_id", "attempt_time"), "delivery_attempt_id"),
+          (("product_name", "store_name"), "inventory_status"),
+          (("user_id", "card_brand", "billing_zip"), "payment_method_id"),
+          (("user_id", "product_id", "color", "size"), "order_item_id")]
+_DERIVED = """payment_intent>payment_method_type order_draft_item>line_item_status order>quoted_total
+payment_intent>card_brand delivery_attempt>carrier_name order_draft_item>person_name order_draft_item>color
+order>updated_time payment_method>person_name auth>payment_amount order_item>order_placed_time
+payment>auth_status payment>payment_amount payment_intent>order_status order_draft_item>email
+refund>captured_time order>phone_number refund>auth_status variant>product_category
+return_audit>return_reason payment_method>phone_number warehouse_request>order_placed_time order_item>sku
+payment_intent>order_placed_time order_draft_item>sku refund>auth_code delivery_attempt>estimated_delivery_date
+order_draft_item>loyalty_tier return_request>review_decision payment_method>loyalty_tier order_draft_item>size
+return_audit>return_status order_draft_item>unit_price return_audit>refund_amount auth>payment_status
+order_item>unit_price refund>review_decision delivery_attempt>store_name payment_method>email
+order>loyalty_tier delivery_attempt>tracking_number auth>account_number shipment>order_status
+order_item>order_status shipment>store_name refund>payment_status order>email order_item>color
+payment>auth_code payment_intent>billing_zip order_draft>loyalty_tier variant>product_name
+return_audit>refund_status order_item>size order>return_status warehouse_request>order_status
+shipment>order_placed_time auth>payment_method_type auth>billing_zip auth>captured_time
+pricing_snapshot>updated_time order_draft>email order_draft>person_name order>person_name
+order>return_reason order_item>inventory_status auth>card_brand order_draft>phone_number
+payment>billing_zip payment_intent>return_reason auth>order_status warehouse_request>phone_number
+payment_intent>person_name delivery_attempt>order_status delivery_attempt>order_placed_time
+warehouse_request>quoted_total order_item>product_name order_item>updated_time order_item>phone_number
+pricing_snapshot>person_name return_audit>payment_status payment>order_placed_time order_item>quoted_total
+warehouse_request>return_reason shipment>phone_number payment_intent>phone_number payment>account_number
+shipment>loyalty_tier refund>return_status shipment>email auth>phone_number pricing_snapshot>phone_number
+return_audit>auth_status shipment>updated_time refund>account_number payment>payment_method_type
+refund>billing_zip payment_intent>quoted_total""".split()
+
+VARIANT_SUFFIXES = ["V2", "V3", "Pro", "Lite", "Turbo", "Quick", "Enterprise", "Edge", "Nano", "Prime",
+                    "Core", "Instant", "Max", "Fast", "Secure"]
+NOISY_CATEGORIES = ["deprecated", "condition_limited", "stale", "unreliable", "non_authoritative"]
+_NOISY_SUFFIXES = {
+    "deprecated": ["Legacy", "V1", "Old"], "condition_limited": ["Partner", "B2B", "Restricted"],
+    "stale": ["Cached", "Mirror", "Replica"], "unreliable": ["Compat", "Alt", "Beta"],
+    "non_authoritative": ["Preview", "Estimate", "Draft"],
+}
+_CONDITION_PROGRAMS = ["marketplace partner", "B2B wholesale", "legacy migration"]
+BLOCKER_TYPES = ["exp", "imp", "sem"]
+_EXPLICIT_ERRORS = ["error: endpoint unavailable", "error: endpoint temporarily unavailable."]
+_IMPLICIT_VALUES = ["tuna", "-2147483648", "aaabbbundefined", "NaN", "undefined", "-1",
+                    "0000-00-00T00:00:00Z", "[object Object]"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool. `inputs`/`output` are datatypes (internal); `params` maps parameter name -> datatype."""
+
+    id: str
+    name: str  # agent-visible, lowercase
+    title: str  # TitleCase rendering
+    kind: str  # executable | noisy:<category> | blocker:<exp|imp|sem>
+    inputs: tuple[str, ...]
+    output: str
+    params: tuple[tuple[str, str], ...]
+    description: str
+    paired: str | None = None  # executable tool id this variant belongs to
+    family: str = ""
+    fixed_output: str | None = None  # noisy/blocker return value
+    num: int = 0  # index among all tools
+
+    @property
+    def is_exec(self) -> bool:
+        return self.kind == "executable"
+
+    @property
+    def input_set(self) -> frozenset[str]:
+        return frozenset(self.inputs)
+
+    def schema(self) -> dict[str, Any]:
+        """The agent-visible schema (paper Fig. 20 structure)."""
+        return {
+            "type": "function", "name": self.name, "description": self.description,
+            "parameters": {
+                "type": "object",
+                "properties": {p: {"type": "string", "description": DT[d].description} for p, d in self.params},
+                "required": [p for p, _ in self.params], "additionalProperties": False,
+            },
+            "strict": True,
+        }
+
+
+def _title(alias: str) -> str:
+    words = re.sub(r"[^A-Za-z0-9]+", " ", alias).split()
+    return "_".join("ID" if w.lower() == "id" else ("SKU" if w.lower() == "sku" else w.capitalize()) for w in words)
+
+
+def _snake(alias: str) -> str:
+    return "_".join(re.sub(r"[^A-Za-z0-9]+", " ", alias).lower().split())
+
+
+def _desc(family: str, inputs: tuple[str, ...], output: str, in_phrases: list[str]) -> str:
+    quoted = [f"'{p}'" for p in in_phrases]
+    given = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+    ent = DT[inputs[0]].entity.replace("_", " ")
+    if family == "link":
+        rel = (f"that this {ent} belongs to" if _is_parent(inputs[0], output)
+               else f"created for that {ent}, if one exists")
+    elif family == "own":
+        rel = f"recorded on that {ent}"
+    elif family in ("derived", "extra"):
+        rel = f"tied to that {ent}"
+    elif family == "multi":
+        rel = "that matches all of the given values"
+    else:  # altkey
+        rel = f"identified by that {DT[inputs[0]].gloss.removeprefix('the ')}"
+    return f"Given {given}, this returns {DT[output].gloss} {rel}. Use it when you need {_PURPOSE[DT[output].flow]}."
+
+
+# Child -> parent links (many-to-one); the others are 1:1 "created for" links.
+_PARENT_OF = {("order_draft", "user"), ("order_draft_item", "order_draft"), ("order_draft_item", "variant"),
+              ("order_draft_item", "user"), ("order_item", "order"), ("order_item", "variant"),
+              ("variant", "product"), ("order", "user"), ("delivery_attempt", "shipment"),
+              ("delivery_attempt", "warehouse_request"), ("shipment", "order"), ("shipment", "warehouse_request"),
+              ("warehouse_request", "order"), ("payment_method", "user"), ("payment_intent", "payment_method"),
+              ("auth", "payment_intent"), ("auth", "payment_method"), ("payment", "auth"),
+              ("payment", "payment_intent"), ("payment_intent", "order"), ("return_request", "order"),
+              ("return_audit", "return_request"), ("refund", "return_audit"), ("refund", "auth"),
+              ("refund", "payment"), ("pricing_snapshot", "order_draft")}
+
+
+def _is_parent(src: str, dst: str) -> bool:
+    return (DT[src].entity, DT[dst].entity) in _PARENT_OF
+
+
+@dataclass(eq=False)
+class World:
+    """The generated world; immutable after `build_world()` returns."""
+
+    records: list[dict[str, str]]
+    tools: list[Tool]
+    by_id: dict[str, Tool] = field(default_factory=dict)
+    by_name: dict[str, Tool] = field(default_factory=dict)
+    executable: list[Tool] = field(default_factory=list)
+    noisy_of: dict[str, list[Tool]] = field(default_factory=dict)  # exec id -> 5 noisy, by category
+    blockers_of: dict[str, dict[str, Tool]] = field(default_factory=dict)  # exec id -> type -> tool
+    lookup: dict[str, dict[tuple[str, ...], str]] = field(default_factory=dict)  # exec id -> inputs -> out
+    real_values: frozenset[str] = frozenset()
+    world_hash: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "tools": [
+                {"id": t.id, "name": t.name, "kind": t.kind, "inputs": list(t.inputs), "output": t.output,
+                 "params": [list(p) for p in t.params], "description": t.description, "paired": t.paired,
+                 "fixed_output": t.fixed_output}
+                for t in self.tools
+            ],
+        }
+
+
+def _executable_specs() -> list[tuple[str, tuple[str, ...], str]]:
+    specs: list[tuple[str, tuple[str, ...], str]] = []
+    for link in _LINKS:
+        a, b = link.split(">")
+        specs.append(("link", (entity_id(a),), entity_id(b)))
+    specs += [("extra", (a,), b) for a, b in _EXTRA]
+    specs += [("altkey", (a,), b) for a, b in _ALTKEY]
+    specs += [("multi", ins, out) for ins, out in _MULTI]
+    specs += [("own", (entity_id(DT[a].entity),), a) for a in ATTR_TYPES]
+    for d in _DERIVED:
+        a, b = d.split(">")
+        specs.append(("derived", (entity_id(a),), b))
+    return specs
+
+
+def _fake_ok(value: str, real: set[str]) -> bool:
+    v = norm_value(value)
+    return len(v) >= 1 and not any(r in v for r in real)
+
+
+def _fake_value(dt: str, key: tuple[Any, ...], real: set[str]) -> str:
+    attempt = 0
+    while True:
+        rng = random.Random(seed_of(WORLD_SEED, *key, attempt))
+        c = rng.randint(100, 999)
+        value = _gen_value(dt, c, rng, fake=True)
+        if _fake_ok(value, real):
+            return value
+        attempt += 1
+
+
+def _build_tools(records: list[dict[str, str]]) -> list[Tool]:
+    from toolsweep.benchmarks.planbench_xl.retriever import phrase_vector, cosine
+
+    real = {norm_value(v) for rec in records for v in rec.values()}
+    taken: set[str] = set()
+
+    def pick_name(base: str, key: tuple[Any, ...], pool: list[str], force: bool, p_suffix: float) -> str:
+        rng = random.Random(seed_of(WORLD_SEED, "suffix", *key))
+        want = rng.random() < p_suffix or force
+        if not want and base.lower() not in taken:
+            taken.add(base.lower())
+            return base
+        order = rng.sample(pool, len(pool))
+        for s in order:
+            cand = f"{base}_{s}"
+            if cand.lower() not in taken:
+                taken.add(cand.lower())
+                return cand
+        n = 2
+        while f"{base}_{order[0]}{n}".lower() in taken:
+            n += 1
+        taken.add(f"{base}_{order[0]}{n}".lower())
+        return f"{base}_{order[0]}{n}"
+
+    tools: list[Tool] = []
+    execs: list[Tool] = []
+    for i, (family, ins, out) in enumerate(_executable_specs()):
+        tid = f"t{i:03d}"
+        alias = {d: random.Random(seed_of(WORLD_SEED, "alias", tid, d)).choice(DT[d].aliases) for d in (*ins, out)}
+        base = f"Get_{_title(alias[out])}_From_" + "_And_".join(_title(alias[d]) for d in ins)
+        title = pick_name(base, (tid,), VARIANT_SUFFIXES, False, 0.6)
+        params = tuple((_snake(random.Random(seed_of(WORLD_SEED, "param", tid, d)).choice(DT[d].aliases)), d) for d in ins)
+        desc = _desc(family, ins, out, [alias[d] for d in ins])
+        t = Tool(tid, title.lower(), title, "executable", ins, out, params, desc, None, family, None)
+        execs.append(t)
+    tools.extend(execs)
+
+    # Noisy variants (5 per executable tool, one per category).
+    for t in execs:
+        for cat in NOISY_CATEGORIES:
+            nid = f"{t.id}n_{cat}"
+            title = pick_name(t.title, (nid,), _NOISY_SUFFIXES[cat], True, 1.0)
+            out_g = DT[t.output].gloss.removeprefix("the ")
+            if cat == "deprecated":
+                note = ("Note: this endpoint version is deprecated; calls are no longer supported and return an "
+                        "unsupported-endpoint error.")
+                value = "error: unsupported endpoint"
+            elif cat == "condition_limited":
+                prog = random.Random(seed_of(WORLD_SEED, "program", nid)).choice(_CONDITION_PROGRAMS)
+                note = f"Note: only serves records enrolled in the {prog} program."
+                value = "error: record does not meet the required condition for this endpoint"
+            else:
+                note = {
+                    "stale": f"Note: reads from a cached replica that can lag behind the live record, so the returned {out_g} may be outdated.",
+                    "unreliable": f"Note: this legacy mapping is known to return a value from a related field instead of the requested {out_g}.",
+                    "non_authoritative": f"Note: returns a preview or estimated {out_g}, not the final recorded value.",
+                }[cat]
+                value = _fake_value(t.output, ("noise", nid), real)
+            tools.append(Tool(nid, title.lower(), title, f"noisy:{cat}", t.inputs, t.output, t.params,
+                              f"{t.description} {note}", t.id, t.family, value))
+
+    # Blocker alternatives (3 per executable tool).
+    canon_vecs = {d.name: phrase_vector(d.name.replace("_", " ")) for d in DATATYPES}
+    for t in execs:
+        base = t.title
+        for s in VARIANT_SUFFIXES:  # strip the variant suffix: blockers differ only in the suffix
+            if base.endswith("_" + s):
+                base = base[: -len(s) - 1]
+                break
+        bid = f"{t.id}b_exp"
+        title = pick_name(base, (bid,), VARIANT_SUFFIXES, True, 1.0)
+        err = random.Random(seed_of(WORLD_SEED, "exp", bid)).choice(_EXPLICIT_ERRORS)
+        tools.append(Tool(bid, title.lower(), title, "blocker:exp", t.inputs, t.output, t.params,
+                          t.description, t.id, t.family, err))
+        bid = f"{t.id}b_imp"
+        title = pick_name(base, (bid,), VARIANT_SUFFIXES, True, 1.0)
+        val = random.Random(seed_of(WORLD_SEED, "imp", bid)).choice(_IMPLICIT_VALUES)
+        tools.append(Tool(bid, title.lower(), title, "blocker:imp", t.inputs, t.output, t.params,
+                          t.description, t.id, t.family, val))
+        # Semantic misleading: same inputs, a different (most similar) output datatype d'.
+        target = canon_vecs[t.output]
+        best = max((d for d in DATATYPES if d.name != t.output and d.name not in t.inputs),
+                   key=lambda d: (cosine(target, canon_vecs[d.name]), -d.index))
+        bid = f"{t.id}b_sem"
+        alias_out = random.Random(seed_of(WORLD_SEED, "alias", bid, best.name)).choice(best.aliases)
+        in_part = base.split("_From_", 1)[1]
+        sem_base = f"Get_{_title(alias_out)}_From_{in_part}"
+        title = pick_name(sem_base, (bid,), VARIANT_SUFFIXES, True, 0.6)
+        in_phr = [a.replace("_", " ") for a, _ in t.params]
+        desc = _desc("derived", t.inputs, best.name, in_phr)
+        fake = _fake_value(best.name, ("sem", bid), real)
+        tools.append(Tool(bid, title.lower(), title, "blocker:sem", t.inputs, best.name, t.params,
+                          desc, t.id, t.family, fake))
+    return tools
+
+
+@functools.lru_cache(maxsize=4)
+def build_world(n_cases: int = N_CASES) -> World:
+    """Build (once per process) the deterministic world of spec §1."""
+    records = _build_records(n_cases)
+    tools = _build_tools(records)
+    tools = [Tool(**{**t.__dict__, "num": i}) for i, t in enumerate(tools)]
+    w = World(records=records, tools=tools)
+    w.by_id = {t.id: t for t in tools}
+    w.by_name = {t.name: t for t in tools}
+    if len(w.by_name) != len(tools):
+        raise RuntimeError("tool names are not unique; the world generator is broken")
+    w.executable = [t for t in tools if t.is_exec]
+    for t in tools:
+        if t.kind.startswith("noisy:"):
+            w.noisy_of.setdefault(t.paired, []).append(t)
+        elif t.kind.startswith("blocker:"):
+            w.blockers_of.setdefault(t.paired, {})[t.kind.split(":")[1]] = t
+    for t in w.executable:
+        table: dict[tuple[str, ...], str] = {}
+        for rec in records:
+            table[tuple(rec[d] for d in t.inputs)] = rec[t.output]
+        w.lookup[t.id] = table
+    w.real_values = frozenset(norm_value(v) for rec in records for v in rec.values())
+    blob = json.dumps(w.to_json(), sort_keys=True, separators=(",", ":")).encode()
+    w.world_hash = hashlib.sha256(blob).hexdigest()
+    return w
