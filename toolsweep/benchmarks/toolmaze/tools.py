@@ -1030,7 +1030,7 @@ class Corpus:
     def fingerprint(self) -> str:
         blob = canonical([[t.name, t.domain, t.category, t.family, [p.__dict__ for p in t.params],
                            [o.__dict__ for o in t.outputs]] for t in self.tools.values()]
-                         + [[g.group_id, g.layer_a, g.layer_b, g.bypass] for g in self.m2m.values()])
+                         + [[g.group_id, g.paths] for g in self.m2m.values()])
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
