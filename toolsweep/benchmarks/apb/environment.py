@@ -13,12 +13,12 @@ from typing import Any
 from toolsweep.benchmarks.apb import plans, prompts
 from toolsweep.benchmarks.apb.generator import Dataset, step_bin
 from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult
+from toolsweep.benchmarks.apb.metrics import MODALITIES, SOURCES, STEP_BINS
 from toolsweep.benchmarks.apb.tools import FINISH, render_tool_line
 from toolsweep.evaluator.types import Message, Observation, TerminationReason
 
 NAN = float("nan")
 BROKEN_CATEGORIES = ("replace", "alter", "retry", "refuse", "other")
-STEP_BINS = ("1-5", "6-10", "11-15", "16-20", ">20")
 
 
 def fine_bin(L: int) -> str:
@@ -258,9 +258,11 @@ class APBEnv:
             m["optimal_rate"] = float(res.correct and math.isclose(res.cost, opt))
         if self.setting == "holistic":
             L = self.base["meta"]["L"]
-            for key, val in (("mod", self.base["modality"]), ("bin", fine_bin(L)), ("src", self.base["source_style"])):
-                m[f"correct_{key}_{val}"] = m["correct"]
-                m[f"grade_{key}_{val}"] = m["grade"]
+            mine = {"mod": self.base["modality"], "bin": fine_bin(L), "src": self.base["source_style"]}
+            for key, vals in (("mod", MODALITIES), ("bin", STEP_BINS), ("src", SOURCES)):
+                for val in vals:  # NaN outside the episode's own group: the metric is a mean over that group
+                    m[f"correct_{key}_{val}"] = m["correct"] if val == mine[key] else NAN
+                    m[f"grade_{key}_{val}"] = m["grade"] if val == mine[key] else NAN
         return m
 
     def _refine_metrics(self, base: PlanResult, final: PlanResult) -> dict[str, float]:
