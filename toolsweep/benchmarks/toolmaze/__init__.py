@@ -88,15 +88,13 @@ class ToolMaze(Benchmark):
         with self._lock:
             if key not in self._profiles:
                 ts = self.data
-                self._profiles[key] = build_profile(ts, ts.tasks[task_id], mode)
+                self._profiles[key] = build_profile(ts, ts.task(task_id), mode)
             return self._profiles[key]
 
     def make_env(self, task_id: str, setting: str, seed: int) -> Environment:
         level, p, prompt = parse_setting(setting)
         ts = self.data
-        if task_id not in ts.tasks:
-            raise KeyError(f"unknown toolmaze task {task_id!r}; ids look like 'C1_task_089'")
-        task = ts.tasks[task_id]
+        task = ts.task(task_id)
         if task.complexity != level:
             raise ValueError(f"task {task_id} is a C{task.complexity} task; setting {setting} is C{level}")
         # the environment depends only on the dataset seed: every model and run seed sees the same

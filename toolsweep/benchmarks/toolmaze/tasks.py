@@ -729,16 +729,41 @@ def _check_shape(level: int, positions: list[Position], sols: list[tuple[str, ..
             raise _Attempt("C4 shape")
 
 
-@dataclass
 class TaskSet:
-    corpus: Corpus
-    world: World
-    simulator: Simulator
-    tasks: dict[str, Task]
-    dataset_seed: int
+    """The benchmark's tasks for one dataset seed. Levels are generated independently (each has its
+    own usage weights and duplicate check), lazily, once per process; reads are thread-safe."""
+
+    def __init__(self, dataset_seed: int) -> None:
+        self.dataset_seed = dataset_seed
+        self.corpus = build_corpus()
+        self.world = World(dataset_seed)
+        self.simulator = Simulator(self.corpus, self.world)
+        self._inventory = phrase_inventory(self.corpus)
+        self._levels: dict[int, list[Task]] = {}
+        self._lock = threading.Lock()
 
     def level(self, c: int) -> list[Task]:
-        return [t for t in self.tasks.values() if t.complexity == c]
+        if c not in LEVELS:
+            raise KeyError(f"no complexity level C{c}; levels are C1-C4")
+        with self._lock:
+            if c not in self._levels:
+                usage: Counter = Counter()
+                seen: set = set()
+                self._levels[c] = [
+                    _build_task(self.corpus, self.world, self.simulator, c, i, self.dataset_seed, usage,
+                                seen, self._inventory)
+                    for i in range(1, TASKS_PER_LEVEL + 1)]
+            return self._levels[c]
+
+    def task(self, task_id: str) -> Task:
+        m = re.fullmatch(r"C([1-4])_task_(\d{3})", task_id)
+        if not m or not 1 <= int(m.group(2)) <= TASKS_PER_LEVEL:
+            raise KeyError(f"unknown toolmaze task {task_id!r}; ids look like 'C1_task_089'")
+        return self.level(int(m.group(1)))[int(m.group(2)) - 1]
+
+    @property
+    def tasks(self) -> dict[str, Task]:
+        return {t.task_id: t for c in LEVELS for t in self.level(c)}
 
 
 _CACHE: dict[int, TaskSet] = {}
@@ -746,21 +771,10 @@ _LOCK = threading.Lock()
 
 
 def build_tasks(dataset_seed: int = 0) -> TaskSet:
-    """All 400 tasks (100 per level), built once per process and dataset seed."""
+    """The task set of a dataset seed (one per process; levels are built on first use)."""
     with _LOCK:
         if dataset_seed not in _CACHE:
-            corpus = build_corpus()
-            world = World(dataset_seed)
-            sim = Simulator(corpus, world)
-            inventory = phrase_inventory(corpus)
-            tasks: dict[str, Task] = {}
-            for level in LEVELS:
-                usage: Counter = Counter()
-                seen: set = set()
-                for i in range(1, TASKS_PER_LEVEL + 1):
-                    t = _build_task(corpus, world, sim, level, i, dataset_seed, usage, seen, inventory)
-                    tasks[t.task_id] = t
-            _CACHE[dataset_seed] = TaskSet(corpus, world, sim, tasks, dataset_seed)
+            _CACHE[dataset_seed] = TaskSet(dataset_seed)
         return _CACHE[dataset_seed]
 
 
@@ -774,5 +788,5 @@ def jaccard_mean(tasks: list[Task]) -> float:
     return total / n if n else 0.0
 
 
-def canonical_tasks(ts: TaskSet) -> str:
-    return canonical([t.to_json() for t in ts.tasks.values()])
+def canonical_tasks(ts: TaskSet, levels: tuple[int, ...] = LEVELS) -> str:
+    return canonical([t.to_json() for c in levels for t in ts.level(c)])
