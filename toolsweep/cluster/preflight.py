@@ -1,0 +1,321 @@
+"""Tool-calling preflight: does each model's reply parse into a valid action, before a sweep?
+
+A wrong chat template or tool parser shows up as replies no environment can read: every episode
+ends as `agent_format_error` and the sweep's numbers say nothing about the model. The preflight
+sends each model a few canned prompts and reports, per probe, whether the reply parses:
+
+- `native_tool_call`: a prompt with one tool schema; the reply must be a native tool call of that
+  tool with JSON-object arguments (this is what the tool parser produces).
+- `json_action`: no tools; the reply must contain a JSON object action (text-action benchmarks).
+- one probe per benchmark setting checked: the benchmark's own first observation (its system
+  prompt and tool schemas); the reply goes to the environment, which judges it as in a sweep
+  (invalid = `agent_format_error` or a parse error flagged in the step info), and native tool
+  calls must name a visible tool with JSON-object arguments.
+
+`toolsweep preflight CONFIG` prints the table and exits 1 when a model fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from toolsweep.evaluator.protocols import Benchmark
+from toolsweep.evaluator.types import Message, Sampling, TerminationReason
+from toolsweep.models.client import client_for
+from toolsweep.models.config import ScriptedModelConfig
+from toolsweep.models.factory import static_endpoint
+from toolsweep.models.policy import LLMPolicy
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather of a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "City name, e.g. Paris"}},
+            "required": ["city"],
+        },
+    },
+}
+NATIVE_PROMPT = [
+    Message(role="system", content="You are a helpful assistant. Use the provided tools to answer."),
+    Message(role="user", content="What is the weather in Paris right now? Call the get_weather tool."),
+]
+JSON_PROMPT = [
+    Message(
+        role="system",
+        content='You control an agent. Reply with exactly one JSON object of the form '
+        '{"action": "<name>", "arguments": {...}} and nothing else.',
+    ),
+    Message(role="user", content='Look up the weather in Paris using the action "get_weather" with argument "city".'),
+]
+_INFO_ERROR_KEYS = ("parse_error", "format_error", "invalid", "invalid_action")
+
+
+class ProbeResult(BaseModel):
+    model: str
+    probe: str
+    ok: bool
+    detail: str = ""
+    latency_s: float = 0.0
+    reply: str = Field("", description="The reply, shortened, for the report.")
+
+
+class PreflightReport(BaseModel):
+    results: list[ProbeResult] = Field(default_factory=list)
+
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(r.model for r in self.results))
+
+    def failed_models(self) -> list[str]:
+        return [m for m in self.models() if any(not r.ok for r in self.results if r.model == m)]
+
+    def passed(self, model: str) -> bool:
+        return model not in self.failed_models()
+
+    def text(self) -> str:
+        rows = [("model", "probe", "result", "latency", "detail")]
+        for r in self.results:
+            rows.append((r.model, r.probe, "ok" if r.ok else "FAIL", f"{r.latency_s:.1f}s", r.detail[:90]))
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
+        failed = self.failed_models()
+        lines.append("")
+        lines.append(
+            "all models passed" if not failed else
+            f"FAILED: {', '.join(failed)} — check the chat template and tool parser (engine_args.tool_call_parser, "
+            "engine_args.chat_template) before running a sweep"
+        )
+        return "\n".join(lines)
+
+
+def _short(message: Message) -> str:
+    if message.tool_calls:
+        return "; ".join(f"{c.function.name}({c.function.arguments})" for c in message.tool_calls)[:200]
+    return (message.text() or "")[:200].replace("\n", " ")
+
+
+def _json_object_args(arguments: str) -> bool:
+    try:
+        return isinstance(json.loads(arguments), dict)
+    except ValueError:
+        return False
+
+
+def check_native(message: Message, tools: list[dict[str, Any]], required: bool = True) -> tuple[bool, str]:
+    """Native tool calls must name a visible tool and carry JSON-object arguments."""
+    names = {t.get("function", {}).get("name") for t in tools}
+    if not message.tool_calls:
+        return (not required), "no native tool call (text reply)"
+    for call in message.tool_calls:
+        if call.function.name not in names:
+            return False, f"tool call names {call.function.name!r}, not a visible tool"
+        if not _json_object_args(call.function.arguments):
+            return False, f"arguments of {call.function.name!r} are not a JSON object: {call.function.arguments[:80]!r}"
+    return True, f"{len(message.tool_calls)} valid tool call(s)"
+
+
+def find_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in a text (a fenced block or bare braces)."""
+    decoder = json.JSONDecoder()
+    for i, ch in enumerate(text):
+        if ch == "{":
+            try:
+                obj, _ = decoder.raw_decode(text[i:])
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                return obj
+    return None
+
+
+def env_verdict(obs: Any) -> tuple[bool, str]:
+    """The environment's judgement of a reply, as a sweep would record it."""
+    if obs.termination == TerminationReason.AGENT_FORMAT_ERROR:
+        return False, "environment: agent_format_error"
+    info = obs.info or {}
+    for key in _INFO_ERROR_KEYS:
+        if info.get(key):
+            return False, f"environment: {key}: {str(info[key])[:80]}"
+    if info.get("valid") is False:
+        return False, "environment: invalid action"
+    for call in info.get("calls") or []:
+        if isinstance(call, dict) and str(call.get("status", "")).startswith(("invalid", "unknown", "parse")):
+            return False, f"environment: call {call.get('tool')!r} {call.get('status')}"
+    return True, "environment accepted the reply" + (" (episode ended)" if obs.done else "")
+
+
+async def _probe(model: str, name: str, policy: LLMPolicy, messages: list[Message], tools: list[dict[str, Any]], judge) -> ProbeResult:
+    start = time.monotonic()
+    try:
+        reply = await policy.act(messages, tools)
+    except Exception as exc:  # noqa: BLE001 - an unreachable or rejecting model fails its probe
+        return ProbeResult(model=model, probe=name, ok=False, detail=f"{type(exc).__name__}: {str(exc)[:300]}", latency_s=time.monotonic() - start)
+    latency = time.monotonic() - start
+    try:
+        ok, detail = await asyncio.to_thread(judge, reply.message)
+    except Exception as exc:  # noqa: BLE001 - an environment that crashes on the reply
+        ok, detail = False, f"environment raised {type(exc).__name__}: {exc}"
+    return ProbeResult(model=model, probe=name, ok=ok, detail=detail, latency_s=latency, reply=_short(reply.message))
+
+
+def _benchmark_probes(bench: Benchmark, settings: list[str], max_settings: int) -> list[tuple[str, Any]]:
+    """(probe name, environment factory) for the first task of each setting checked."""
+    out = []
+    chosen = settings if len(settings) <= max_settings else [settings[round(i * (len(settings) - 1) / (max_settings - 1))] for i in range(max_settings)] if max_settings > 1 else settings[:1]
+    for setting in dict.fromkeys(chosen):
+        tasks = bench.tasks(setting)
+        if tasks:
+            out.append((f"{bench.name}/{setting}", (lambda s=setting, t=tasks[0]: bench.make_env(t, s, 0))))
+    return out
+
+
+async def _run_model(model: Any, endpoint: Any, benchmarks: list[tuple[Benchmark, list[str]]], sampling: Sampling, max_settings: int) -> list[ProbeResult]:
+    client = client_for(endpoint)
+    system_prompt = getattr(model, "system_prompt", None)
+
+    def policy() -> LLMPolicy:
+        return LLMPolicy(client, sampling, seed=0, session=f"preflight-{model.name}", system_prompt=system_prompt)
+
+    def native(message: Message) -> tuple[bool, str]:
+        ok, detail = check_native(message, [WEATHER_TOOL])
+        if ok and "paris" not in message.tool_calls[0].function.arguments.lower():  # type: ignore[index]
+            return False, f"tool call without the asked city: {message.tool_calls[0].function.arguments[:80]}"  # type: ignore[index]
+        return ok, detail
+
+    def json_action(message: Message) -> tuple[bool, str]:
+        obj = find_json_object(message.text())
+        if obj is None:
+            return False, "no JSON object in the reply"
+        if "action" not in obj:
+            return False, f"JSON object without an 'action' key: {json.dumps(obj)[:80]}"
+        return True, f"JSON action {obj.get('action')!r}"
+
+    jobs = [
+        _probe(model.name, "native_tool_call", policy(), NATIVE_PROMPT, [WEATHER_TOOL], native),
+        _probe(model.name, "json_action", policy(), JSON_PROMPT, [], json_action),
+    ]
+    for bench, settings in benchmarks:
+        for name, make_env in _benchmark_probes(bench, settings, max_settings):
+            env = await asyncio.to_thread(make_env)
+            obs = await asyncio.to_thread(env.reset)
+
+            def judge(message: Message, env=env, tools=obs.tools) -> tuple[bool, str]:
+                if tools:
+                    ok, detail = check_native(message, tools, required=False)
+                    if not ok:
+                        return ok, detail
+                return env_verdict(env.step(message))
+
+            jobs.append(_probe(model.name, name, policy(), list(obs.messages), obs.tools, judge))
+    return list(await asyncio.gather(*jobs))
+
+
+def run_preflight(
+    models: list[Any],
+    benchmarks: list[Any],
+    endpoints: dict[str, Any] | None = None,
+    *,
+    sampling: Sampling | None = None,
+    max_settings: int = 3,
+) -> PreflightReport:
+    """Probe every LLM model (scripted ones need no check).
+
+    `benchmarks`: Benchmark instances, names, or (name or instance, settings) pairs, or config
+    entries with `name`, `options` and `settings`. `endpoints`: from a running `ModelRuntime`;
+    without them, a runtime is started for the vLLM models and stopped afterwards.
+    """
+    from toolsweep.evaluator.registry import get_benchmark
+
+    resolved: list[tuple[Benchmark, list[str]]] = []
+    for entry in benchmarks:
+        settings: Any = "all"
+        if isinstance(entry, tuple):
+            entry, settings = entry
+        if not isinstance(entry, Benchmark):
+            if isinstance(entry, str):
+                entry = get_benchmark(entry)
+            else:
+                settings = getattr(entry, "settings", "all")
+                entry = get_benchmark(entry.name, getattr(entry, "options", {}) or {})
+        names = list(entry.settings()) if settings == "all" else list(settings)
+        resolved.append((entry, names))
+
+    llms = [m for m in models if not isinstance(m, ScriptedModelConfig)]
+    runtime = None
+    if endpoints is None:
+        endpoints = {}
+        needs_runtime = [m for m in llms if static_endpoint(m) is None]
+        if needs_runtime:
+            from toolsweep.cluster.models_runtime import ModelRuntime
+
+            runtime = ModelRuntime(needs_runtime)
+            endpoints = runtime.start()
+    sampling = sampling or Sampling(temperature=0.0, max_tokens=256)
+    try:
+        async def main() -> list[ProbeResult]:
+            groups = await asyncio.gather(*(
+                _run_model(m, endpoints.get(m.name) or static_endpoint(m), resolved, sampling, max_settings) for m in llms
+            ))
+            return [r for g in groups for r in g]
+
+        return PreflightReport(results=asyncio.run(main()))
+    finally:
+        if runtime is not None:
+            runtime.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="toolsweep preflight",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Send each model of a sweep config canned prompts with the benchmarks' tool schemas and "
+        "report whether the replies parse into valid actions (native tool calls and JSON actions).\n\n"
+        "example:\n  toolsweep preflight configs/sweeps/smollm2_cpu.yaml\n"
+        "  toolsweep preflight configs/sweeps/gpu.yaml --models qwen3-8b --json",
+    )
+    parser.add_argument("config", help="sweep YAML")
+    parser.add_argument("--models", help="comma-separated model names to check (default: all)")
+    parser.add_argument("--max-settings", type=int, default=3, help="settings probed per benchmark (default 3)")
+    parser.add_argument("--address", help="Ray cluster address for vLLM models (default: embedded Ray)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+
+    from toolsweep.cluster.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except (ConfigError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    models = list(config.models)
+    if args.models:
+        wanted = set(args.models.split(","))
+        unknown = wanted - {m.name for m in models}
+        if unknown:
+            print(f"error: --models names unknown model(s) {sorted(unknown)}; the config has {[m.name for m in models]}", file=sys.stderr)
+            return 2
+        models = [m for m in models if m.name in wanted]
+    if any(getattr(m, "kind", "") == "vllm" for m in models):
+        import os
+
+        import ray
+
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        if not ray.is_initialized():
+            ray.init(address=args.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    report = run_preflight(models, list(config.benchmarks), max_settings=args.max_settings, sampling=Sampling(temperature=0.0, max_tokens=min(config.sampling.max_tokens, 512)))
+    print(report.model_dump_json(indent=2) if args.json else report.text())
+    return 1 if report.failed_models() else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
