@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+
+def _expand_path(value: str) -> str:
+    """`~` and $VARS in model paths, so shipped configs can name the user's cache."""
+    return os.path.expandvars(os.path.expanduser(value))
 
 
 class _ModelBase(BaseModel):
@@ -72,6 +80,11 @@ class VLLMEngineArgs(BaseModel):
     )
     seed: int = Field(0, description="Engine seed (per-request seeds come from the work unit).")
 
+    @field_validator("chat_template")
+    @classmethod
+    def _expand(cls, v: str | None) -> str | None:
+        return None if v is None else _expand_path(v)
+
     def to_cli(self) -> list[str]:
         """The server's command-line flags for these arguments."""
         args: list[str] = []
@@ -113,6 +126,11 @@ class VLLMModelConfig(_LLMBase):
     startup_timeout_s: float = Field(900.0, gt=0, description="Engine start incl. weight loading.")
     python: str | None = Field(None, description="Python that runs the server; None = the actor's.")
 
+    @field_validator("path")
+    @classmethod
+    def _expand(cls, v: str) -> str:
+        return _expand_path(v)
+
     @property
     def served_model_name(self) -> str:
         return self.name
@@ -138,6 +156,11 @@ class HFModelConfig(_LLMBase):
     num_threads: int | None = Field(None, gt=0, description="torch intra-op threads; None = torch's default.")
     seed: int = 0
 
+    @field_validator("path", "chat_template")
+    @classmethod
+    def _expand(cls, v: str | None) -> str | None:
+        return None if v is None else _expand_path(v)
+
 
 ModelConfig = Annotated[
     Union[ScriptedModelConfig, OpenAIModelConfig, VLLMModelConfig, HFModelConfig],
@@ -145,3 +168,11 @@ ModelConfig = Annotated[
 ]
 
 LLM_KINDS = ("openai", "vllm", "hf")
+
+
+def load_model_config(path: str | Path) -> Any:
+    """One model entry from a YAML file (e.g. configs/models/smollm2_hf.yaml), validated."""
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text())
+    return TypeAdapter(ModelConfig).validate_python(data)
