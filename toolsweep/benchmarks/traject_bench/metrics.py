@@ -24,11 +24,10 @@ from typing import Any, Iterable
 
 from toolsweep.benchmarks.traject_bench.data import Task, canon_name
 from toolsweep.benchmarks.traject_bench.replay import (
-    _key_value,
     is_blank,
     names_tool,
-    normalize_value,
     placeholder_target,
+    value_key,
 )
 
 NAN = float("nan")
@@ -53,51 +52,74 @@ def _clean(params: Iterable[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return [(str(k), v) for k, v in params if not is_blank(v)]
 
 
-def _sort_key(item: tuple[str, Any]) -> tuple[str, str]:
-    return (item[0], repr(_key_value(normalize_value(item[1]))))
+Norm = tuple[tuple[str, Any, Any], ...]  # sorted (name, normalised key, raw value), blanks dropped
+
+
+def _norm_list(params: Iterable[tuple[str, Any]]) -> Norm:
+    items = [(str(k), value_key(v), v) for k, v in params if not is_blank(v)]
+    items.sort(key=lambda x: (x[0], repr(x[1])))
+    return tuple(items)
+
+
+def _forms(call: Any) -> tuple[Norm, Norm, Norm]:
+    """(required, optional, merged) normalised parameter lists, computed once per call object."""
+    got = getattr(call, "_norm_forms", None)
+    if got is None:
+        req, opt = _norm_list(call.required), _norm_list(call.optional)
+        # Merged (for calls without a required/optional split): a repeated name keeps its last
+        # value, as in the request the recording came from.
+        last = {str(k): v for k, v in (*call.required, *call.optional)}
+        got = (req, opt, _norm_list(last.items()))
+        object.__setattr__(call, "_norm_forms", got)  # also on frozen gold calls: a pure cache
+    return got
+
+
+def _placeholder_ok(raw: Any, source: str | None) -> bool:
+    if source is None:
+        return False
+    target = placeholder_target(raw)
+    return target is not None and names_tool(target, source)
 
 
 def value_equal(pred: Any, gold: Any, source: str | None = None) -> bool:
     """Normalised equality; with `source`, a placeholder naming that tool also counts as equal."""
-    if source is not None:
-        target = placeholder_target(pred)
-        if target is not None and names_tool(target, source):
-            return True
-    try:
-        return bool(normalize_value(pred) == normalize_value(gold))
-    except Exception:  # noqa: BLE001 - exotic values that refuse comparison are simply unequal
-        return False
+    if _placeholder_ok(pred, source):
+        return True
+    return value_key(pred) == value_key(gold)
 
 
-def _lists_equal(
-    pred: list[tuple[str, Any]], gold: list[tuple[str, Any]], bound: dict[str, str] | None
-) -> bool:
-    p, g = sorted(_clean(pred), key=_sort_key), sorted(_clean(gold), key=_sort_key)
-    if [k for k, _ in p] != [k for k, _ in g]:
+def _lists_equal(p: Norm, g: Norm, bound: dict[str, str] | None) -> bool:
+    if len(p) != len(g):
         return False
-    return all(
-        value_equal(pv, gv, (bound or {}).get(k)) for (k, pv), (_, gv) in zip(p, g)
-    )
+    for (pk, pv, praw), (gk, gv, _) in zip(p, g):
+        if pk != gk:
+            return False
+        if pv != gv and not (bound and _placeholder_ok(praw, bound.get(pk))):
+            return False
+    return True
 
 
 def params_equal(pred: PredCall, gold: Any, bound: dict[str, str] | None = None) -> bool:
     """Spec §4.2 pair score: required and optional lists compared separately (merged for calls
     with no split). `bound` maps a gold parameter to the tool its value comes from."""
+    pr, po, pm = _forms(pred)
+    gr, go, gm = _forms(gold)
     if pred.split_known:
-        return _lists_equal(pred.required, list(gold.required), bound) and _lists_equal(
-            pred.optional, list(gold.optional), bound
-        )
-    return _lists_equal(pred.required + pred.optional, [*gold.required, *gold.optional], bound)
+        return _lists_equal(pr, gr, bound) and _lists_equal(po, go, bound)
+    return _lists_equal(pm, gm, bound)
 
 
 def param_overlap(pred: PredCall, gold: Any, bound: dict[str, str] | None = None) -> float:
     """Share of parameter names (gold ∪ pred) whose values agree (Traj-Satisfy's Q)."""
-    p = dict(_clean(pred.required + pred.optional))
-    g = dict(_clean([*gold.required, *gold.optional]))
+    p = {k: (v, raw) for k, v, raw in _forms(pred)[2]}
+    g = {k: v for k, v, _ in _forms(gold)[2]}
     names = set(p) | set(g)
     if not names:
         return 1.0
-    ok = sum(1 for k in names if k in p and k in g and value_equal(p[k], g[k], (bound or {}).get(k)))
+    ok = 0
+    for k in names:
+        if k in p and k in g and (p[k][0] == g[k] or _placeholder_ok(p[k][1], (bound or {}).get(k))):
+            ok += 1
     return ok / len(names)
 
 
@@ -161,7 +183,7 @@ def _lcs(a: list[str], b: list[str]) -> int:
 # Acc proxy: recall of the gold answer's tool-grounded facts in the predicted final answer.
 
 _NUM = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
-_ID = re.compile(r"(?<![\w:-])(?=[\w:-]*\d)(?=[\w:-]*[a-z])[\w:-]{4,}")
+_TOKEN = re.compile(r"[\w:-]{4,}")
 _WORD = re.compile(r"[a-z][a-z'-]{4,}")
 _STOP = frozenset(
     "about above after again against because before being below between could during each "
@@ -187,7 +209,12 @@ def _numbers(text: str) -> list[str]:
 
 
 def _ids(text: str) -> list[str]:
-    return _ID.findall(text.lower())
+    """Identifier-like tokens: mixed letters and digits (ids, codes, URLs' slugs)."""
+    out = []
+    for tok in _TOKEN.findall(text.lower()):
+        if any(ch.isdigit() for ch in tok) and any(ch.isalpha() for ch in tok):
+            out.append(tok)
+    return out
 
 
 def _words(text: str) -> list[str]:
@@ -234,6 +261,8 @@ def key_facts(task: Task) -> tuple[tuple[str, str], ...]:
 
 def fact_recall(task: Task, answer: str) -> float:
     facts = key_facts(task)
+    if answer == task.final_answer:
+        return 1.0  # the facts are drawn from the gold answer itself (saves the scan)
     if not facts:  # a gold answer with no content: both empty is a match
         return 1.0 if not answer.strip() else 0.0
     have = {"num": set(_numbers(answer)), "id": set(_ids(answer)), "word": set(_words(answer))}
@@ -270,9 +299,14 @@ def score_episode(
 
     bound = bound_params(task)
     pairs = pair_calls(pred, task, lenient=True, paper_compat=paper_compat)
-    strict_pairs = pair_calls(pred, task, lenient=False, paper_compat=paper_compat)
     usage_num = sum(params_equal(pred[pj], task.calls[gi], bound.get(gi)) for gi, pj in pairs)
-    strict_num = sum(params_equal(pred[pj], task.calls[gi]) for gi, pj in strict_pairs)
+    if bound and any(
+        placeholder_target(raw) is not None for c in pred for form in _forms(c)[:2] for _, _, raw in form
+    ):
+        strict_pairs = pair_calls(pred, task, lenient=False, paper_compat=paper_compat)
+        strict_num = sum(params_equal(pred[pj], task.calls[gi]) for gi, pj in strict_pairs)
+    else:  # without placeholders the two scorings coincide
+        strict_pairs, strict_num = pairs, usage_num
 
     if task.sequential:
         order_lcs = _lcs(pred_names, gold_names) / max(1, n_gold)

@@ -42,7 +42,7 @@ class _Scripted:
             body: dict[str, Any] = {"tool list": calls}
             if method == "cot":
                 body = {"thought": self.thought, "tool list": calls}
-            text = "```json\n" + json.dumps(body, ensure_ascii=False, indent=1) + "\n```"
+            text = "```json\n" + json.dumps(body, ensure_ascii=False) + "\n```"
             return AgentReply(message=Message(role="assistant", content=text))
         i = self.sent
         self.sent += 1

@@ -100,26 +100,32 @@ def is_blank(v: Any) -> bool:
 
 
 def _key_value(v: Any) -> Any:
-    # A JSON-able form in which metric-equal values are identical (True == 1, 100.0 == 100).
+    """A hashable form in which metric-equal normalised values are identical (True == 1, 100.0 == 100)."""
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, float) and v.is_integer():
         return int(v)
-    if isinstance(v, (list, tuple)):
-        return [_key_value(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _key_value(x) for k, x in v.items()}
     if isinstance(v, (int, float, str)) or v is None:
         return v
-    return repr(v)
+    if isinstance(v, (list, tuple)):
+        return ("__list__", tuple(_key_value(x) for x in v))
+    if isinstance(v, dict):
+        return ("__dict__", tuple(sorted(((str(k), _key_value(x)) for k, x in v.items()), key=repr)))
+    return ("__repr__", repr(v))
 
 
-def args_key(args: Iterable[tuple[str, Any]]) -> str:
-    """Canonical text of a call's arguments: blanks dropped, values normalised, names sorted."""
-    items = sorted(
-        (str(k), _key_value(normalize_value(v))) for k, v in args if not is_blank(v)
-    )
-    return json.dumps(items, sort_keys=True, ensure_ascii=False, default=repr)
+def value_key(v: Any) -> Any:
+    """Hashable key of a raw value after `normalize_value`."""
+    return _key_value(normalize_value(v))
+
+
+def args_key(args: Iterable[tuple[str, Any]]) -> tuple:
+    """Canonical key of a call's arguments: blanks dropped, values normalised, names sorted.
+
+    A name given twice keeps its last value, as the request the recording came from did (the
+    authors execute `tool_input={name: value}`); a few gold calls list a name twice."""
+    merged = {str(k): v for k, v in args}
+    return tuple(sorted(((k, value_key(v)) for k, v in merged.items() if not is_blank(v)), key=repr))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,7 +210,7 @@ class Replayer:
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
-        index: dict[tuple[str, str], str] = {}
+        index: dict[tuple[str, tuple], str] = {}
         for split in dataset.splits():
             for task in dataset.tasks[split]:
                 for c in task.calls:
@@ -212,8 +218,8 @@ class Replayer:
         self.index = index
 
     @staticmethod
-    def task_index(task: Task) -> dict[tuple[str, str], list[str]]:
-        out: dict[tuple[str, str], list[str]] = defaultdict(list)
+    def task_index(task: Task) -> dict[tuple[str, tuple], list[str]]:
+        out: dict[tuple[str, tuple], list[str]] = defaultdict(list)
         for c in task.calls:
             out[(c.name, args_key((*c.required, *c.optional)))].append(c.output)
         return dict(out)
@@ -222,8 +228,8 @@ class Replayer:
         self,
         name: str,
         args: Iterable[tuple[str, Any]],
-        local: dict[tuple[str, str], list[str]] | None = None,
-        used: dict[tuple[str, str], int] | None = None,
+        local: dict[tuple[str, tuple], list[str]] | None = None,
+        used: dict[tuple[str, tuple], int] | None = None,
     ) -> tuple[str, str]:
         """(output text, status) with status in {"recorded", "no_record", "not_found"}."""
         name = canon_name(name)

@@ -8,6 +8,7 @@ formula: k1=1.5, b=0.75, negative IDFs floored at epsilon x mean IDF) over tool 
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 import threading
@@ -54,7 +55,7 @@ class BM25:
     def top_k(self, query: str, k: int) -> list[int]:
         """Indices of the k best documents; ties keep pool order (deterministic)."""
         s = self.scores(query)
-        return sorted(range(self.n), key=lambda i: (-s[i], i))[:k]
+        return heapq.nsmallest(k, range(self.n), key=lambda i: (-s[i], i))
 
 
 class ToolRetriever:
@@ -63,6 +64,7 @@ class ToolRetriever:
     def __init__(self, describe: dict[str, str]) -> None:
         self._describe = describe
         self._indexes: dict[tuple[str, ...], BM25] = {}
+        self._results: dict[tuple[tuple[str, ...], str, int], list[str]] = {}
         self._lock = threading.Lock()
 
     def _index(self, pool: tuple[str, ...]) -> BM25:
@@ -76,4 +78,11 @@ class ToolRetriever:
         return idx
 
     def retrieve(self, query: str, pool: tuple[str, ...], k: int) -> list[str]:
-        return [pool[i] for i in self._index(pool).top_k(query, k)]
+        """Top-k tool names of `pool` for `query` (results cached: every model sees the same)."""
+        key = (pool, query, k)
+        got = self._results.get(key)
+        if got is None:
+            got = [pool[i] for i in self._index(pool).top_k(query, k)]
+            if len(self._results) < 100_000:
+                self._results[key] = got
+        return list(got)
