@@ -120,23 +120,27 @@ def model_demands(models: Iterable[Any]) -> list[ReplicaDemand]:
 
 
 def node_capacities(nodes: Iterable[Mapping[str, Any]]) -> list[NodeCapacity]:
-    """Accepts `ray.nodes()` records ({"NodeID", "Alive", "Resources"}) or plain resource dicts
-    ({"GPU": 2, "CPU": 16}, optionally with "node_id"); dead nodes are ignored."""
-    out: list[NodeCapacity] = []
+    """Accepts `ray.nodes()` records ({"NodeID", "Alive", "Resources", "NodeManagerHostname"}) or plain
+    resource dicts ({"GPU": 2, "CPU": 16}, optionally with "node_id"); dead nodes are ignored. Nodes
+    are named by host (a pod name on Kubernetes), with the node id added where hosts repeat."""
+    named: list[tuple[str, str, Mapping[str, Any]]] = []
     for i, node in enumerate(nodes):
         if "Resources" in node:
             if not node.get("Alive", True):
                 continue
-            resources = node["Resources"]
-            node_id = str(node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or node.get("NodeID") or i)
-            # Two nodes may share a host name (ray start twice on one machine): keep ids distinct.
-            if any(n.node_id == node_id for n in out):
-                node_id = f"{node_id}#{str(node.get('NodeID', i))[:8]}"
+            host = str(node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or f"node-{i}")
+            named.append((host, str(node.get("NodeID", i))[:8], node["Resources"]))
         else:
-            resources = node
-            node_id = str(node.get("node_id", f"node-{i}"))
-        out.append(NodeCapacity(node_id, float(resources.get("GPU", 0.0)), float(resources.get("CPU", 0.0))))
-    return out
+            named.append((str(node.get("node_id", f"node-{i}")), str(i), node))
+    hosts = [h for h, _, _ in named]
+    return [
+        NodeCapacity(
+            host if hosts.count(host) == 1 else f"{host}/{suffix}",
+            float(resources.get("GPU", 0.0)),
+            float(resources.get("CPU", 0.0)),
+        )
+        for host, suffix, resources in named
+    ]
 
 
 # -- the check -------------------------------------------------------------------------------------
