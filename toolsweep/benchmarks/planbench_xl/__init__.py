@@ -1,0 +1,138 @@
+"""PlanBench-XL: long-horizon planning over a 1,665-tool retail ecosystem with retrieval-time
+blocking (Liu, Lin et al.). The world, tasks and blockers are generated deterministically; see
+`../shared/specs/planbench_xl.md` for every choice the paper left open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolsweep.benchmarks.planbench_xl.analysis import report_tables as _report_tables
+from toolsweep.benchmarks.planbench_xl.blocking import K_BLK, POOL_CAP, SETTINGS, Blocker
+from toolsweep.benchmarks.planbench_xl.environment import MAX_INVALID_CALLS, MAX_TURNS, PlanBenchEnv
+from toolsweep.benchmarks.planbench_xl.metrics import all_metrics
+from toolsweep.benchmarks.planbench_xl.policies import POLICIES, OraclePolicy, PlannerPolicy, RandomPolicy
+from toolsweep.benchmarks.planbench_xl.retriever import Retriever
+from toolsweep.benchmarks.planbench_xl.tasks import TaskSet, build_tasks
+from toolsweep.benchmarks.planbench_xl.world import N_CASES, World, build_world
+from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
+
+__all__ = ["PlanBenchXL", "PlanBenchEnv", "lstar_of"]
+
+
+class PlanBenchXL(Benchmark):
+    name = "planbench_xl"
+    version = "1.0.0"
+
+    class Options(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        n_cases: int = Field(N_CASES, ge=1, le=8, description="Backend retail cases (1 mimics the paper's IDs).")
+        k_blk: int = Field(K_BLK, ge=1, le=10, description="Largest blocked tool combination searched.")
+        pool_cap: int = Field(POOL_CAP, gt=0, description="Blocker combinations examined per level at most.")
+        max_invalid_calls: int = Field(MAX_INVALID_CALLS, ge=1, description="Invalid calls before termination.")
+        meta_tool_addendum: bool = Field(True, description="Describe the retrieval payloads in the prompt.")
+        expose_output_datatype: bool = Field(True, description="Show canonical output datatypes (Figs. 11-18).")
+        implicit_updates_state: bool = Field(True, description="An implicit-failure output adds d_out to D_t.")
+        enf_only_if_target_unreached: bool = Field(
+            False, description="Enforced exploration fires only if the target datatype was not reached.")
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._lock = threading.Lock()
+        self._built: tuple[World, TaskSet, Retriever, Blocker] | None = None
+
+    def _data(self) -> tuple[World, TaskSet, Retriever, Blocker]:
+        if self._built is None:
+            with self._lock:
+                if self._built is None:
+                    world = build_world(self.options.n_cases)
+                    tasks = build_tasks(world, n_cases=self.options.n_cases)
+                    self._built = (world, tasks, Retriever(world),
+                                   Blocker(world, pool_cap=self.options.pool_cap, k_blk=self.options.k_blk))
+        return self._built
+
+    @property
+    def world(self) -> World:
+        return self._data()[0]
+
+    @property
+    def task_set(self) -> TaskSet:
+        return self._data()[1]
+
+    @property
+    def blocker(self) -> Blocker:
+        return self._data()[3]
+
+    def settings(self) -> dict[str, dict[str, Any]]:
+        return {n: s.params() for n, s in SETTINGS.items()}
+
+    def _spec(self, setting: str):
+        if setting not in SETTINGS:
+            raise KeyError(f"unknown PlanBench-XL setting {setting!r}; available: {', '.join(SETTINGS)}")
+        return SETTINGS[setting]
+
+    def tasks(self, setting: str) -> list[str]:
+        ts = self.task_set
+        return [t.id for t in (ts.single_step if self._spec(setting).single_step else ts.tasks)]
+
+    def make_env(self, task_id: str, setting: str, seed: int) -> Environment:
+        world, ts, retriever, blocker = self._data()
+        spec = self._spec(setting)
+        task = ts.by_id.get(task_id)
+        if task is None or task.single_step != spec.single_step:
+            raise KeyError(f"task {task_id!r} is not part of setting {setting!r}; see tasks({setting!r})")
+        blocked = blocker.choose(task, spec, seed).blocked
+        o = self.options
+        return PlanBenchEnv(world, retriever, task, spec, blocked, seed, max_turns=MAX_TURNS,
+                            max_invalid_calls=o.max_invalid_calls, meta_tool_addendum=o.meta_tool_addendum,
+                            expose_output_datatype=o.expose_output_datatype,
+                            implicit_updates_state=o.implicit_updates_state,
+                            enf_only_if_target_unreached=o.enf_only_if_target_unreached)
+
+    def metrics(self, setting: str | None = None) -> list[MetricSpec]:
+        return all_metrics()
+
+    def scripted_policies(self) -> dict[str, str]:
+        return dict(POLICIES)
+
+    def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
+        if name == "oracle":
+            return OraclePolicy(env)  # type: ignore[arg-type]
+        if name == "random":
+            return RandomPolicy(seed)
+        if name == "planner":
+            return PlannerPolicy()
+        return super().make_scripted_policy(name, env, seed)
+
+    def fingerprint(self) -> dict[str, Any]:
+        world, ts, _, _ = self._data()
+        return {"version": self.version, "world_hash": world.world_hash, "tasks_hash": tasks_hash(ts),
+                "n_tools": len(world.tools), "n_tasks": len(ts.tasks), "options": self.options.model_dump()}
+
+    def max_turns(self, setting: str) -> int:
+        # Injected enforced-exploration feedback is not a turn; the env's own budget is 100.
+        return MAX_TURNS + 10
+
+    def report_tables(self, cells: list[dict[str, Any]]) -> list[ReportTable]:
+        return _report_tables([c for c in cells if c.get("benchmark", self.name) == self.name])
+
+    def lstar(self, task_id: str) -> int:
+        return self.task_set.by_id[task_id].lstar
+
+
+def tasks_hash(ts: TaskSet) -> str:
+    """sha256 over the task records that selection fixes (inputs, values, gold, query, pi*)."""
+    blob = [[t.id, list(t.inputs), t.target, t.case, list(t.input_values), t.gold, t.query, t.lstar,
+             list(t.gt_path)] for t in ts.tasks + ts.single_step]
+    return hashlib.sha256(json.dumps(blob, separators=(",", ":")).encode()).hexdigest()
+
+
+def lstar_of(task_id: str, n_cases: int = N_CASES) -> int:
+    """L* of a task id (for grouping results by shortest-path length)."""
+    return build_tasks(build_world(n_cases), n_cases=n_cases).by_id[task_id].lstar
