@@ -230,6 +230,16 @@ def test_random_agent_runs_without_errors(bench):
             assert set(r.metrics) >= {"tsr", "prr", "rc"}
 
 
+def test_options_one_c4_fault_slot_and_distractors():
+    b = ToolMaze(c4_fault_slots="one", n_distractors=3)
+    env = b.make_env("C4_task_001", "C4-P2-std", 0)
+    assert len(env.profile.rules) == 1 and len(env.schemas) == len(env.task.tools_visible) + 3
+    m = _cell_metrics(run_cell(b, "oracle", "C4-P4-std", b.tasks("C4-P4-std")[::10]))
+    assert (m["tsr"], m["prr"], m["rc"]) == (1, 1, 0)
+    with pytest.raises(Exception):
+        ToolMaze(c4_fault_slots="some")
+
+
 def test_scripted_policies_listed(bench):
     assert set(bench.scripted_policies()) >= {"oracle", "naive", "retry", "random"}
     env = bench.make_env("C1_task_001", "C1-P0-std", 0)
@@ -303,6 +313,10 @@ def test_report_tables_follow_the_paper_layout():
     prr = [v + 0.05 * c for v in (0.8, 0.4, 0.3, 0.2) for c in (1, 2, 3, 4)]
     rc = [0.1 * i for i in (1, 2, 3, 4) for _ in range(4)]
     assert std[-1] == f"{100 * composite_avg(tsr, prr, rc):.2f}"
-    gap = tables[2]
+    gap = tables[-1]
+    assert gap.title.startswith("ToolMaze implicit-explicit trust gap")
     assert gap.rows[0][1] == "50.00" and gap.rows[0][2] == "20.00" and gap.rows[0][3] == "35.00"
     assert len(tables[1].rows[0]) == 1 + 12 + 1
+    t21 = next(t for t in tables if "Table 21" in t.title)
+    assert len(t21.columns) == 1 + 4 * 13 and t21.rows[0][1] == "80.00"
+    assert t21.rows[0][3] == f"{100 * (0.8 + 0.05):.2f}"  # C1 P1 PRR

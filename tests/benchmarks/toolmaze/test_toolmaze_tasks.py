@@ -131,9 +131,11 @@ def test_queries_verbatim_slots_no_tool_names_and_reverse_parse(ts):
         assert t.task_spec["goal"] and "entity" in t.task_spec
 
 
-def test_paper_example_tools_appear_in_tasks(ts):
+def test_corpus_is_spread_and_paper_example_query_is_used(ts):
     used = {x for t in ts.tasks.values() for x in t.tool_set}
     assert len(used) >= 200  # usage-weighted sampling spreads the corpus
+    paper = [t for t in ts.tasks.values() if "—my account settles in euros." in t.query]
+    assert paper and all(f"invest in {t.slots['company']}—" in t.query for t in paper)
 
 
 _CHILD = """

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 import threading
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,10 +20,21 @@ from toolsweep.benchmarks.toolmaze.metrics import composite_avg, metric_specs, t
 from toolsweep.benchmarks.toolmaze.perturbation import Profile, build_profile
 from toolsweep.benchmarks.toolmaze.policies import POLICIES, make_policy
 from toolsweep.benchmarks.toolmaze.tasks import LEVELS, TaskSet, build_tasks, canonical_tasks
+from toolsweep.benchmarks.toolmaze.tools import seeded_int
 from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
 
 MODES = ("P0", "P1", "P2", "P3", "P4")
 PERTURBED = ("P1", "P2", "P3", "P4")
+
+
+def distractors(ts: TaskSet, task, n: int) -> list[str]:
+    """`n` tools of the task's primary domain that are not in its DAG (seeded per task)."""
+    if n <= 0:
+        return []
+    pool = sorted(t.name for t in ts.corpus.tools.values()
+                  if t.domain == task.primary_domain and t.name not in task.tool_set)
+    rng = random.Random(seeded_int(ts.dataset_seed, "distractors", task.task_id))
+    return rng.sample(pool, min(n, len(pool)))
 
 
 def setting_names() -> list[str]:
@@ -58,6 +70,11 @@ class ToolMaze(Benchmark):
         dataset_seed: int = Field(0, description="Seed of corpus values, tasks and fault profiles; "
                                   "independent of the run seed (spec §9).")
         max_steps: int = Field(25, gt=0, description="Agent steps per episode (paper §4.1: 25).")
+        c4_fault_slots: Literal["all", "one"] = Field(
+            "all", description="C4: every parallel slot carries a fault rule ('all', spec A6) or one "
+                               "seeded slot does ('one').")
+        n_distractors: int = Field(0, ge=0, le=20, description="Extra same-domain tools shown to the "
+                                   "agent that are not in the task's DAG (spec §3.2 step 10).")
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -88,7 +105,7 @@ class ToolMaze(Benchmark):
         with self._lock:
             if key not in self._profiles:
                 ts = self.data
-                self._profiles[key] = build_profile(ts, ts.task(task_id), mode)
+                self._profiles[key] = build_profile(ts, ts.task(task_id), mode, self.options.c4_fault_slots)
             return self._profiles[key]
 
     def make_env(self, task_id: str, setting: str, seed: int) -> Environment:
@@ -99,7 +116,8 @@ class ToolMaze(Benchmark):
             raise ValueError(f"task {task_id} is a C{task.complexity} task; setting {setting} is C{level}")
         # the environment depends only on the dataset seed: every model and run seed sees the same
         # task and the same injected responses (spec §9); `seed` is the run seed.
-        return ToolMazeEnv(ts, task, self.profile(task_id, p), prompt, seed, self.options.max_steps)
+        return ToolMazeEnv(ts, task, self.profile(task_id, p), prompt, seed, self.options.max_steps,
+                           distractors=distractors(ts, task, self.options.n_distractors))
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         if setting is None:
@@ -117,7 +135,7 @@ class ToolMaze(Benchmark):
 
     def fingerprint(self) -> dict[str, Any]:
         ts = self.data
-        return {"version": self.version, "dataset_seed": self.options.dataset_seed,
+        return {"version": self.version, **self.options.model_dump(),
                 "corpus_sha256": ts.corpus.fingerprint(),
                 "tasks_sha256": hashlib.sha256(canonical_tasks(ts).encode()).hexdigest()}
 
@@ -188,6 +206,24 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
         title="ToolMaze Table 20: C-based average results (%) across complexity levels (P1-P4)",
         columns=["Model (prompt)"] + [f"C{c} {m}" for c in LEVELS for m in ("TSR", "PRR", "RC")] + ["Avg."],
         rows=rows20, note="Each C column averages the four perturbation modes."))
+    for prompt, num in (("std", 21), ("hint", 22)):
+        detail = []
+        for model in models:
+            if not any((model, f"C{c}-{p}-{prompt}") in idx for c in LEVELS for p in PERTURBED):
+                continue
+            row = [model]
+            for c in LEVELS:
+                row.append(_pct(_val(idx, model, f"C{c}-P0-std", "tsr")))
+                for p in PERTURBED:
+                    row += [_pct(_val(idx, model, f"C{c}-{p}-{prompt}", m)) for m in ("tsr", "prr", "rc")]
+            detail.append(row)
+        if detail:
+            out.append(ReportTable(
+                title=f"ToolMaze Table {num}: detailed results ({'failure-aware' if prompt == 'hint' else 'standard'}"
+                      " prompt) across C1-C4 and NP/P1-P4",
+                columns=["Model"] + [f"C{c} {col}" for c in LEVELS for col in
+                                     ["TSR NP"] + [f"{p} {m}" for p in PERTURBED for m in ("TSR", "PRR", "RC")]],
+                rows=detail, note="TSR and PRR: higher is better; RC: lower is better. NP uses the standard prompt."))
     if gaps:
         out.append(ReportTable(
             title="ToolMaze implicit-explicit trust gap (w/ hint, PRR points)",

@@ -10,27 +10,32 @@ error messages and count as tool calls; they are never exceptions and never pert
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 from toolsweep.benchmarks.toolmaze.metrics import CallRecord, judge
 from toolsweep.benchmarks.toolmaze.perturbation import Engine, Profile
 from toolsweep.benchmarks.toolmaze.prompts import system_prompt
 from toolsweep.benchmarks.toolmaze.tasks import Task, TaskSet
-from toolsweep.benchmarks.toolmaze.tools import canonical, error
+from toolsweep.benchmarks.toolmaze.tools import canonical, error, seeded_int
 from toolsweep.evaluator.types import EpisodeMetrics, Message, Observation, TerminationReason
 
 
 class ToolMazeEnv:
     def __init__(self, ts: TaskSet, task: Task, profile: Profile, prompt: str, seed: int,
-                 max_steps: int = 25) -> None:
+                 max_steps: int = 25, distractors: list[str] | None = None) -> None:
         self.ts = ts
         self.task = task
         self.profile = profile
         self.prompt = prompt
         self.seed = seed
         self.max_steps = max_steps
-        self.schemas = [ts.corpus.tools[t].openai_schema() for t in task.tools_visible]
-        self.visible = frozenset(task.tools_visible)
+        visible = list(task.tools_visible)
+        if distractors:
+            visible += [d for d in distractors if d not in visible]
+            random.Random(seeded_int(ts.dataset_seed, "visible+", task.task_id)).shuffle(visible)
+        self.schemas = [ts.corpus.tools[t].openai_schema() for t in visible]
+        self.visible = frozenset(visible)
         self.reset()
 
     # --- protocol

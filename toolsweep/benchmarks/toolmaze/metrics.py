@@ -191,10 +191,10 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
     propagated = bool(prop_rules)
     sats = [satisfied_nodes(task, i, calls) for i in range(len(task.solutions))]
     complete = [i for i, s in enumerate(task.solutions) if all(t in sats[i] for t in s)]
-    task_tools = task.tool_set
+    # no wrong side effects: every executed Action call (DAG or distractor) must satisfy a node
     correct_action_calls = {k for s in sats for idxs in s.values() for k in idxs}
     actions_ok = all(c.idx in correct_action_calls for c in calls
-                     if c.clean and c.tool in task_tools and corpus.tools[c.tool].category == ACTION)
+                     if c.clean and corpus.tools[c.tool].category == ACTION)
     faulty = engine.faulty_tools()
     solvable = any(not (set(s) & faulty) for s in task.solutions)
 

@@ -217,19 +217,25 @@ def corrupt(task: Task, tool_name: str, sim, seed: int, mode_key: str = "implici
 # ------------------------------------------------------------------------------------------------
 
 
-def victims(task: Task) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(rule_id, scope, members): C1 one node of s*, C2/C3 the one group, C4 one rule per slot."""
+def victims(task: Task, c4_fault_slots: str = "all", seed: int = 0) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(rule_id, scope, members): C1 one node of s*, C2/C3 the one group, C4 one rule per slot
+    (`c4_fault_slots="all"`, spec A6) or one seeded slot (`"one"`, the alternative reading)."""
     if task.complexity == 1:
         return [("r1", "tool", (task.victim,))]
-    return [(f"r{i + 1}", "group", g.tools) for i, g in enumerate(task.groups)]
+    rules = [(f"r{i + 1}", "group", g.tools) for i, g in enumerate(task.groups)]
+    if task.complexity == 4 and c4_fault_slots == "one":
+        rules = [rules[random.Random(seeded_int(seed, "c4slot", task.task_id)).randrange(len(rules))]]
+    elif c4_fault_slots not in ("all", "one"):
+        raise ValueError(f"c4_fault_slots must be 'all' or 'one', not {c4_fault_slots!r}")
+    return rules
 
 
-def build_profile(ts: TaskSet, task: Task, mode: str) -> Profile:
+def build_profile(ts: TaskSet, task: Task, mode: str, c4_fault_slots: str = "all") -> Profile:
     if mode == "P0":
         return Profile(task.task_id, mode, ())
     manifestation, _ = MODES[mode]
     rules = []
-    for rule_id, scope, members in victims(task):
+    for rule_id, scope, members in victims(task, c4_fault_slots, ts.dataset_seed):
         responses, corrupted, ops = {}, {}, {}
         for m in members:
             if manifestation == "explicit":

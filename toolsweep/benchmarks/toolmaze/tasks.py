@@ -592,6 +592,9 @@ def _label(slot: str) -> str:
 def _verbalise(task_phrases: list[str], positions: list[Position], slots: dict[str, Any],
                domain: str, rng: random.Random) -> str:
     opener = rng.choice(_OPENERS[domain])
+    if domain == "Financial" and "company" in slots and any(p.out_type == "price_eur" for p in positions):
+        # the paper's own example request (§3.3 step 3), with this task's company
+        opener = f"I'm planning to invest in {slots['company']}—my account settles in euros."
     conn = rng.choice(_CONNECT)
     parallel = [p for p in positions if p.lane.startswith("slot")]
     sentences = []
