@@ -210,6 +210,7 @@ class PlanGrader:
         self.constrained = {(c["spec"]["node"], c["spec"]["param"]) for c in self.constraints if c["type"] == "param_equals"}
         self.forbidden = {t for c in self.constraints if c["type"] == "forbid_tool" for t in c["spec"]["tools"]}
         self.forbidden_caps = {c["spec"]["cap"] for c in self.constraints if c["type"] == "forbid_capability"}
+        self.children = {n["id"]: [m["id"] for m in self.nodes if n["id"] in m["deps"]] for n in self.nodes}
         # which visible tool names can stand for which node
         self.names_for: dict[str, set[str]] = {}
         for n in self.nodes:
@@ -297,7 +298,7 @@ class PlanGrader:
         later = False
         for s in srcs:
             names = self.names_for[s]
-            hit = bool(names & dollars) or bool(names & plain)
+            hit = bool(names & dollars & chain_names) or bool(names & plain)
             for i in steps:
                 if 1 <= i <= len(calls):
                     if aligned is None:
@@ -371,6 +372,88 @@ class PlanGrader:
                     issues.append((flag, f"{node['tool']}: '{p}' does not take its input from the right step"))
         return issues
 
+    def _slot_ctx(self, slots, slot_of):
+        aligned = {nid: slots[si][0] for nid, si in slot_of.items()}
+        slot_call: dict[int, set[str]] = {}
+        for nid, pos in aligned.items():
+            slot_call.setdefault(pos, set()).add(nid)
+        return aligned, slot_call
+
+    def _pair_issues(self, slots, calls, si, n, aligned, slot_call):
+        pos, name, args, cov = slots[si]
+        pmap = self.tools[name]["hidden"].get("param_map") if cov is not None else None
+        if cov is None:
+            covered_here: set[str] = set()
+        elif slot_call is None:
+            covered_here = set(self.tools[name]["hidden"].get("covers") or [])
+        else:
+            covered_here = slot_call.get(pos, set())
+        return self._arg_issues(args, n, pmap, pos, calls, aligned, slot_call, covered_here), covered_here
+
+    def _chronological(self, slots, calls) -> dict[str, int]:
+        """Walk the chain in order; each call performs a node it can do, preferring ready ones whose
+        arguments check out against what was aligned so far."""
+        slot_of: dict[str, int] = {}
+        for si, (pos, name, args, cov) in enumerate(slots):
+            cands = [n for n in self.nodes if n["id"] not in slot_of and name in self.names_for[n["id"]]
+                     and (cov is None or cov == n["id"])]
+            if not cands:
+                continue
+            aligned, slot_call = self._slot_ctx(slots, slot_of)
+            if cov is not None:
+                slot_call.setdefault(pos, set()).update(self.tools[name]["hidden"].get("covers") or [])
+
+            def key(n):
+                ready = all(d in aligned and (aligned[d] < pos or d in slot_call.get(pos, set())) for d in n["deps"])
+                iss, _ = self._pair_issues(slots, calls, si, n, aligned, slot_call)
+                # `$Tool.field` reads as the most recent call of that tool: prefer the freshest inputs
+                recency = max((aligned[d] for d in n["deps"] if d in aligned), default=-1)
+                return (0 if ready else 1, len(iss), -recency, self.rank[n["id"]])
+
+            slot_of[min(cands, key=key)["id"]] = si
+        return slot_of
+
+    def _matching(self, slots, calls, prev: dict[str, int]) -> dict[str, int]:
+        """Max-weight bipartite matching (§6.2), argument checks taken against a previous reading."""
+        aligned, slot_call = self._slot_ctx(slots, prev)
+        ncalls = max(1, len(calls))
+        pairs: dict[tuple[int, int], float] = {}
+        for si, (pos, name, args, cov) in enumerate(slots):
+            for ni, n in enumerate(self.nodes):
+                if (cov is not None and cov != n["id"]) or name not in self.names_for[n["id"]]:
+                    continue
+                iss, _ = self._pair_issues(slots, calls, si, n, aligned, slot_call)
+                tie = abs(pos / ncalls - self.rank[n["id"]] / max(1, len(self.nodes)))
+                w = (2.0 if not iss else 1.0) - EPS * tie
+                w -= 0.25 * sum(1 for d in n["deps"] if d in aligned and aligned[d] > pos)
+                w -= 0.25 * sum(1 for c in self.children[n["id"]] if c in aligned and aligned[c] < pos)
+                pairs[(si, ni)] = w
+        return {self.nodes[ni]["id"]: si for si, ni in _max_weight_matching(len(slots), len(self.nodes), pairs)}
+
+    def _score(self, slots, calls, slot_of):
+        """(issues, satisfied nodes, aligned positions, order violations) of one reading."""
+        aligned, slot_call = self._slot_ctx(slots, slot_of)
+        issues_all: list[tuple[str, str]] = []
+        satisfied = set()
+        order_bad = 0
+        for n in self.nodes:
+            nid = n["id"]
+            if nid not in slot_of:
+                continue
+            pos = aligned[nid]
+            issues, covered_here = self._pair_issues(slots, calls, slot_of[nid], n, aligned, slot_call)
+            issues_all.extend(issues)
+            order_ok = True
+            for d in n["deps"]:
+                if d in aligned and (aligned[d] > pos or (aligned[d] == pos and d not in covered_here)):
+                    order_ok = False
+                    order_bad += 1
+                    issues_all.append(("E4", f"'{n['tool']}' comes before the step it depends on"))
+            if not issues and order_ok:
+                satisfied.add(nid)
+        unaligned = sum(1 for n in self.nodes if n["required"] and n["id"] not in slot_of)
+        return issues_all, satisfied, aligned, unaligned
+
     def holistic(self, text: str | None) -> PlanResult:
         """§6.2 holistic grading of a P4 answer."""
         res = PlanResult()
@@ -419,59 +502,33 @@ class PlanGrader:
             else:
                 slots.append((pos, name, args, None))
         res.cost = self.cost(names_called)
-        # alignment: max-weight bipartite matching
         nodes = self.nodes
-        ncalls = max(1, len(calls))
-        prev_aligned: dict[str, int] | None = None
-        prev_slot_call: dict[int, set[str]] | None = None
-        # Weights use loose argument checks first, then strict checks against the previous alignment
-        # (fan-out plans repeat a tool per entity, so which call serves which node is settled iteratively).
-        for _ in range(3):
-            pairs: dict[tuple[int, int], float] = {}
-            for si, (pos, name, args, cov) in enumerate(slots):
-                for ni, n in enumerate(nodes):
-                    if cov is not None and cov != n["id"]:
-                        continue
-                    if name not in self.names_for[n["id"]]:
-                        continue
-                    pmap = self.tools[name]["hidden"].get("param_map") if cov is not None else None
-                    covered_here = set(self.tools[name]["hidden"].get("covers") or []) if cov is not None else set()
-                    issues = self._arg_issues(args, n, pmap, pos, calls, prev_aligned, prev_slot_call, covered_here)
-                    tie = abs(pos / ncalls - self.rank[n["id"]] / max(1, len(nodes)))
-                    pairs[(si, ni)] = (2.0 if not issues else 1.0) - EPS * tie
-            assignment = _max_weight_matching(len(slots), len(nodes), pairs)
-            aligned: dict[str, int] = {}
-            slot_of: dict[str, int] = {}
-            for si, ni in assignment:
-                aligned[nodes[ni]["id"]] = slots[si][0]
-                slot_of[nodes[ni]["id"]] = si
-            slot_call: dict[int, set[str]] = {}
-            for nid, pos in aligned.items():
-                slot_call.setdefault(pos, set()).add(nid)
-            if aligned == prev_aligned:
+        # Several readings of which call performs which node: the chronological one (each call takes the
+        # earliest-ready node it can do) and max-weight matchings refined against it. Fan-out plans that
+        # repeat a tool per entity with `$Tool.field` refs are ambiguous; the reading with the fewest
+        # offending items is the plan's meaning.
+        readings = [self._chronological(slots, calls)]
+        prev = readings[0]
+        for _ in range(4):
+            nxt = self._matching(slots, calls, prev)
+            if nxt in readings:
                 break
-            prev_aligned, prev_slot_call = aligned, slot_call
-        # flags
-        satisfied = set()
+            readings.append(nxt)
+            prev = nxt
+        best = None
+        for slot_of in readings:
+            scored = self._score(slots, calls, slot_of)
+            key = (len(scored[0]) + scored[3], len({f for f, _ in scored[0]}), -len(scored[1]))
+            if best is None or key < best[0]:
+                best = (key, slot_of, scored)
+        assert best is not None
+        slot_of = best[1]
+        issues_all, satisfied, aligned, _ = best[2]
+        for flag, note in issues_all:
+            res.add(flag, note)
         for n in nodes:
-            nid = n["id"]
-            if nid not in aligned:
-                if n["required"]:
-                    res.add("E2", f"no step performs: {n['nl']}")
-                continue
-            pos, name, args, cov = slots[slot_of[nid]]
-            pmap = self.tools[name]["hidden"].get("param_map") if cov is not None else None
-            covered_here = slot_call.get(pos, set()) if cov is not None else set()
-            issues = self._arg_issues(args, n, pmap, pos, calls, aligned, slot_call, covered_here)
-            for flag, note in issues:
-                res.add(flag, note)
-            order_ok = True
-            for d in n["deps"]:
-                if d in aligned and (aligned[d] > pos or (aligned[d] == pos and d not in covered_here)):
-                    order_ok = False
-                    res.add("E4", f"'{n['tool']}' comes before the step it depends on")
-            if not issues and order_ok:
-                satisfied.add(nid)
+            if n["id"] not in aligned and n["required"]:
+                res.add("E2", f"no step performs: {n['nl']}")
         required = [n["id"] for n in nodes if n["required"]]
         res.coverage = len(satisfied & set(required)) / max(1, len(required))
         goal_sat = self.goal in satisfied
@@ -733,7 +790,7 @@ class PlanGrader:
             hallucinated = any(n not in self.tools for n, _ in calls)
             only_terminal = all(n == FINISH or "deliver" in self.tools.get(n, {"hidden": {"capabilities": []}})["hidden"]["capabilities"]
                                 for n, _ in calls)
-            passed = (status == "REJECT" or only_terminal) and not hallucinated
+            passed = (status == "REJECT" or (isinstance(chain, list) and only_terminal)) and not hallucinated
             if utype == "info" and not passed and not calls:
                 passed = status in ("CLARIFY", "NEED_INFO") or "?" in reason
         else:
