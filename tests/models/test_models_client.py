@@ -244,3 +244,25 @@ def test_infra_error_propagates_out_of_episode():
     policy = LLMPolicy(client([f"http://127.0.0.1:{port}/v1"], max_retries=1))
     with pytest.raises(InfraError):
         run(run_episode(AddEnv(), policy, unit))
+
+
+def test_reply_cut_at_max_tokens_is_flagged_not_judged(server):
+    body = text_reply("The answer is")
+    body["choices"][0]["finish_reason"] = "length"
+    server.script.append(body)
+    reply = run(LLMPolicy(client(server)).act([Message(role="user", content="q")], []))
+    assert reply.message.content == "The answer is" and reply.message.model_extra == {"truncated": True}
+
+
+def test_policy_system_prompt_and_request_fields():
+    policy = LLMPolicy(None, system_prompt="Be terse.")  # type: ignore[arg-type]
+    convo = [
+        Message(role="user", content="hi"),
+        Message(role="assistant", content="", reasoning_content="hidden thoughts"),
+    ]
+    req = policy.build_request(convo)
+    assert req[0] == {"role": "system", "content": "Be terse."}
+    assert req[2] == {"role": "assistant", "content": ""}  # reasoning is not sent back
+    own = policy.build_request([Message(role="system", content="env's own"), Message(role="user", content="x")])
+    assert [m["content"] for m in own] == ["env's own", "x"]  # the environment's system prompt wins
+    assert policy.turn_seed(convo) == policy.turn_seed(list(convo)) != policy.turn_seed(convo[:1])
