@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
@@ -20,6 +22,38 @@ from toolsweep.evaluator.protocols import InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
 from toolsweep.models.factory import build_policy
+
+
+OFFLOAD_ABOVE_S = 0.002
+
+
+class _TimedEnv:
+    """Measures what an environment's reset/step calls cost, to decide whether to offload them."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.calls = 0
+        self.seconds = 0.0
+
+    def _timed(self, fn: Any, *args: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.calls += 1
+            self.seconds += time.perf_counter() - t
+
+    def reset(self) -> Any:
+        return self._timed(self.env.reset)
+
+    def step(self, reply: Any) -> Any:
+        return self._timed(self.env.step, reply)
+
+    def result(self) -> Any:
+        return self.env.result()
+
+    def __getattr__(self, name: str) -> Any:  # scripted policies may read the env's ground truth
+        return getattr(self.env, name)
 
 
 class RolloutWorker:
@@ -33,7 +67,7 @@ class RolloutWorker:
         endpoints: dict[str, Any] | None = None,
         extra_benchmarks: dict[str, str] | None = None,
         timeout_s: float = 600.0,
-        offload_env: bool = True,
+        offload_env: bool | str = "auto",
     ) -> None:
         for name, target in (extra_benchmarks or {}).items():
             register_benchmark(name, target)
@@ -43,35 +77,73 @@ class RolloutWorker:
         self.endpoints = endpoints or {}
         self.timeout_s = timeout_s
         self.offload_env = offload_env
-        try:
-            self.node_id = ray.get_runtime_context().get_node_id()
-        except Exception:  # noqa: BLE001 - outside Ray (unit tests)
-            self.node_id = socket.gethostname()
+        # Outside Ray (a unit test, a REPL) the host name stands in for the node id.
+        self.node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else socket.gethostname()
         self._build_lock = asyncio.Lock()
+        self._benchmarks: dict[str, Any] = {}
+        # One thread for all environment steps: they are pure Python (the GIL serialises them
+        # anyway), and a single thread hands off with far less contention than a pool.
+        self._env_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env") if offload_env else None
+        self._step_cost: dict[str, float] = {}  # benchmark -> running mean seconds per env call
 
     async def _benchmark(self, name: str):
-        # The first build of a benchmark can take seconds (a world, a dataset): do it once, off the loop.
-        async with self._build_lock:
-            return await asyncio.to_thread(get_benchmark, name, self.benchmark_options.get(name, {}))
+        # The first build of a benchmark can take seconds (a world, a dataset): do it once, off the
+        # loop; afterwards it is a dict lookup (a thread hop per episode costs more than the episode).
+        bench = self._benchmarks.get(name)
+        if bench is None:
+            async with self._build_lock:
+                if name not in self._benchmarks:
+                    self._benchmarks[name] = await asyncio.to_thread(
+                        get_benchmark, name, self.benchmark_options.get(name, {})
+                    )
+            bench = self._benchmarks[name]
+        return bench
+
+    async def warmup(self, benchmark_names: list[str]) -> dict[str, Any]:
+        """Build the sweep's benchmarks in this process before the first episode (worlds, datasets,
+        indexes), so the sweep's clock and the progress bar measure episodes, not set-up."""
+        for name in benchmark_names:
+            await self._benchmark(name)
+        return self.info()
 
     def update_endpoints(self, endpoints: dict[str, Any]) -> None:
         """New model endpoints after a replica restart."""
         self.endpoints = endpoints
 
+    def _offload_for(self, benchmark: str) -> ThreadPoolExecutor | None:
+        """"auto": environments whose calls cost more than OFFLOAD_ABOVE_S go to the thread; the
+        rest run inline, because a thread hand-off costs more than a sub-millisecond step and buys
+        no parallelism under the GIL (bench/scheduler.py measures both)."""
+        if self._env_thread is None:
+            return None
+        if self.offload_env == "auto" and self._step_cost.get(benchmark, 0.0) < OFFLOAD_ABOVE_S:
+            return None
+        return self._env_thread
+
     async def run(self, unit: WorkUnit) -> EpisodeResult:
         """Play one unit. Never raises: infrastructure failures come back as `infra_error`."""
         try:
             bench = await self._benchmark(unit.benchmark)
-            env = await asyncio.to_thread(bench.make_env, unit.task_id, unit.setting, unit.seed)
+            executor = self._offload_for(unit.benchmark)
+            if executor is not None:
+                env = await asyncio.get_running_loop().run_in_executor(
+                    executor, bench.make_env, unit.task_id, unit.setting, unit.seed
+                )
+            else:
+                env = bench.make_env(unit.task_id, unit.setting, unit.seed)
             policy = build_policy(self.models[unit.model], bench, env, unit, self.endpoints)
+            timed = _TimedEnv(env)
             result = await run_episode(
-                env,
+                timed,
                 policy,
                 unit,
                 max_turns=bench.max_turns(unit.setting),
-                offload=self.offload_env,
+                offload=executor or False,
                 timeout_s=self.timeout_s,
             )
+            if timed.calls:
+                old = self._step_cost.get(unit.benchmark, timed.seconds / timed.calls)
+                self._step_cost[unit.benchmark] = 0.9 * old + 0.1 * timed.seconds / timed.calls
         except InfraError as exc:
             result = EpisodeResult(unit=unit, termination=TerminationReason.INFRA_ERROR, error=str(exc))
         except Exception:  # noqa: BLE001 - building the env or policy failed: the environment's fault

@@ -64,8 +64,10 @@ class Concurrency(_Strict):
     )
     worker_cpus: float = Field(1.0, ge=0, description="CPUs reserved per rollout worker.")
     episodes_per_worker: int = Field(64, gt=0, description="Episodes in flight per worker.")
-    offload_env: bool = Field(
-        True, description="Run environment steps in a thread so the worker's event loop stays free."
+    offload_env: bool | Literal["auto"] = Field(
+        "auto",
+        description="Run environment steps in a thread so the worker's event loop stays free: "
+        '"auto" offloads only environments whose steps cost more than 2 ms.',
     )
 
     @field_validator("workers")

@@ -279,6 +279,9 @@ def run_sweep(
                 progress=bar, log=log,
             )
             workers = scheduler.workers
+            log(f"preparing {len(workers)} rollout workers ({', '.join(benchmarks)})")
+            ray.get([w.warmup.remote(sorted({u.benchmark for u in todo})) for w in workers])
+            bar.reset(total=len(todo))  # ETA and rates from the first episode on
             stats = scheduler.run(todo)
             bar.close()
             workers = scheduler.workers

@@ -106,7 +106,12 @@ class Scheduler:
                 pending = skipped
                 if not in_flight:
                     continue
-                ready, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=0.2)
+                # Block until one episode finishes, then take every other one already finished:
+                # new units are leased the moment a slot frees up.
+                ready, rest = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
+                if ready and rest:
+                    more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                    ready += more
                 finished: list[EpisodeResult] = []
                 for ref in ready:
                     lease = in_flight.pop(ref)
