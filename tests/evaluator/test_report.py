@@ -227,3 +227,14 @@ def test_interval_level_comes_from_the_sweep_config():
     html = render_html_report(manifest, CELLS, SPECS, [], PAIRED)
     assert "Metrics by model (90% CI)" in html and "A − B [90% CI]" in html
     assert "95% CI" not in html
+
+
+def test_terminal_table_keeps_headline_metrics_and_says_how_many_are_hidden():
+    specs = [MetricSpec(name=f"m{i}") for i in range(9)]
+    cell = {"model": "a", "benchmark": "b", "setting": "s", "n": 1, "terminations": {"answered": 1},
+            "metrics": {f"m{i}": {"value": i / 10, "ci_low": 0.0, "ci_high": 1.0} for i in range(9)}}
+    text = format_cells_table([cell], {"b": specs})
+    assert "m5" in text and "m6" not in text
+    assert "+3 more metrics" in text
+    full = format_cells_table([cell], {"b": specs}, max_metrics=None)
+    assert "m8" in full and "more metrics" not in full

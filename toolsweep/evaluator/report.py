@@ -110,16 +110,26 @@ def _text_table(header: list[str], rows: list[list[str]], right: set[int]) -> li
     return [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
 
 
+TERMINAL_METRICS = 6
+"""Metrics per benchmark in the terminal table (benchmarks list their headline metrics first); the
+rest are in summary.json and report.html. More would not fit a terminal."""
+
+
 def format_cells_table(
-    cells: Sequence[Mapping[str, Any]], specs_by_benchmark: Mapping[str, Sequence[MetricSpec]]
+    cells: Sequence[Mapping[str, Any]],
+    specs_by_benchmark: Mapping[str, Sequence[MetricSpec]],
+    max_metrics: int | None = TERMINAL_METRICS,
 ) -> str:
-    """A plain-text table per benchmark: one row per (model, setting) cell with n, every metric as
-    `value [low, high]` (scaled), and the termination counts."""
+    """A plain-text table per benchmark: one row per (model, setting) cell with n, the headline
+    metrics as `value [low, high]` (scaled), and the termination counts."""
     if not cells:
         return "no finished episodes yet"
     blocks = []
     for benchmark, own in _by_benchmark(cells).items():
         specs = _metric_specs(benchmark, own, specs_by_benchmark)
+        hidden = len(specs) - max_metrics if max_metrics is not None and len(specs) > max_metrics else 0
+        if hidden:
+            specs = specs[:max_metrics]
         header = ["model", "setting", "n", *(_header(s) for s in specs), "terminations"]
         rows = [
             [
@@ -132,7 +142,8 @@ def format_cells_table(
             for c in own
         ]
         right = set(range(2, 3 + len(specs)))
-        blocks.append("\n".join([f"== {benchmark}", *_text_table(header, rows, right)]))
+        note = [f"(+{hidden} more metrics in summary.json and report.html)"] if hidden else []
+        blocks.append("\n".join([f"== {benchmark}", *_text_table(header, rows, right), *note]))
     return "\n\n".join(blocks)
 
 
