@@ -64,7 +64,8 @@ def test_sweep_writes_run_dir_and_mlflow_and_resumes(ray_local, tmp_path):
     oracle_small = next(c for c in summary["cells"] if c["model"] == "oracle" and c["setting"] == "small")
     assert oracle_small["n"] == 24 and oracle_small["metrics"]["calls_per_turn"]["value"] == pytest.approx(0.5)
     assert summary["paired"], "two models on the same cells give paired differences"
-    assert "Fake accuracy" in rd.report_path.read_text()
+    report = rd.report_path.read_text()
+    assert "Fake accuracy" in report and "Convergence" in report
 
     from mlflow.tracking import MlflowClient
 

@@ -22,7 +22,7 @@ from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text
-from toolsweep.evaluator.summary import CellTable
+from toolsweep.evaluator.summary import CellTable, convergence_points
 from toolsweep.evaluator.sweep import expand_units
 
 Log = Callable[[str], None]
@@ -92,9 +92,10 @@ def finalize_run(
 
     specs_for = specs_lookup(benchmarks)
     table = CellTable()
-    table.add_rows(run_dir.read_table(
-        columns=["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]
-    ).to_pylist())
+    rows = run_dir.read_table(
+        columns=["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics", "finished_at"]
+    ).to_pylist()
+    table.add_rows(rows)
     kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
     cells = table.summarize(specs_for, **kw)
     paired = table.paired(specs_for, **kw) if len({c["model"] for c in cells}) > 1 else []
@@ -119,7 +120,8 @@ def finalize_run(
         for name, b in benchmarks.items()
     }
     manifest = run_dir.read_manifest()
-    write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables, paired)
+    convergence = convergence_points(rows, specs_for, confidence=config.bootstrap.confidence)
+    write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables, paired, convergence)
     text = format_cells_table(cells, specs_by_benchmark)
     for t in tables:
         text += "\n\n" + _format_report_table(t)

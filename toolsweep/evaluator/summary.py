@@ -134,3 +134,46 @@ class CellTable:
                             }
                         )
         return out
+
+
+def convergence_points(
+    rows: Iterable[dict[str, Any]],
+    specs_for: SpecsFor,
+    *,
+    checkpoints: int = 12,
+    n_resamples: int = 300,
+    confidence: float = 0.95,
+    max_cells: int = 24,
+) -> dict[str, list[dict[str, float]]]:
+    """How each cell's headline metric and its interval evolved as episodes finished (rows in the
+    run directory's format, with `finished_at`): the report's convergence charts."""
+    import json
+
+    ordered = sorted(rows, key=lambda r: r["finished_at"])
+    totals: Counter = Counter((r["model"], r["benchmark"], r["setting"]) for r in ordered)
+    cells = sorted(totals)[:max_cells]
+    wanted = set(cells)
+    table = CellTable()
+    seen: Counter = Counter()
+    out: dict[str, list[dict[str, float]]] = {}
+    for r in ordered:
+        cell = (r["model"], r["benchmark"], r["setting"])
+        if cell not in wanted:
+            continue
+        table.cells[cell].add(r["task_id"], int(r["seed"]), r["termination"], json.loads(r["metrics"]))
+        seen[cell] += 1
+        every = max(1, totals[cell] // checkpoints)
+        if seen[cell] % every and seen[cell] != totals[cell]:
+            continue
+        specs = list(specs_for(cell[1], cell[2]))[:1]
+        if not specs:
+            continue
+        summary = table.summarize(
+            lambda b, s: specs, n_resamples=n_resamples, confidence=confidence, seed=0, only=[cell]
+        )[0]
+        est = summary["metrics"].get(specs[0].name)
+        if est is None:
+            continue
+        label = f"{cell[0]} | {cell[1]} | {cell[2]} — {specs[0].name}"
+        out.setdefault(label, []).append({"n": float(seen[cell]), **{k: est[k] for k in ("value", "ci_low", "ci_high")}})
+    return out
