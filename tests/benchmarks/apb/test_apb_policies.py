@@ -58,7 +58,8 @@ EXTRAS = ["stepwise_stage_early", "stepwise_stage_late", "extraneous_holistic_n0
 def test_oracle_is_perfect_in_every_setting(bench):
     assert set(IN_4209 + EXTRAS) == set(bench.settings())
     for setting in IN_4209 + EXTRAS:
-        ids = bench.tasks(setting) if setting in IN_4209 else sample(bench.tasks(setting), 100)
+        # a seeded sample keeps the suite fast; bench/apb_env.py runs the oracle on every case
+        ids = sample(bench.tasks(setting), 120 if setting in IN_4209 else 60)
         res = run_many(bench, setting, "oracle", ids)
         assert all(r.termination == TerminationReason.ANSWERED for r in res), setting
         names = {m.name for m in setting_metrics(setting)}
@@ -88,11 +89,11 @@ def test_oracle_is_perfect_in_every_setting(bench):
             assert mean(res, "hol_over_correction") == 0.0
 
 
-def test_oracle_with_step_references_and_other_orders(bench):
-    """§12.9: refs as "the output of step i", and any topological order, are still perfect."""
+def test_oracle_with_step_references(bench):
+    """§12.9: refs written as "the output of step i" are as good as `$Tool.field`."""
     step_bench = APB(oracle_ref_style="step")
     for setting in ("holistic", "extraneous_holistic_n6", "efficiency"):
-        res = run_many(step_bench, setting, "oracle", sample(step_bench.tasks(setting), 150))
+        res = run_many(step_bench, setting, "oracle", sample(step_bench.tasks(setting), 100))
         assert mean(res, "correct") == 1.0 and mean(res, "grade") == 1.0, setting
 
 
