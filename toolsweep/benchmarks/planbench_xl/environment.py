@@ -444,8 +444,9 @@ class PlanBenchEnv:
         # The call is valid: decide progress-related diagnostics before the state changes.
         capable = self.progress_capable()
         rec["capable_before"] = bool(capable)
-        rec["capable_min_age"] = min((st.retrievals - st.last_seen[t.name] + 1 for t in capable), default=None)
-        rec["tool_age"] = st.retrievals - st.last_seen[tool.name] + 1
+        rec["capable_min_age"] = min((st.retrievals - st.last_seen.get(t.name, st.retrievals) + 1
+                                      for t in capable), default=None)
+        rec["tool_age"] = st.retrievals - st.last_seen.get(tool.name, st.retrievals) + 1
         have_before = tool.output in st.have
         if tool.is_exec:
             out = self.world.lookup[tool.id].get(tuple(values[p] for p, _ in tool.params))
