@@ -8,6 +8,12 @@ alternative groups; the many-to-many sub-graph groups are the typed two-step rou
 (`m2m_groups`). Every parameter and output field carries a semantic type from `TYPES`; an edge
 u.field -> v.param is legal iff the types are equal (free-text params take any value).
 
+Composition (the paper's Tab. 4 is lost; spec §1.2 proposes a split, ours differs slightly): per
+domain 18 Source / 15 Processor / 12 Action tools (45 x 6 = 270); 85 1-to-N groups (78 of size 2,
+7 of size 3) and 41 many-to-many groups = 126. The many-to-many groups are found, not declared:
+every 1-2-tool typed path between two types is run on sample inputs and paths with equal outputs
+are clustered (`_discover_m2m`), then 126 - #1-to-N of them are kept round-robin over domains.
+
 Backends are pure functions of (tool, args, per-episode state) over a seeded world of lookup
 tables (`World`): keys are entities, not tools, so alternatives return the same values in their
 own layouts. A few tools are stateful (calendar, smart-home devices, inventory and cart).
@@ -706,8 +712,8 @@ _CATALOG: list[tuple] = [
      "summarise the document", "Summarise a document."),
     ("Office", _P, "extract_action_items|list_follow_ups", "text:text", "items:text~extract",
      "extract the action items", "Extract action items."),
-    ("Office", _P, "format_meeting_invite", "slot:time_slot", "invite:text~fmt_slot",
-     "draft the invite text", "Format a meeting invite."),
+    ("Office", _P, "format_meeting_invite", "slot:time_slot", "invite:text~fmt_slot; start:time_slot~slot_start",
+     "draft the invite text", "Draft a meeting invite for a slot (returns the text and the slot start)."),
     ("Office", _P, "format_deadline_notice", "due:datetime_local", "notice:text~fmt_deadline",
      "draft a deadline notice", "Format a deadline notice."),
     ("Office", _P, "compile_status_report", "section_a:*, section_b:*, section_c:*?",
@@ -1306,6 +1312,8 @@ def _text_fn(fn: str, args: dict[str, Any], tool: Tool) -> Any:
         return round(min(24.0, max(18.0, 42.0 - float(args["celsius"]))), 1)
     if fn == "local_time":
         return _local_time(args["when"], args["timezone"])
+    if fn == "slot_start":
+        return args["slot"]
     if fn == "to_utc":
         return _to_utc(args["local"])
     if fn == "join":
