@@ -187,6 +187,31 @@ def test_naive_solves_p0_and_fails_every_exposed_permanent_c2_c4_task(bench):
         assert (m["tsr"], m["prr"], m["rc"]) == want, p
     m = _cell_metrics(run_cell(bench, "naive", "C3-P3-std", bench.tasks("C3-P0-std")[::5]))
     assert (m["tsr"], m["prr"], m["rc"]) == (0, 0, 1)
+    # the naive follower passes corrupted values on: the judge sees the propagation
+    res = run_cell(bench, "naive", "C1-P3-std", bench.tasks("C1-P3-std")[::5])
+    assert all(r.metrics["propagated"] == 1.0 for _, r in res)
+
+
+def test_case_study_failures_are_judged_as_failures(bench):
+    # "stuck on the failed tool" (C3 P2): retrying a permanent fault until the step budget runs out
+    task = bench.data.task("C3_task_040")
+    first = task.default_path[:1]
+    exp = task.expected[task.default_index]
+    block_tool = task.groups[0].members[0][0]
+    stuck = [Message(role="assistant", tool_calls=[_tc(0, first[0], exp[first[0]]["args"])])]
+    stuck += [Message(role="assistant", tool_calls=[_tc(i, block_tool, {})]) for i in range(1, 30)]
+    env, r = run_cell(bench, lambda env: _Script(list(stuck)), "C3-P2-std", [task.task_id])[0]
+    assert r.termination == TerminationReason.MAX_TURNS
+    assert (r.metrics["tsr"], r.metrics["prr"], r.metrics["rc"], r.metrics["exposed"]) == (0, 0, 1, 1)
+    # "skips the victim" (C2 P1): an explicit error, then the downstream calls without the data
+    task = bench.data.task("C2_task_084")
+    path, exp = task.default_path, task.expected[task.default_index]
+    msgs = [Message(role="assistant", tool_calls=[_tc(i, t, exp[t]["args"])]) for i, t in enumerate(path)]
+    g = task.groups[0]
+    victim_pos = next(i for i, t in enumerate(path) if t in g.tools)
+    msgs = msgs[:victim_pos + 1] + msgs[victim_pos + 2:]  # never retries the victim, skips its successor
+    env, r = run_cell(bench, lambda env: _Script(list(msgs)), "C2-P1-std", [task.task_id])[0]
+    assert r.metrics["exposed"] == 1 and r.metrics["tsr"] == 0 and r.metrics["prr"] == 0
 
 
 def test_retry_recovers_transient_errors_but_no_permanent_fault(bench):
