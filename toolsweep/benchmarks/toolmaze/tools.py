@@ -337,11 +337,16 @@ class World:
     def _rng(self, *parts: Any) -> float:
         return (seeded_int(self.seed, *parts) % 10**12) / 10**12
 
+    _MAX_CACHE = 200_000  # agents may ask for arbitrary valid dates: keep memory bounded
+
     def value(self, concept: str, key: tuple, out_type: str) -> Any:
         ck = (concept, key, out_type)
-        if ck not in self._cache:
-            self._cache[ck] = self._compute(concept, key, out_type)
-        return self._cache[ck]
+        hit = self._cache.get(ck)
+        if hit is None:
+            hit = self._compute(concept, key, out_type)
+            if len(self._cache) < self._MAX_CACHE:
+                self._cache[ck] = hit
+        return hit
 
     def _compute(self, concept: str, key: tuple, out_type: str) -> Any:
         k0 = str(key[0]) if key else ""
