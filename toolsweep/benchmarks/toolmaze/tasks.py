@@ -582,11 +582,19 @@ _CLOSERS = ("Please let me know once everything is done.", "Tell me briefly how 
             "A short confirmation at the end would be great.", "Thanks a lot for handling this for me.")
 _CONNECT = (("First, {}.", "Then {}.", "After that, {}.", "Finally, {}."),
             ("Please {} first.", "Next, {}.", "Then {}.", "To finish, {}."),
-            ("Start by asking you to {}.", "Once that's done, {}.", "Then {}.", "Lastly, {}."))
+            ("To start, {}.", "Once that's done, {}.", "Then {}.", "Lastly, {}."))
+
+
+_LABELS = {"to": "send to", "mailbox": "account", "title": "document title", "query": "product",
+           "person": "colleague", "setpoint": "target temperature (C)", "state": "lights",
+           "target_language": "language code", "coin": "coin", "shares": "number of shares",
+           "units": "number of units", "recipient": "recipient", "passenger": "passenger email",
+           "guest": "guest email", "attendee": "attendee", "assignee": "assignee", "employee": "employee email",
+           "customer": "customer email", "timezone": "time zone"}
 
 
 def _label(slot: str) -> str:
-    return slot.replace("_", " ")
+    return _LABELS.get(slot, slot.replace("_", " "))
 
 
 def _verbalise(task_phrases: list[str], positions: list[Position], slots: dict[str, Any],
