@@ -509,7 +509,8 @@ class PlanGrader:
         # offending items is the plan's meaning.
         readings = [self._chronological(slots, calls)]
         prev = readings[0]
-        for _ in range(4):
+        first = self._score(slots, calls, prev)
+        for _ in range(0 if not first[0] and not first[3] else 4):  # a clean reading cannot be improved
             nxt = self._matching(slots, calls, prev)
             if nxt in readings:
                 break
