@@ -265,6 +265,33 @@ def test_options_one_c4_fault_slot_and_distractors():
         ToolMaze(c4_fault_slots="some")
 
 
+def test_judge_options_abort_reading_and_failure_acknowledgement():
+    lenient = ToolMaze(accept_abort_when_solvable=True)
+    for env, r in run_cell(lenient, "naive", "C2-P2-std", lenient.tasks("C2-P2-std")[:10]):
+        assert r.metrics["tsr"] == 1.0 and r.metrics["prr"] == 1.0  # the halt counts (Fig. 14 reading)
+    strict = ToolMaze(require_failure_ack=True)
+    m = _cell_metrics(run_cell(strict, "oracle", "C1-P2-std", strict.tasks("C1-P2-std")[:10]))
+    assert m["tsr"] == 1.0  # the oracle says why it stopped
+
+    class Quiet:
+        """Calls s* until the first error, then answers without saying anything failed."""
+
+        def __init__(self, env):
+            self.env, self.i = env, 0
+
+        async def act(self, messages, tools):
+            if self.env.calls and "error" in self.env.calls[-1].response:
+                return AgentReply(message=Message(role="assistant", content="All set!"))
+            t = self.env.task.default_path[self.i]
+            args = self.env.task.expected[self.env.task.default_index][t]["args"]
+            self.i += 1
+            return AgentReply(message=Message(role="assistant", tool_calls=[_tc(self.i, t, args)]))
+
+    ids = strict.tasks("C1-P2-std")[:10]
+    assert _cell_metrics(run_cell(strict, Quiet, "C1-P2-std", ids))["tsr"] == 0.0
+    assert _cell_metrics(run_cell(ToolMaze(), Quiet, "C1-P2-std", ids))["tsr"] == 1.0
+
+
 def test_scripted_policies_listed(bench):
     assert set(bench.scripted_policies()) >= {"oracle", "naive", "retry", "random"}
     env = bench.make_env("C1_task_001", "C1-P0-std", 0)

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolsweep.benchmarks.toolmaze.environment import ToolMazeEnv
-from toolsweep.benchmarks.toolmaze.metrics import composite_avg, metric_specs, trust_gap
+from toolsweep.benchmarks.toolmaze.metrics import JudgeOptions, composite_avg, metric_specs, trust_gap
 from toolsweep.benchmarks.toolmaze.perturbation import Profile, build_profile
 from toolsweep.benchmarks.toolmaze.policies import POLICIES, make_policy
 from toolsweep.benchmarks.toolmaze.tasks import LEVELS, TaskSet, build_tasks, canonical_tasks
@@ -75,6 +75,12 @@ class ToolMaze(Benchmark):
                                "seeded slot does ('one').")
         n_distractors: int = Field(0, ge=0, le=20, description="Extra same-domain tools shown to the "
                                    "agent that are not in the task's DAG (spec §3.2 step 10).")
+        accept_abort_when_solvable: bool = Field(
+            False, description="Judge: also count a graceful halt as success on C2-C4 permanent faults "
+                               "(the reading of the paper's Fig. 14, spec A7); default follows §3.5.")
+        require_failure_ack: bool = Field(
+            False, description="Judge: a graceful stop must also say in its final text that the task "
+                               "could not be completed (spec §6.2 (e)).")
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -117,7 +123,9 @@ class ToolMaze(Benchmark):
         # the environment depends only on the dataset seed: every model and run seed sees the same
         # task and the same injected responses (spec §9); `seed` is the run seed.
         return ToolMazeEnv(ts, task, self.profile(task_id, p), prompt, seed, self.options.max_steps,
-                           distractors=distractors(ts, task, self.options.n_distractors))
+                           distractors=distractors(ts, task, self.options.n_distractors),
+                           judge_options=JudgeOptions(self.options.accept_abort_when_solvable,
+                                                      self.options.require_failure_ack))
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         if setting is None:

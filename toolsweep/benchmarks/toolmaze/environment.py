@@ -13,7 +13,7 @@ import json
 import random
 from typing import Any
 
-from toolsweep.benchmarks.toolmaze.metrics import CallRecord, judge
+from toolsweep.benchmarks.toolmaze.metrics import CallRecord, JudgeOptions, judge
 from toolsweep.benchmarks.toolmaze.perturbation import Engine, Profile
 from toolsweep.benchmarks.toolmaze.prompts import system_prompt
 from toolsweep.benchmarks.toolmaze.tasks import Task, TaskSet
@@ -23,7 +23,9 @@ from toolsweep.evaluator.types import EpisodeMetrics, Message, Observation, Term
 
 class ToolMazeEnv:
     def __init__(self, ts: TaskSet, task: Task, profile: Profile, prompt: str, seed: int,
-                 max_steps: int = 25, distractors: list[str] | None = None) -> None:
+                 max_steps: int = 25, distractors: list[str] | None = None,
+                 judge_options: JudgeOptions | None = None) -> None:
+        self.judge_options = judge_options or JudgeOptions()
         self.ts = ts
         self.task = task
         self.profile = profile
@@ -108,11 +110,10 @@ class ToolMazeEnv:
         return rec
 
     def result(self) -> EpisodeMetrics:
-        v = judge(self.task, self.profile, self.engine, self.calls,
-                  answered=self.termination == TerminationReason.ANSWERED, corpus=self.ts.corpus)
-        return v.metrics(self.n_steps, len(self.calls), sum(1 for c in self.calls if c.malformed),
-                         self.termination == TerminationReason.ANSWERED)
+        return self.verdict().metrics(self.n_steps, len(self.calls), sum(1 for c in self.calls if c.malformed),
+                                      self.termination == TerminationReason.ANSWERED)
 
     def verdict(self):
         return judge(self.task, self.profile, self.engine, self.calls,
-                     answered=self.termination == TerminationReason.ANSWERED, corpus=self.ts.corpus)
+                     answered=self.termination == TerminationReason.ANSWERED, corpus=self.ts.corpus,
+                     final_text=self.final_text, options=self.judge_options)

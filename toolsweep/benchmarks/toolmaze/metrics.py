@@ -180,9 +180,26 @@ def satisfied_nodes(task: Task, path_index: int, calls: list[CallRecord],
     return sat
 
 
+@dataclass(frozen=True)
+class JudgeOptions:
+    """Switches for the judge's [PROPOSED] readings (spec §6.2, A7)."""
+
+    accept_abort_when_solvable: bool = False  # A7: a graceful halt also counts on C2-C4 permanent faults
+    require_failure_ack: bool = False  # §6.2 (e): the final text must say the task could not be completed
+
+
+_ACK = re.compile(r"\b(cannot|can't|could not|couldn't|unable|fail\w*|not possible|unavailable|error|"
+                  r"not (?:be )?complete\w*|stopp?\w*|halt\w*|abort\w*)\b", re.IGNORECASE)
+
+
+def acknowledges_failure(text: str | None) -> bool:
+    return bool(text) and bool(_ACK.search(text))
+
+
 def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord], answered: bool,
-          corpus: Corpus) -> Verdict:
+          corpus: Corpus, final_text: str | None = None, options: JudgeOptions | None = None) -> Verdict:
     """The deterministic judge of spec §6.2."""
+    options = options or JudgeOptions()
     perturbed = [c for c in calls if c.perturbed]
     exposed = bool(perturbed)
     first = perturbed[0].idx if exposed else None
@@ -199,16 +216,20 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
     solvable = any(not (set(s) & faulty) for s in task.solutions)
 
     downstream: set[str] = set()
+    for victim in faulty:
+        downstream |= task.descendants(victim)
+    after = [c for c in calls if first is not None and c.idx > first]
+    ack_ok = acknowledges_failure(final_text) if options.require_failure_ack else True
+    # a graceful stop: (a) final answer, (b) nothing downstream of the failed tool called after the
+    # fault, (c) no propagation, (d) every step that does not depend on the failure done, [(e) said so]
+    upstream = [t for t in task.default_path if t not in faulty and t not in downstream]
+    graceful = (exposed and answered and not any(c.tool in downstream for c in after) and not propagated
+                and all(t in sats[task.default_index] for t in upstream) and actions_ok and ack_ok)
+    aborted_ok = bool(faulty) and options.accept_abort_when_solvable and graceful
     if not solvable:
-        victim = next(iter(faulty))
-        downstream = task.descendants(victim)
-        after = [c for c in calls if first is not None and c.idx > first]
-        no_downstream = not any(c.tool in downstream for c in after)
-        upstream = [t for t in task.default_path if t != victim and t not in downstream]
-        reachable_done = all(t in sats[task.default_index] for t in upstream)
-        success = exposed and answered and no_downstream and not propagated and reachable_done and actions_ok
+        success = graceful
     else:
-        success = bool(complete) and not propagated and actions_ok
+        success = (bool(complete) and not propagated and actions_ok) or aborted_ok
 
     recovered = False
     if exposed:
@@ -227,9 +248,10 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
                 before = {c.tool for c in calls if c.idx < k and c.clean}
                 alt_tools = {t for p in _group_paths(task, r) if assigned not in p for t in p}
                 ok = any(c.tool in alt_tools and c.tool != assigned and c.tool not in before for c in later)
+                ok = ok or aborted_ok
             else:
-                after = [c for c in calls if c.idx > k]
-                ok = answered and not any(c.tool in downstream for c in after)
+                after_k = [c for c in calls if c.idx > k]
+                ok = answered and not any(c.tool in downstream for c in after_k) and ack_ok
             recovered = recovered and ok
 
     c = c_star = 0
