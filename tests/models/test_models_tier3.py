@@ -83,6 +83,13 @@ def test_hf_backend_plays_real_episodes(smollm2):
           f"completion tokens {[r.trajectory.completion_tokens for r in results]}")
 
 
+def smollm2_vllm_config(path: Path) -> dict:
+    from toolsweep.models.config import load_model_config
+
+    cfg = load_model_config(REPO / "configs" / "models" / "smollm2_vllm_cpu.yaml")
+    return cfg.model_copy(update={"path": str(path)}).model_dump(mode="json", exclude_none=True)
+
+
 def _killer(stop: threading.Event, log: list[str]) -> None:
     """Kill the model server's actor once it has requests in flight (read from vLLM's metrics)."""
     import ray
@@ -121,13 +128,9 @@ def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_loca
     config = SweepConfig.model_validate({
         "name": "t3-vllm",
         "seeds": [0],
-        "models": [{
-            "name": "smollm2-vllm", "kind": "vllm", "path": str(smollm2), "device": "cpu", "num_cpus": 1,
-            "max_retries": 3, "startup_timeout_s": 900,
-            "engine_args": {"dtype": "float32", "max_model_len": 8192, "max_num_seqs": 32,
-                            "tool_call_parser": "hermes", "disable_uvicorn_access_log": True},
-            "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1"},
-        }],
+        # The shipped config, unchanged but for the path: the same engine arguments share vLLM's
+        # compile cache with every other start of this model on the machine.
+        "models": [{**smollm2_vllm_config(smollm2), "max_retries": 3}],
         "benchmarks": [
             {"name": "fake", "settings": ["small"], "tasks": {"limit": 4}},
             {"name": "traject_bench", "options": TRAJECT, "settings": [TRAJECT_SETTING_NATIVE, TRAJECT_SETTING_TEXT], "tasks": {"limit": 1}},

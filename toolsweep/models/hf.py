@@ -231,8 +231,19 @@ class HFClient:
                     f"context window of {self.max_model_len} tokens"))
                 continue
             live.append((req, ids))
-        if not live:
-            return
+        # Left padding makes every row as long as the longest prompt: generate prompts of very
+        # different lengths (a 200-token chat next to a 6k-token tool list) in separate batches.
+        live.sort(key=lambda item: len(item[1]))
+        group_start = 0
+        for i in range(1, len(live) + 1):
+            if i == len(live) or len(live[i][1]) > 2 * len(live[group_start][1]) + 64:
+                self._generate_batch(live[group_start:i])
+                group_start = i
+
+    def _generate_batch(self, live: list[tuple[_Request, list[int]]]) -> None:
+        import torch
+
+        tok, model = self._tokenizer, self._model
         self.batches.append(len(live))
         width = max(len(ids) for _, ids in live)
         pad = tok.pad_token_id

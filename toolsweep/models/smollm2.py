@@ -211,6 +211,7 @@ def config_snippet(path: Path) -> str:
     dtype: float32
     max_batch_size: 8
     max_model_len: 8192
+    num_threads: 1
   - name: smollm2-vllm
     kind: vllm
     path: {path}
@@ -222,9 +223,10 @@ def config_snippet(path: Path) -> str:
       max_num_seqs: 64
       tool_call_parser: hermes
       enable_prefix_caching: true
+      enforce_eager: true
     env:
       VLLM_CPU_KVCACHE_SPACE: "1"
-      OMP_NUM_THREADS: "2"
+      OMP_NUM_THREADS: "1"
 """
 
 
