@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from typing import Any
 
 from toolsweep.benchmarks.apb import plans, prompts
@@ -53,6 +54,12 @@ def _redacted_scene(f: dict[str, Any]) -> dict[str, Any]:
             "text_regions": [{"bbox": r["bbox"], "text": "<unread>"} for r in sc.get("text_regions", [])]}
 
 
+def _fill_all(text: str, slots: dict[str, str]) -> str:
+    for k, v in slots.items():
+        text = text.replace(k, v)
+    return text
+
+
 def render_files(files: list[dict[str, Any]], mode: str) -> str:
     """The file manifest (§2.4): captions, plus the redacted structured scene in `scene` mode."""
     if not files:
@@ -92,7 +99,7 @@ class APBEnv:
         if self.kind == "refine" and t["half"] == "stepwise":
             self.half = "stepwise"
         if t.get("distractors"):
-            tools = tools[:-1] + list(t["distractors"]) + tools[-1:]  # appended after the originals (§4.3)
+            tools = tools + list(t["distractors"])  # appended after the originals, Finish included (§4.3)
             if self.options.distractor_position == "shuffle":
                 rng = random.Random(f"{t['task_id']}|shuffle")
                 rng.shuffle(tools)
@@ -340,6 +347,49 @@ class APBEnv:
         chain = [{"name": rng.choice(names), "parameter_description": {}, "reason": "random"}
                  for _ in range(rng.randint(1, max(2, len(self.base["reference"]["nodes"]))))]
         return json.dumps({"plan": "random", "tool_chain": chain})
+
+    # ------------------------------------------------------------------ optional LLM-judge mode (§6.5)
+    def judge_messages(self, answer: str) -> list[Message]:
+        """The paper's judge prompt (J1-J9) for this case and an answer, ready to send to any served model
+        at temperature 0; `grader.parse_judge_verdict` reads the reply. The rule grader stays the default."""
+        P = prompts.JUDGE_PROMPTS
+        tools_text = "\n".join(self.tool_lines)
+        ref_answer = self.reference_answer() if self.kind != "unsolvable" else ""
+        distractors = [d["name"] for d in self.task.get("distractors") or []]
+        if self.kind == "broken":
+            t = self.task
+            text = _fill_all(P["J5"], {
+                "[Dataset Name]": self.base["source_style"], "[Query]": self.query_block,
+                "[Broken Tool Name]": t["broken_tool"], "[Replacement Tool Name]": t["replacement_tool"]["name"],
+                "[Trajectory Prefix]": json.dumps(self.prefix, ensure_ascii=False, indent=2),
+                "[Tool Definitions]": tools_text, "[Model Prediction]": answer})
+        elif self.kind == "unsolvable":
+            # J8 holds four judges, "1. ... Judge Prompt" to "4. ... Judge Prompt"; the title is not sent
+            heads = list(re.finditer(r"(\d)\. [A-Za-z ]+? Judge Prompt ", P["J8"]))
+            idx = {"visual": 0, "tool": 1, "conflict": 2, "info": 3}[self.task["unsolvable_type"]]
+            end = heads[idx + 1].start() if idx + 1 < len(heads) else len(P["J8"])
+            text = P["J8"][heads[idx].end():end].strip()
+            text = text.replace("{available_tools_str}", ", ".join(x["name"] for x in self.tools))
+            text += f"\n\nUser Query: {self.query_block}\n\nAgent Output: {answer}"
+        elif self.half == "stepwise":
+            text = _fill_all(P["J1"], {
+                "[Dataset Name]": self.base["source_style"], "[Query]": self.query_block,
+                "[Context]": json.dumps(self.prefix, ensure_ascii=False, indent=2), "[Tool Definitions]": tools_text,
+                "[Ground Truth]": ref_answer, "[Model Prediction]": answer,
+                "[Insert Error Classification Framework (see Figure 32)]": P["J2"],
+                "[Insert Scoring Rubric (see Figure 33)]": P["J3"]})
+            if distractors:
+                text += "\n\n" + P["J6"].replace("[Extraneous Tool 1], [Extraneous Tool 2], ...", ", ".join(distractors)) \
+                    .replace("[Extraneous Tool List]", ", ".join(distractors)).replace("[Model Prediction]", answer)
+        else:
+            text = P["J4"]
+            if self.kind == "efficiency":
+                text += "\n" + P["J9"]
+            if distractors:
+                text += "\n" + P["J7"].replace("[Extraneous Tool List]", ", ".join(distractors))
+            text += (f"\n\nDataset: {self.base['source_style']}\nUser Query: {self.query_block}\n"
+                     f"Available Tools:\n{tools_text}\nExpert Example: {ref_answer}\nModel Prediction: {answer}")
+        return [Message(role="user", content=text)]
 
     @property
     def step_bin(self) -> int:

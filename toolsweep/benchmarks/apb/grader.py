@@ -832,3 +832,33 @@ def _max_weight_matching(n_rows: int, n_cols: int, pairs: dict[tuple[int, int], 
         w[r, c] = v
     rows, cols = linear_sum_assignment(w, maximize=True)
     return [(int(r), int(c)) for r, c in zip(rows, cols) if (int(r), int(c)) in pairs]
+
+
+_JUDGE_FLAGS = {"E1": ("E1_GOAL",), "E2": ("E2_",), "E3": ("E3_",), "E4": ("E4_",), "E5": ("E5_",), "E6": ("E6_",)}
+_CATEGORIES = {1: "replace", 2: "alter", 3: "retry", 4: "refuse", 5: "other"}
+
+
+def parse_judge_verdict(text: str | None) -> dict[str, Any]:
+    """Read a J1-J9 judge reply: `correct`, `grade`, flags, and `category` (J5); {} if unreadable."""
+    obj, ok, _ = extract_json(text)
+    if not ok or not isinstance(obj, dict):
+        return {}
+    out: dict[str, Any] = {}
+    ic = obj.get("is_correct")
+    if ic is not None:
+        out["correct"] = ic is True or str(ic).strip().upper() in ("YES", "TRUE", "PASS")
+    for k in ("score", "grade"):
+        if isinstance(obj.get(k), (int, float)):
+            out["grade"] = float(obj[k])
+    flags = set()
+    for f, prefixes in _JUDGE_FLAGS.items():
+        if any(obj.get(k) is True for k in obj if any(str(k).startswith(p) for p in prefixes)):
+            flags.add(f)
+    for e in obj.get("error_list") or []:
+        m = re.match(r"(E[1-6])", str(e))
+        if m:
+            flags.add(m.group(1))
+    out["flags"] = flags
+    if isinstance(obj.get("category"), int):
+        out["category"] = _CATEGORIES.get(obj["category"], "other")
+    return out
