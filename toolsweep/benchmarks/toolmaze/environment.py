@@ -67,8 +67,8 @@ class ToolMazeEnv:
         for call in calls:
             rec = self.execute(call.id, call.function.name, call.function.arguments)
             records.append(rec)
-            out.append(Message(role="tool", tool_call_id=call.id, name=call.function.name,
-                               content=canonical(rec.response)))
+            # role/tool_call_id/content only: strict OpenAI-compatible servers reject other fields
+            out.append(Message(role="tool", tool_call_id=call.id, content=canonical(rec.response)))
         info = {"calls": [r.to_json() for r in records]}
         if self.n_steps >= self.max_steps:
             return self._end(TerminationReason.MAX_TURNS, out, info)
