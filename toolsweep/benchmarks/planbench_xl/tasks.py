@@ -53,7 +53,8 @@ class Task:
         if self._sets is None:
             with self._lock:
                 if self._sets is None:
-                    sets = self._graph.minimal_sets(dt_mask(self.inputs), _DT_BIT[self.target])
+                    d0 = dt_mask(self.inputs)
+                    sets = self._graph.minimal_sets(d0, _DT_BIT[self.target], self._graph.memo_for(d0))
                     if self.single_step and frozenset(self.gt_path) not in sets:
                         sets = [frozenset(self.gt_path)] + sets
                     self._sets = tuple(tuple(sorted(r)) for r in sets)
@@ -95,6 +96,8 @@ class Graph:
         self.world = world
         self.tin = [dt_mask(t.inputs) for t in world.executable]
         self.tout = [_DT_BIT[t.output] for t in world.executable]
+        self._memos: dict[int, dict] = {}
+        self._memo_lock = threading.Lock()
         self.consumers: dict[int, list[int]] = {}
         for i, m in enumerate(self.tin):
             for h in _bitlist(m):
@@ -102,6 +105,12 @@ class Graph:
         self.producers: dict[int, list[int]] = {}
         for i, o in enumerate(self.tout):
             self.producers.setdefault(o, []).append(i)
+
+    def memo_for(self, d0: int) -> dict:
+        """The recursion memo of one D_0, shared by every task that starts from it (43 distinct
+        D_0 among the 327 tasks). Entries are deterministic, so concurrent fills are harmless."""
+        with self._memo_lock:
+            return self._memos.setdefault(d0, {})
 
     def closure(self, d0: int, tools: Any = None) -> int:
         if tools is None:
