@@ -438,3 +438,37 @@ def test_malformed_output_is_graded_never_raised(bench):
             assert r.termination == TerminationReason.AGENT_FORMAT_ERROR and m["grade"] == 0.0 and m["E3"] == 1.0
         if s == "holistic" and text == MALFORMED[2]:
             assert m["E6"] == 1.0
+
+
+def test_unavailable_result_literal_gives_e6(bench):
+    """A holistic plan that writes a tool-only value (a secret) where a step's output belongs."""
+    n = 0
+    for env in envs(bench, "holistic", 150):
+        obj = oracle_obj(env)
+        nodes = plans.node_map(env.base["reference"]["nodes"])
+        for i, nid in enumerate(env.base["reference"]["linearization"]):
+            refs = [p for p, s in nodes[nid]["args"].items() if s["kind"] == "ref"]
+            if refs and not nodes[nid]["goal"]:
+                val = plans.resolve_value(nodes[nid]["args"][refs[0]], nodes)
+                if isinstance(val, list):
+                    continue
+                obj["tool_chain"][i]["parameter_description"][refs[0]] = val
+                res = grade(env, obj)
+                assert res.flags == {"E6"}, res.notes
+                n += 1
+                break
+    assert n > 100
+
+
+def test_stepwise_unneeded_tool_gives_e1(bench):
+    n = 0
+    for env in envs(bench, "stepwise_k1"):
+        neutral = env.base["meta"]["neutral_tools"]
+        forbidden = {t for c in env.base["constraints"] if c["type"] == "forbid_tool" for t in c["spec"]["tools"]}
+        ok = [t for t in neutral if t not in forbidden]
+        if not ok:
+            continue
+        act = plans.assistant_call("x", ok[0], {"x": "y"})
+        assert env.grader.stepwise(json.dumps(act), 1, env.done_nodes, env.context).flags == {"E1"}
+        n += 1
+    assert n > 100

@@ -14,7 +14,7 @@ from typing import Any
 from toolsweep.benchmarks.apb import plans, prompts
 from toolsweep.benchmarks.apb.generator import Dataset, step_bin
 from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult
-from toolsweep.benchmarks.apb.metrics import MODALITIES, SOURCES, STEP_BINS
+from toolsweep.benchmarks.apb.metrics import BREAKDOWNS, domain_slug
 from toolsweep.benchmarks.apb.tools import FINISH, render_tool_line
 from toolsweep.evaluator.types import Message, Observation, TerminationReason
 
@@ -265,8 +265,9 @@ class APBEnv:
             m["optimal_rate"] = float(res.correct and math.isclose(res.cost, opt))
         if self.setting == "holistic":
             L = self.base["meta"]["L"]
-            mine = {"mod": self.base["modality"], "bin": fine_bin(L), "src": self.base["source_style"]}
-            for key, vals in (("mod", MODALITIES), ("bin", STEP_BINS), ("src", SOURCES)):
+            mine = {"mod": self.base["modality"], "bin": fine_bin(L), "src": self.base["source_style"],
+                    "dom": domain_slug(self.base["domain"])}
+            for key, vals, _ in BREAKDOWNS:
                 for val in vals:  # NaN outside the episode's own group: the metric is a mean over that group
                     m[f"correct_{key}_{val}"] = m["correct"] if val == mine[key] else NAN
                     m[f"grade_{key}_{val}"] = m["grade"] if val == mine[key] else NAN

@@ -10,6 +10,7 @@ with independent strata (half-width = sqrt(sum w_i^2 h_i^2)); the per-cell inter
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,21 @@ REFINE_MODES = ("self_plus", "critic_plus", "self_minus", "critic_minus")
 MODALITIES = ("text", "image", "video")
 STEP_BINS = ("1-5", "6-10", "11-15", "16-20", ">20")
 SOURCES = ("FrameThinker", "GAIA", "GTA", "OpenCUA", "ToolBench", "RealWorld")
+
+
+def domain_slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def _domain_slugs() -> tuple[str, ...]:
+    from toolsweep.benchmarks.apb.domains import DOMAINS
+
+    return tuple(domain_slug(d.name) for d in DOMAINS)
+
+
+DOMAIN_SLUGS = _domain_slugs()
+BREAKDOWNS = (("mod", MODALITIES, "modality"), ("bin", STEP_BINS, "steps"), ("src", SOURCES, "source"),
+              ("dom", DOMAIN_SLUGS, "domain"))
 
 FLAG_NAMES = {"E1": "goal misunderstanding / misalignment", "E2": "incomplete plan / premature conclusion",
               "E3": "constraint or format violation", "E4": "logical defect (order, data flow)",
@@ -77,7 +93,7 @@ def setting_metrics(setting: str) -> list[MetricSpec]:
                   MetricSpec(name="cost_ratio", description="cost / optimal cost", higher_is_better=False),
                   _pct("optimal_rate", "correct at the optimal cost")]
     if setting == "holistic":
-        for key, vals in (("mod", MODALITIES), ("bin", STEP_BINS), ("src", SOURCES)):
+        for key, vals, _ in BREAKDOWNS:
             for v in vals:
                 specs.append(_pct(f"correct_{key}_{v}", f"CR on {key}={v}"))
                 specs.append(MetricSpec(name=f"grade_{key}_{v}", description=f"Grade on {key}={v}"))
@@ -344,12 +360,12 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
 
     rows = []
     for m in models:
-        for key, vals in (("mod", MODALITIES), ("bin", STEP_BINS), ("src", SOURCES)):
+        for key, vals, label in BREAKDOWNS:
             for v in vals:
                 cr = cs.get(m, "holistic", f"correct_{key}_{v}")
                 if cr is None:
                     continue
-                rows.append([m, {"mod": "modality", "bin": "steps", "src": "source"}[key], v, _fmt(cr),
+                rows.append([m, label, v, _fmt(cr),
                              _fmt(cs.get(m, "holistic", f"grade_{key}_{v}"), 1, 2)])
     tables.append(ReportTable(title="Holistic breakdowns (Tabs. 12–13 analogues)",
                               columns=["Model", "By", "Group", "CR", "Grade"], rows=rows))
