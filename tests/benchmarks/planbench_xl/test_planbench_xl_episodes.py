@@ -233,3 +233,32 @@ def test_system_prompt_is_the_paper_prompt():
     assert "You have at most 100 steps." in p and p.endswith("Begin.")
     assert "(already satisfied at query start in all-tools mode;" in p
     assert "by_io_info" in p and "by_io_info" not in system_prompt(meta_tool_addendum=False)
+
+
+def test_fig11_default_payment_method_trap_is_not_a_correct_answer():
+    """Fig. 11/14: from an order, the default payment method id equals pm_9001 in case 1, yet the
+    target payment_method_id was never reached, and the value cannot stand in for it."""
+    from toolsweep.benchmarks.planbench_xl.tasks import Task
+
+    b = bench()
+    w, g = b.world, b.task_set.graph
+    rec = w.records[0]
+    task = Task(id="fig11", inputs=("order_id",), target="payment_method_id", case=1,
+                input_values=(rec["order_id"],), gold=rec["payment_method_id"], query="q", lstar=0,
+                gt_path=(), graph=g)
+    env = PlanBenchEnv(w, b._data()[2], task, SETTINGS["default"], frozenset(), 42)
+    to_draft = next(t for t in w.executable if t.inputs == ("order_id",) and t.output == "order_draft_id")
+    to_default = next(t for t in w.executable if t.inputs == ("order_draft_id",) and t.output == "default_payment_method_id")
+    pm_tool = next(t for t in w.executable if t.inputs == ("payment_method_id",) and t.output == "user_id")
+    assert rec["default_payment_method_id"] == "pm_9001" == task.gold
+    res = run_script(env, [
+        _io(to_draft), call_text(to_draft.name, {to_draft.params[0][0]: rec["order_id"]}),
+        _io(to_default), call_text(to_default.name, {to_default.params[0][0]: rec["order_draft_id"]}),
+        _io(pm_tool), call_text(pm_tool.name, {pm_tool.params[0][0]: "pm_9001"}),
+        answer_text("pm_9001"),
+    ])
+    rejected = json.loads(res.trajectory.steps[5].observation[0].content)
+    assert rejected["error"] == 'missing required datatype ["payment_method_id"]'
+    assert res.metrics["accuracy"] == 0 and res.metrics["failure_target_datatype_not_reached"] == 1
+    assert res.metrics["invalid_calls"] == 1
+    assert res.metrics["egt_precision"] < 1.0  # the default-method detour is off every GT path
