@@ -235,17 +235,18 @@ class PlannerPolicy:
                 out.append((n, p))
         return out
 
-    def _learn_call(self, data: tuple[str, str], obs: dict[str, Any]) -> None:
-        tool, key = data
+    def _learn_call(self, data: tuple[str, str, dict[str, str]], obs: dict[str, Any]) -> None:
+        tool, key, args = data
         if obs.get("status") == "rejected":
             err = obs.get("error", "")
-            if err.startswith("untrusted input"):
-                m = re.search(r"argument '([^']+)'", err)
-                param = m.group(1) if m else ""
-                for val, (src, k) in list(self.value_src.items()):
-                    if self.held.get(k) == val and any(p == param for p, _ in self._params(tool)):
-                        self.bad.add(src)
-                        del self.held[k]
+            m = re.search(r"argument '([^']+)'", err)
+            if err.startswith("untrusted input") and m and args.get(m.group(1)) in self.value_src:
+                # The input came from an unreliable tool: drop the value, distrust its producer,
+                # and keep the tool just called (it was not at fault).
+                src, k = self.value_src.pop(args[m.group(1)])
+                self.bad.add(src)
+                self.held.pop(k, None)
+                return
             self.bad.add(tool)
             return
         value = str(obs.get("output_value", ""))
@@ -310,8 +311,9 @@ class PlannerPolicy:
         if step is not None:
             name, key = step
             params = self.producers[key][name]
-            self.last = ("call", (name, key))
-            return _reply(call_text(name, {p: self.held[d] for p, d in params}))
+            args = {p: self.held[d] for p, d in params}
+            self.last = ("call", (name, key, args))
+            return _reply(call_text(name, args))
         while self.queue:
             key, phrase = self.queue.pop(0)
             if key in self.expanded or key in self.held:
