@@ -81,3 +81,18 @@ def test_cli_reads_a_sweep_config_and_exits_nonzero_on_failure(tmp_path, capsys)
         code = main([str(cfg)])
     out = capsys.readouterr().out
     assert code == 1 and "bad" in out and "FAIL" in out
+
+
+def test_require_preflight_raises_with_the_report():
+    import pytest
+
+    from toolsweep.cluster.preflight import PreflightFailed, require_preflight
+
+    with FakeOpenAIServer() as good, FakeOpenAIServer() as bad:
+        good.default, bad.default = good_model, broken_template_model
+        g = OpenAIModelConfig(name="good", base_url=good.base_url, model="g", max_retries=0)
+        b = OpenAIModelConfig(name="bad", base_url=bad.base_url, model="b", max_retries=0)
+        assert require_preflight([g], [("fake", ["small"])], {}).failed_models() == []
+        with pytest.raises(PreflightFailed, match="FAILED: bad") as info:
+            require_preflight([g, b], [("fake", ["small"])], {})
+    assert info.value.report.failed_models() == ["bad"]

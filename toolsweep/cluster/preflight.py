@@ -273,6 +273,26 @@ def run_preflight(
             runtime.stop()
 
 
+class PreflightFailed(RuntimeError):
+    """A model's replies do not parse into actions; the sweep would measure its template, not it."""
+
+    def __init__(self, report: PreflightReport) -> None:
+        super().__init__(
+            report.text() + "\n\nfix the model config, or run anyway with the preflight disabled "
+            "(its episodes will likely all end as agent_format_error)"
+        )
+        self.report = report
+
+
+def require_preflight(models: list[Any], benchmarks: list[Any], endpoints: dict[str, Any], **kw: Any) -> PreflightReport:
+    """What `toolsweep run` calls after the model servers are up and before the first unit:
+    raises `PreflightFailed` when a model fails."""
+    report = run_preflight(models, benchmarks, endpoints, **kw)
+    if report.failed_models():
+        raise PreflightFailed(report)
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="toolsweep preflight",
