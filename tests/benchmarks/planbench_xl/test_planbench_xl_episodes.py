@@ -178,6 +178,16 @@ def test_implicit_failure_value_as_answer_is_wrong_and_enforced_feedback_is_boun
     env.state.retrieved[imp.name] = imp
     env.step(Message(role="assistant", content=call_text(imp.name, {imp.params[0][0]: ctx["rec"]["order_id"]})))
     assert "return_request_id" in env.state.have and "return_request_id" not in env.state.executed
+    # Fig. 17: the target reached only through an implicit failure; its value as the answer is wrong.
+    last = ctx["chain"][2]
+    imp_last = b.world.blockers_of[last.id]["imp"]
+    env.state.have.add("return_audit_id")
+    env.state.retrieved[imp_last.name] = imp_last
+    env.step(Message(role="assistant", content=call_text(imp_last.name, {imp_last.params[0][0]: ctx["rec"]["return_audit_id"]})))
+    obs = env.step(Message(role="assistant", content=answer_text(imp_last.fixed_output)))
+    m = env.result()
+    assert obs.done and m["accuracy"] == 0 and m["failure_final_answer_wrong"] == 1
+    assert m["category_no_traction"] == 1.0 or m["category_stalled"] == 1.0
 
 
 def test_malformed_outputs_are_classified_never_raise():
