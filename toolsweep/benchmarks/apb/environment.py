@@ -35,10 +35,6 @@ def fine_bin(L: int) -> str:
     return ">20"
 
 
-def _public_tool(t: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in t.items() if k != "hidden"}
-
-
 def _redacted_scene(f: dict[str, Any]) -> dict[str, Any]:
     """The file's structure without any secret: classes not counts, text boxes not their strings."""
     sc = f.get("scene", {})

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
-import json
 import math
 import random
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any

@@ -101,7 +101,7 @@ def contains_observed(pred: Any, observed: Any) -> bool:
 
 _PLACEHOLDER = re.compile(r"\$|\{|result|output|from step|previous", re.I)
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-_STEPS = re.compile(r"\bsteps?\s*#?\s*((?:\d+\s*(?:,|and|&|to|-)?\s*)+)", re.I)
+_STEPS = re.compile(r"\bsteps?\s*#?\s*(\d+(?:\s*(?:,|and|&|to|-)\s*\d+)*)", re.I)
 _HASH = re.compile(r"#\s*(\d+)")
 _GENERIC = re.compile(r"previous|prior|earlier|above|preceding|result of|output of|returned", re.I)
 _REFUSAL = re.compile(r"\b(REJECT|cannot|can['’]t|unable to|impossible|not possible|missing|not provided|unavailable|please provide)\b", re.I)
