@@ -139,9 +139,11 @@ async def phase_sweep(cfg: VLLMModelConfig, endpoint: dict[str, Any], bench_name
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model-config", default=str(REPO / "configs" / "models" / "smollm2_vllm_cpu.yaml"))
-    p.add_argument("--benchmark", default="traject_bench")
+    # ToolMaze's first turn (system prompt + a few native tool schemas, ~700 tokens) is a typical
+    # agent request; TRAJECT-Bench's retrieval settings (~5k tokens) stress prefill instead.
+    p.add_argument("--benchmark", default="toolmaze")
     p.add_argument("--options", default=None, help="benchmark options as JSON (default: traject_bench's shared data_dir)")
-    p.add_argument("--setting", default="par-simple/retrieval/native")
+    p.add_argument("--setting", default="C1-P0-std")
     p.add_argument("--episodes", type=int, default=32, help="prompts in (a) and (b)")
     p.add_argument("--sequential", type=int, default=6, help="prompts in (c), one at a time")
     p.add_argument("--max-tokens", type=int, default=32)

@@ -177,3 +177,26 @@ def test_runtime_replicas_sticky_endpoints_restart_and_clean_stop(ray_local, mod
         runtime.stop()
     assert not any(alive(r["server_pid"]) for r in final)
     assert not any(os.path.exists(p) for r in final for p in r["shm"])
+
+
+def test_runtime_without_servers_needs_no_ray(model_dir, monkeypatch):
+    from toolsweep.models.config import HFModelConfig, OpenAIModelConfig
+
+    monkeypatch.setenv("TS_SECRET", "sk-do-not-log")
+    models = [
+        OpenAIModelConfig(name="hosted", base_url="https://api.example.invalid/v1", model="m", api_key_env="TS_SECRET"),
+        HFModelConfig(name="local", path=str(model_dir)),
+        ScriptedModelConfig(name="oracle", policy="oracle"),
+    ]
+    runtime = ModelRuntime(models)
+    endpoints = runtime.start()
+    assert set(endpoints) == {"hosted", "local"}
+    assert endpoints["hosted"]["base_urls"] == ["https://api.example.invalid/v1"] and endpoints["local"]["kind"] == "hf"
+    manifest = runtime.manifest()
+    assert "sk-do-not-log" not in json.dumps(manifest) and "sk-do-not-log" not in json.dumps(endpoints)
+    assert manifest["local"]["weights_sha256"] == {"model.safetensors": __import__("hashlib").sha256((model_dir / "model.safetensors").read_bytes()).hexdigest()}
+    assert manifest["local"]["chat_template"]["sha256"] and manifest["local"]["tool_parser"] == "hermes"
+    assert runtime.ensure_healthy("hosted") == endpoints
+    runtime.stop()
+    with pytest.raises(ValueError, match="unique"):
+        ModelRuntime([ScriptedModelConfig(name="a", policy="oracle"), ScriptedModelConfig(name="a", policy="random")])
