@@ -43,12 +43,13 @@ def test_good_config_expands(tmp_path, capsys):
 def test_bad_configs_name_the_field(tmp_path, capsys, bad, expected):
     import ray
 
+    was = ray.is_initialized()
     code = main(["validate", str(_write(tmp_path, bad))])
     err = capsys.readouterr().err
     assert code == 2
     for fragment in expected:
         assert fragment in err
-    assert not ray.is_initialized()
+    assert ray.is_initialized() == was, "validation never starts Ray"
 
 
 def test_run_with_bad_config_exits_2_without_starting_ray(tmp_path, capsys):

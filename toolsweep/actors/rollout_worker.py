@@ -99,11 +99,13 @@ class RolloutWorker:
             bench = self._benchmarks[name]
         return bench
 
-    async def warmup(self, benchmark_names: list[str]) -> dict[str, Any]:
-        """Build the sweep's benchmarks in this process before the first episode (worlds, datasets,
-        indexes), so the sweep's clock and the progress bar measure episodes, not set-up."""
-        for name in benchmark_names:
-            await self._benchmark(name)
+    async def warmup(self, settings: dict[str, list[str]]) -> dict[str, Any]:
+        """Build the sweep's benchmarks and their settings' tasks in this process before the first
+        episode (worlds, datasets, indexes), so the progress bar measures episodes, not set-up."""
+        for name, names in settings.items():
+            bench = await self._benchmark(name)
+            for setting in names:
+                await asyncio.to_thread(bench.tasks, setting)
         return self.info()
 
     def update_endpoints(self, endpoints: dict[str, Any]) -> None:

@@ -199,10 +199,8 @@ def run_sweep(
     import ray
     from tqdm import tqdm
 
-    from toolsweep.actors.result_sink import MlflowMirror, ResultSink, resolve_tracking_uri
-    from toolsweep.actors.rollout_worker import RemoteRolloutWorker
+    from toolsweep.actors.result_sink import ResultSink
     from toolsweep.cluster.models_runtime import ModelRuntime
-    from toolsweep.cluster.scheduler import Scheduler
 
     from toolsweep.evaluator.registry import extra_benchmarks as registered_extras
 
@@ -224,76 +222,34 @@ def run_sweep(
         if not run_dir.exists():
             run_dir.write_manifest(build_manifest(config, fingerprints, runtime.manifest()))
 
-        mirror = None
-        if config.mlflow:
-            uri = resolve_tracking_uri(config.tracking_uri)
-            mirror = MlflowMirror(uri, config.name, config.resolved_run_id())
-            try:
-                mirror.connect(run_dir.read_manifest(), {
-                    "config_sha256": config.config_sha256(),
-                    "models": [m.name for m in config.models],
-                    "benchmarks": [e.model_dump(mode="json") for e in config.benchmarks],
-                    "seeds": config.seeds,
-                    "sampling": config.sampling.model_dump(mode="json"),
-                })
-            except Exception as exc:  # noqa: BLE001 - MLflow down: the sweep goes on
-                log(
-                    f"MLflow at {uri} is unreachable ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
-                    f"on without it. Mirror the results later with: toolsweep sync-mlflow {run_dir.path}"
-                )
-                mirror = None
+        done_ids = run_dir.finished_unit_ids() if run_dir.exists() else set()
+        todo = [u for u in units if u.unit_id not in done_ids]
+        scheduler = warmups = None
+        if todo:
+            # Workers build their benchmarks while the driver opens MLflow: both take seconds.
+            scheduler, warmups = _start_workers(config, ray, todo, endpoints, extra_benchmarks, runtime, log)
+            workers = scheduler.workers
+        mirror = _open_mirror(config, run_dir, log)
         sink = ResultSink(
             run_dir, specs_lookup(benchmarks), mirror=mirror,
             live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence, log=log,
         )
-        todo = [u for u in units if u.unit_id not in sink.known_unit_ids]
+        todo = [u for u in todo if u.unit_id not in sink.known_unit_ids]
         skipped = len(units) - len(todo)
         if skipped:
             log(f"resuming {run_dir.path}: {skipped} of {len(units)} units already done")
         sink.start()
 
         stats = None
-        if todo:
-            n_workers = _worker_count(config, ray)
-            cpus = config.concurrency.worker_cpus
-            if ray.available_resources().get("CPU", 0) < cpus * n_workers:
-                cpus = 0  # a cluster whose CPUs are held by model servers still runs environments
-            models = {m.name: m for m in config.models}
-            options = {e.name: e.options for e in config.benchmarks}
-
-            def make_worker(i: int) -> Any:
-                # Named so operators (and the fault tests) can find a sweep's workers.
-                return RemoteRolloutWorker.options(
-                    name=f"toolsweep:{config.name}:{config.resolved_run_id()}:worker-{i}:{uuid.uuid4().hex[:6]}",
-                    num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=10_000,
-                ).remote(
-                    f"worker-{i}", models, options, endpoints, extra_benchmarks,
-                    config.episode_timeout_s, config.concurrency.offload_env,
-                )
-
-            bar = tqdm(total=len(todo), desc=config.name, unit="ep", disable=not progress, dynamic_ncols=True)
-            scheduler = Scheduler(
-                make_worker, n_workers, sink.add,
-                per_worker=config.concurrency.episodes_per_worker,
-                per_model={m.name: m.max_in_flight for m in config.models},
-                max_attempts=config.max_attempts,
-                on_infra_error=runtime.ensure_healthy,
-                progress=bar, log=log,
-            )
-            workers = scheduler.workers
-            log(f"preparing {len(workers)} rollout workers ({', '.join(benchmarks)})")
-            ray.get([w.warmup.remote(sorted({u.benchmark for u in todo})) for w in workers])
-            bar.reset(total=len(todo))  # ETA and rates from the first episode on
-            stats = scheduler.run(todo)
-            bar.close()
+        if scheduler is not None and todo:
+            ray.get(warmups)
+            with tqdm(total=len(todo), desc=config.name, unit="ep", disable=not progress, dynamic_ncols=True) as bar:
+                scheduler.record = sink.add
+                scheduler.progress = bar
+                stats = scheduler.run(todo)
             workers = scheduler.workers
             if stats.gave_up:
-                failures = run_dir.path / "failures.jsonl"
-                with failures.open("a") as f:
-                    for r in stats.gave_up:
-                        f.write(json.dumps({"unit_id": r.unit_id, "unit": r.unit.model_dump(mode="json"), "error": r.error}) + "\n")
-                log(f"{len(stats.gave_up)} units failed on infrastructure after {config.max_attempts} attempts "
-                    f"(see {failures}); re-run the same command to retry them")
+                _record_failures(run_dir, stats.gave_up, config.max_attempts, log)
         sink.writer.flush_part()
         cells, text = finalize_run(run_dir, config, benchmarks)
         sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
@@ -315,6 +271,81 @@ def run_sweep(
         runtime.stop()
         if started_ray:
             ray.shutdown()
+
+
+def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
+    """The MLflow mirror, or None (disabled, or unreachable: then the sweep goes on without it)."""
+    from toolsweep.actors.result_sink import MlflowMirror, resolve_tracking_uri
+
+    if not config.mlflow:
+        return None
+    uri = resolve_tracking_uri(config.tracking_uri)
+    mirror = MlflowMirror(uri, config.name, config.resolved_run_id())
+    try:
+        mirror.connect(run_dir.read_manifest(), {
+            "config_sha256": config.config_sha256(),
+            "models": [m.name for m in config.models],
+            "benchmarks": [e.model_dump(mode="json") for e in config.benchmarks],
+            "seeds": config.seeds,
+            "sampling": config.sampling.model_dump(mode="json"),
+        })
+    except Exception as exc:  # noqa: BLE001 - MLflow down: the sweep goes on
+        log(
+            f"MLflow at {uri} is unreachable ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
+            f"on without it. Mirror the results later with: toolsweep sync-mlflow {run_dir.path}"
+        )
+        return None
+    return mirror
+
+
+def _start_workers(
+    config: SweepConfig, ray: Any, todo: list[Any], endpoints: dict[str, Any],
+    extra_benchmarks: dict[str, str], runtime: Any, log: Log,
+) -> tuple[Any, list[Any]]:
+    """Create the rollout workers (spread over the nodes) and start their warm-up."""
+    from toolsweep.actors.rollout_worker import RemoteRolloutWorker
+    from toolsweep.cluster.scheduler import Scheduler
+
+    n_workers = _worker_count(config, ray)
+    cpus = config.concurrency.worker_cpus
+    if ray.available_resources().get("CPU", 0) < cpus * n_workers:
+        cpus = 0  # a cluster whose CPUs are held by model servers still runs environments
+    models = {m.name: m for m in config.models}
+    options = {e.name: e.options for e in config.benchmarks}
+
+    def make_worker(i: int) -> Any:
+        # Named so operators (and the fault tests) can find a sweep's workers.
+        return RemoteRolloutWorker.options(
+            name=f"toolsweep:{config.name}:{config.resolved_run_id()}:worker-{i}:{uuid.uuid4().hex[:6]}",
+            num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=10_000,
+        ).remote(
+            f"worker-{i}", models, options, endpoints, extra_benchmarks,
+            config.episode_timeout_s, config.concurrency.offload_env,
+        )
+
+    scheduler = Scheduler(
+        make_worker, n_workers, lambda results: None,
+        per_worker=config.concurrency.episodes_per_worker,
+        per_model={m.name: m.max_in_flight for m in config.models},
+        max_attempts=config.max_attempts,
+        on_infra_error=runtime.ensure_healthy,
+        log=log,
+    )
+    settings: dict[str, set[str]] = {}
+    for u in todo:
+        settings.setdefault(u.benchmark, set()).add(u.setting)
+    plan = {b: sorted(s) for b, s in settings.items()}
+    log(f"preparing {n_workers} rollout workers ({', '.join(plan)})")
+    return scheduler, [w.warmup.remote(plan) for w in scheduler.workers]
+
+
+def _record_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:
+    failures = run_dir.path / "failures.jsonl"
+    with failures.open("a") as f:
+        for r in gave_up:
+            f.write(json.dumps({"unit_id": r.unit_id, "unit": r.unit.model_dump(mode="json"), "error": r.error}) + "\n")
+    log(f"{len(gave_up)} units failed on infrastructure after {max_attempts} attempts "
+        f"(see {failures}); re-run the same command to retry them")
 
 
 def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: dict[str, Any]) -> None:
