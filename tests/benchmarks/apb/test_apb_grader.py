@@ -52,8 +52,12 @@ def chain_index(obj, env, nid):
 def test_any_topological_order_and_reference_style_is_correct(bench):
     for env in envs(bench, "holistic", 150):
         ref = env.base["reference"]
+        rules = [(c["spec"]["before"], c["spec"]["after"]) for c in env.base["constraints"] if c["type"] == "order"]
         for k, style in enumerate(("dollar", "step")):
-            order = plans.linearize(ref["nodes"], random.Random(f"{env.task['task_id']}|{k}"))
+            for attempt in range(50):  # a topological order that also keeps the query's stated order
+                order = plans.linearize(ref["nodes"], random.Random(f"{env.task['task_id']}|{k}|{attempt}"))
+                if all(order.index(a) < order.index(b) for a, b in rules):
+                    break
             chain = plans.holistic_chain(ref["nodes"], order, style=style)
             res = env.grader.holistic(json.dumps({"plan": ref["plan"], "tool_chain": chain}))
             assert res.correct and res.grade == 1.0 and not res.flags, (env.task["task_id"], res.notes)
@@ -184,7 +188,7 @@ def test_tool_name_typo_or_case_change_gives_e6(bench):
 
 
 def test_constraint_violations_give_exactly_e3(bench):
-    forb = brk = 0
+    forb = brk = orders = caps = 0
     for env in envs(bench, "holistic", 400):
         for c in env.base["constraints"]:
             obj = oracle_obj(env)
@@ -196,11 +200,21 @@ def test_constraint_violations_give_exactly_e3(bench):
                 pd = obj["tool_chain"][i]["parameter_description"]
                 pd[c["spec"]["param"]] = _altered(pd[c["spec"]["param"]])
                 brk += 1
+            elif c["type"] == "max_calls":
+                i = chain_index(obj, env, env.base["reference"]["linearization"][0])
+                obj["tool_chain"].insert(0, {"name": c["spec"]["tool"], "parameter_description": {"x": 1},
+                                             "reason": "one more"})
+                caps += 1
+            elif c["type"] == "order":
+                # move the 'after' node (a chain head: nothing it needs) to the very front
+                i = chain_index(obj, env, c["spec"]["after"])
+                obj["tool_chain"].insert(0, obj["tool_chain"].pop(i))
+                orders += 1
             else:
                 continue
             res = grade(env, obj)
             assert res.flags == {"E3"}, (env.task["task_id"], c, res.notes)
-    assert forb > 20 and brk > 20
+    assert forb > 20 and brk > 20 and orders > 10 and caps > 10
 
 
 def test_distractor_call_gives_e5_and_grade_zero(bench):
@@ -246,7 +260,9 @@ def test_any_other_ready_node_is_correct(bench):
     for env in envs(bench, "stepwise_k1"):
         nodes = plans.node_map(env.base["reference"]["nodes"])
         done = set(env.done_nodes)
-        ready = [x for x in env.base["reference"]["linearization"][env.j + 1:] if set(nodes[x]["deps"]) <= done]
+        after = {c["spec"]["after"]: c["spec"]["before"] for c in env.base["constraints"] if c["type"] == "order"}
+        ready = [x for x in env.base["reference"]["linearization"][env.j + 1:] if set(nodes[x]["deps"]) <= done
+                 and (x not in after or after[x] in done)]
         if not ready:
             continue
         act = plans.stepwise_action(nodes[ready[0]], nodes, done)

@@ -571,6 +571,15 @@ class _Builder:
                      "text": f"The deliverable must be in {self.extra['fmt']} format."})
         pool.append({"id": "", "type": "final_node", "spec": {"node": goal},
                      "text": f"Producing the {d.deliverable} must be the last step."})
+        heads = [nid for nid in order if nmap[nid]["cap"].startswith("acquire:")]
+        if len(heads) >= 2:
+            a, b = heads[0], heads[1]
+            ea, eb = (nmap[x]["args"][d.entity_param]["value"] for x in (a, b))
+            pool.append({"id": "", "type": "order", "spec": {"before": a, "after": b},
+                         "text": f"Look up {ea} before {eb}."})
+            tool = nmap[a]["tool"]
+            pool.append({"id": "", "type": "max_calls", "spec": {"tool": tool, "n": len(heads)},
+                         "text": f"Call {tool} at most {len(heads)} times (once per {d.entity_param})."})
         constraints = rng.sample(pool, rng.randint(0, 3))
         for i, c in enumerate(constraints):
             c["id"] = f"c{i + 1}"
@@ -695,6 +704,12 @@ def quality_problems(case: dict[str, Any]) -> list[str]:
             if n["args"][c["spec"]["param"]]["value"] != c["spec"]["value"]:
                 problems.append(f"constraint {c['id']} not satisfied by the reference")
         if c["type"] == "forbid_tool" and any(nmap[x]["tool"] in c["spec"]["tools"] for x in nmap):
+            problems.append(f"constraint {c['id']} not satisfied by the reference")
+        if c["type"] == "order":
+            lin = ref["linearization"]
+            if lin.index(c["spec"]["before"]) > lin.index(c["spec"]["after"]):
+                problems.append(f"constraint {c['id']} not satisfied by the reference")
+        if c["type"] == "max_calls" and sum(n["tool"] == c["spec"]["tool"] for n in nodes) > c["spec"]["n"]:
             problems.append(f"constraint {c['id']} not satisfied by the reference")
         if c["type"] == "final_node" and ref["linearization"][-1] != c["spec"]["node"]:
             # the goal node is a sink; every linearization can put it last, make it so

@@ -210,6 +210,10 @@ class PlanGrader:
         self.constrained = {(c["spec"]["node"], c["spec"]["param"]) for c in self.constraints if c["type"] == "param_equals"}
         self.forbidden = {t for c in self.constraints if c["type"] == "forbid_tool" for t in c["spec"]["tools"]}
         self.forbidden_caps = {c["spec"]["cap"] for c in self.constraints if c["type"] == "forbid_capability"}
+        self.order_rules = [(c["spec"]["before"], c["spec"]["after"], c["text"]) for c in self.constraints
+                            if c["type"] == "order"]
+        self.max_calls = {c["spec"]["tool"]: (c["spec"]["n"], c["text"]) for c in self.constraints
+                          if c["type"] == "max_calls"}
         self.children = {n["id"]: [m["id"] for m in self.nodes if n["id"] in m["deps"]] for n in self.nodes}
         # which visible tool names can stand for which node
         self.names_for: dict[str, set[str]] = {}
@@ -723,9 +727,16 @@ class PlanGrader:
                     res.add(flag, f"{name}: {note}")
                     if flag == "E5":
                         e5_trivial.append(trivial)
+                for before, after, text_c in self.order_rules:
+                    if node["id"] == after and before not in D:
+                        res.add("E3", text_c)
                 D.add(node["id"])
                 pending.add(node["id"])
                 used_now.add(node["id"])
+        for tool, (limit, text_c) in self.max_calls.items():
+            done_calls = sum(1 for nid in done if self.nmap[nid]["tool"] == tool)
+            if done_calls + names_called.count(tool) > limit:
+                res.add("E3", text_c)
         res.cost = self.cost(names_called)
         res.trivial_only_e5 = bool(e5_trivial) and all(e5_trivial)
         res.coverage = float(not res.flags)
