@@ -39,7 +39,7 @@ WORKDIR /opt/toolsweep
 COPY pyproject.toml README.md ./
 COPY toolsweep ./toolsweep
 COPY configs ./configs
-RUN pip install ".[gpu]"
+RUN pip install -e ".[gpu]"
 
 # A sweep's run directories go to /runs (a volume on the head pod); configs come from /config.
 WORKDIR /runs

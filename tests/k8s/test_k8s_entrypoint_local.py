@@ -1,0 +1,421 @@
+"""The deployment's commands, run for real on this machine.
+
+- The RayJob's entrypoint, taken unchanged from the rendered manifest (only the config path, tracking URI
+  and output directory point at local places), runs the base sweep ConfigMap against a local multi-node
+  Ray cluster on 127.0.0.1 (a head and two workers, one advertising a GPU) and logs to an MLflow server
+  started with the Deployment's own arguments.
+- That MLflow server accepts the in-cluster Host headers and origins the manifest names, and no others.
+- The single-GPU commands of docs/deploy.md complete the quick-start sweep with `ray start --head`.
+
+Every process is started in its own session with its own Ray temp directory and stopped by that
+handle (never `ray stop`, which would stop every Ray on the machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+
+
+def exe(name: str) -> str:
+    path = BIN / name
+    found = str(path) if path.exists() else shutil.which(name)
+    assert found, f"{name} not found beside {sys.executable} or on PATH"
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# Ray turns token authentication on for `ray start` clusters when ~/.ray/auth_token exists, and only
+# for drivers that find the cluster themselves (not through RAY_ADDRESS). The multi-node cluster and
+# its RAY_ADDRESS driver run without it, so the test does not depend on that file.
+NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
+
+
+def base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    # A driver finds only the cluster its test points it at (RAY_ADDRESS or a private RAY_TMPDIR).
+    env.pop("RAY_ADDRESS", None)
+    env.pop("RAY_TMPDIR", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
+class Processes:
+    """Processes this test started, each in its own session; stopped by handle, then any leftover
+    whose command line names one of our private directories (Ray workers, raylets, GCS)."""
+
+    def __init__(self) -> None:
+        self.procs: list[tuple[subprocess.Popen, Path]] = []
+        self.markers: list[str] = []
+
+    def start(self, argv: list[str], log: Path, **kw) -> subprocess.Popen:
+        out = log.open("wb")
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, **kw)
+        out.close()
+        self.procs.append((proc, log))
+        return proc
+
+    def stop(self) -> None:
+        for proc, _ in reversed(self.procs):
+            if proc.stdin is not None and proc.poll() is None:
+                proc.stdin.close()  # the cluster helper shuts its nodes down on EOF
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.time() + 30
+        for proc, _ in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)
+        if not self.markers:
+            return
+        for pid in self._pids_naming(self.markers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.time() + 10
+        while self._pids_naming(self.markers) and time.time() < deadline:
+            time.sleep(0.2)
+        for marker in self.markers:
+            shutil.rmtree(marker, ignore_errors=True)
+
+    @staticmethod
+    def _pids_naming(markers: list[str]) -> list[int]:
+        """Live processes whose command line contains one of `markers` (from /proc; Linux)."""
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                raw = Path(f"/proc/{entry}/cmdline").read_bytes()
+                state = Path(f"/proc/{entry}/stat").read_text().split(")")[-1].split()[0]
+            except OSError:
+                continue
+            if state != "Z" and any(m.encode() in raw for m in markers):
+                found.append(int(entry))
+        return found
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {log.name} ---\n{log.read_text(errors='replace')[-3000:]}" for _, log in self.procs if log.exists())
+
+
+def wait_for(predicate, timeout: float, what: str, procs: Processes) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        for proc, log in procs.procs:
+            if proc.poll() is not None and "ray" in log.name:
+                pytest.fail(f"{log.name} exited with {proc.returncode} while waiting for {what}:\n{procs.logs()}")
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {timeout}s waiting for {what}:\n{procs.logs()}")
+
+
+def http_status(url: str, headers: dict[str, str] | None = None, body: dict | None = None) -> int:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={**(headers or {}), **({"Content-Type": "application/json"} if data else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return -1
+
+
+# -- Ray ---------------------------------------------------------------------------------------------
+
+
+def start_ray_head(procs: Processes, tmp: Path, argv: list[str]) -> Path:
+    """Starts `argv` (a `ray start --head ...` command) plus the flags that keep a test node private:
+    loopback only, its own ports and a small object store, and --block so that the node lives exactly
+    as long as this test's process handle. Its temp dir is private too; a driver run with
+    RAY_TMPDIR set to the returned directory finds this cluster through `--address auto` the way a
+    user's does (the address file Ray writes there), and no other."""
+    private = Path(tempfile.mkdtemp(prefix="tsr", dir="/tmp"))  # short: Ray's socket paths are length-limited
+    procs.markers.append(str(private))
+    (private / "ray").mkdir()
+    log = tmp / "ray-head.log"
+    flags = [
+        f"--port={free_port()}",
+        f"--ray-client-server-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+        "--include-dashboard=false",
+        "--node-ip-address=127.0.0.1",
+        f"--temp-dir={private / 'ray'}",
+        "--object-store-memory=80000000",
+        "--disable-usage-stats",
+        "--block",
+    ]
+    procs.start(argv + flags, log, env={**base_env(), "RAY_TMPDIR": str(private)})
+    wait_for(lambda: "Ray runtime started" in log.read_text(errors="replace"), 180, "the Ray head", procs)
+    return private
+
+
+# A head and two worker nodes on 127.0.0.1. `ray start --address` cannot join a node on loopback (it
+# resolves 127.0.0.1 to the machine's public address), so the nodes are started by Ray's own
+# multi-node test harness, in a child process this test owns: it prints the address, then keeps the
+# nodes up until its stdin closes.
+CLUSTER_SCRIPT = """
+import json, sys
+from ray.cluster_utils import Cluster
+head, cpu, gpu = (json.loads(a) for a in sys.argv[1:4])
+cluster = Cluster(initialize_head=True, head_node_args=head, shutdown_at_exit=True)
+cluster.add_node(**cpu)
+cluster.add_node(**gpu)
+cluster.wait_for_nodes()
+print("CLUSTER_READY", cluster.address, flush=True)
+sys.stdin.read()
+cluster.shutdown()
+"""
+
+
+def start_multi_node_cluster(procs: Processes, tmp: Path) -> str:
+    temp_dir = Path(tempfile.mkdtemp(prefix="tsr", dir="/tmp"))
+    procs.markers.append(str(temp_dir))
+    common = {"num_cpus": 1, "object_store_memory": 80_000_000, "node_ip_address": "127.0.0.1"}
+    head = {**common, "num_gpus": 0, "gcs_server_port": free_port(), "include_dashboard": False,
+            "dashboard_agent_listen_port": free_port(), "temp_dir": str(temp_dir / "ray")}
+    (temp_dir / "ray").mkdir()
+    cpu = {**common, "num_gpus": 0}
+    gpu = {**common, "num_gpus": 1}  # a fake GPU: Ray only counts it
+    log = tmp / "ray-cluster.log"
+    env = {**base_env(), "RAY_TMPDIR": str(temp_dir), **NO_AUTH}  # RAY_TMPDIR: Ray's address file stays ours
+    proc = procs.start([sys.executable, "-c", CLUSTER_SCRIPT, *(json.dumps(a) for a in (head, cpu, gpu))],
+                       log, env=env, stdin=subprocess.PIPE)
+    wait_for(lambda: "CLUSTER_READY" in log.read_text(errors="replace"), 180, "the Ray cluster", procs)
+    if proc.poll() is not None:
+        pytest.fail(f"the Ray cluster exited:\n{procs.logs()}")
+    return log.read_text().split("CLUSTER_READY", 1)[1].split()[0]
+
+
+# -- MLflow from the Deployment ------------------------------------------------------------------------
+
+
+def mlflow_command_from_manifest(deployment: dict, port: int, store: Path) -> tuple[list[str], dict[str, str]]:
+    """The Deployment's command, args and plain env, pointed at local stores and loopback."""
+    c = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = list(c["args"])
+    args[args.index("--host") + 1] = "127.0.0.1"  # 0.0.0.0 in the pod; loopback only here
+    args[args.index("--port") + 1] = str(port)
+    env = base_env()
+    env.update({e["name"]: e["value"] for e in c["env"] if "value" in e})
+    env["MLFLOW_BACKEND_STORE_URI"] = f"sqlite:///{store / 'mlflow.db'}"  # PostgreSQL in the cluster
+    env["MLFLOW_ARTIFACTS_DESTINATION"] = str(store / "artifacts")  # S3 in the cluster
+    env.pop("MLFLOW_S3_ENDPOINT_URL", None)
+    assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    argv = [exe(c["command"][0]), *c["command"][1:], *args]
+    return argv, env
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(k8s, rendered, tmp_path_factory):
+    """Started here, waited for by `.ready()`: the server (~10 s alone, a minute on a busy machine)
+    comes up while the tests start their Ray clusters."""
+    tmp = tmp_path_factory.mktemp("mlflow")
+    procs = Processes()
+    port = free_port()
+    argv, env = mlflow_command_from_manifest(k8s.find(rendered["base"], "Deployment", "mlflow"), port, tmp)
+    procs.start(argv, tmp / "mlflow.log", env=env, cwd=tmp)
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> str:
+        wait_for(lambda: http_status(url + "/health") == 200, 240, "the MLflow server", procs)
+        return url
+
+    try:
+        yield SimpleNamespace(url=url, port=port, args=argv, ready=ready)
+    finally:
+        procs.stop()
+
+
+def entrypoint_argv(rayjob: dict, config: Path, tracking_uri: str, output_dir: Path) -> list[str]:
+    """The RayJob's entrypoint with its three cluster paths replaced, nothing else changed."""
+    argv = shlex.split(rayjob["spec"]["entrypoint"])
+    assert argv[:2] == ["toolsweep", "run"]
+    assert argv[2].startswith("/config/")
+    argv[2] = str(config)
+    for flag, value in (("--tracking-uri", tracking_uri), ("--output-dir", str(output_dir))):
+        assert flag in argv, f"the RayJob entrypoint lost {flag}"
+        argv[argv.index(flag) + 1] = value
+    assert argv[argv.index("--address") + 1] == "auto"
+    return [exe("toolsweep"), *argv[1:]]
+
+
+def expected_units(config_path: Path, output_dir: Path):
+    from toolsweep.cluster.config import load_config, resolve_plans
+    from toolsweep.evaluator.sweep import expand_units
+
+    config = load_config(config_path, output_dir=str(output_dir))
+    units = expand_units(config.name, [m.name for m in config.models], resolve_plans(config), config.sampling)
+    return config, units
+
+
+def assert_sweep_complete(config, units, mlflow_url: str) -> dict:
+    from mlflow.tracking import MlflowClient
+
+    from toolsweep.evaluator.rundir import RunDirectory
+
+    run_dir = RunDirectory(config.run_path())
+    summary = json.loads(run_dir.summary_path.read_text())
+    assert sum(cell["n"] for cell in summary["cells"]) == len(units)
+    assert run_dir.finished_unit_ids() == {u.unit_id for u in units}
+    cells = {(c["model"], c["benchmark"], c["setting"]) for c in summary["cells"]}
+    assert cells == {(u.model, u.benchmark, u.setting) for u in units}
+
+    client = MlflowClient(tracking_uri=mlflow_url)
+    experiment = client.get_experiment_by_name(config.name)
+    assert experiment is not None, f"no MLflow experiment {config.name!r}"
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    assert len(children) == len(cells)
+    assert all(r.data.metrics for r in children)
+    return summary
+
+
+# -- the tests -----------------------------------------------------------------------------------------
+
+
+def test_rayjob_entrypoint_runs_the_sweep_on_a_multi_node_cluster(k8s, rendered, mlflow_server, tmp_path):
+    procs = Processes()
+    try:
+        address = start_multi_node_cluster(procs, tmp_path)
+        mlflow_server.ready()
+
+        docs = rendered["base"]
+        config_path = tmp_path / "sweep.yaml"
+        config_path.write_text(k8s.find(docs, "ConfigMap", "toolsweep-sweep")["data"]["sweep.yaml"])
+        out = tmp_path / "runs"
+        argv = entrypoint_argv(k8s.find(docs, "RayJob"), config_path, mlflow_server.url, out)
+        # What a RayJob's driver gets on the head pod: the cluster's address in RAY_ADDRESS.
+        env = {**base_env(), "RAY_ADDRESS": address, **NO_AUTH}
+
+        # The GPU check sees the cluster as the driver does: the fake GPU fits one replica, not two.
+        probe = (
+            "import ray, sys; ray.init(address='auto', logging_level='ERROR');"
+            "from toolsweep.cluster.placement import check_ray_cluster, PlacementError;"
+            "m = lambda n: [{'name': 'm', 'kind': 'vllm', 'replicas': n}];"
+            "print(check_ray_cluster(m(1)).assignments);"
+            "exec('try:\\n check_ray_cluster(m(2))\\nexcept PlacementError as e:\\n print(e)')"
+        )
+        checker = subprocess.Popen([sys.executable, "-c", probe], env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, start_new_session=True)  # beside the sweep
+        procs.procs.append((checker, tmp_path / "probe.log"))
+        run = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        stdout, stderr = checker.communicate(timeout=120)
+        assert checker.returncode == 0, stderr
+        first, _, error = stdout.partition("\n")
+        assert len(eval(first)["m"]) == 1, stdout  # one replica, placed
+        assert re.search(r"GPUs per node: [^,]+: 1\)", error), error  # one node has the one GPU
+        assert "'m' needs 2 replica(s) x 1 GPU(s) (tensor_parallel_size=1) = 2 GPU(s), but the cluster has 1 GPU(s)" in error
+
+        assert run.returncode == 0, f"{run.stdout[-3000:]}\n{run.stderr[-5000:]}\n{procs.logs()}"
+        config, units = expected_units(config_path, out)
+        assert_sweep_complete(config, units, mlflow_server.url)
+        # The episodes ran on the cluster's nodes, not in an embedded Ray of the driver.
+        from toolsweep.evaluator.rundir import RunDirectory
+
+        table = RunDirectory(config.run_path()).read_table()
+        assert len(set(table.column("node_id").to_pylist())) >= 2
+    finally:
+        procs.stop()
+
+
+def test_mlflow_server_from_the_manifest_accepts_in_cluster_hosts_only(mlflow_server, rendered, k8s):
+    mlflow_server.ready()
+    ns = k8s.find(rendered["base"], "Deployment", "mlflow")["metadata"]["namespace"]
+    api = mlflow_server.url + "/api/2.0/mlflow/experiments/search"
+    body = {"max_results": 1}
+    # Host headers: the RayJob's tracking URI (mlflow:5000), the FQDNs, a port-forward.
+    for host in ("mlflow:5000", f"mlflow.{ns}.svc:5000", f"mlflow.{ns}.svc.cluster.local:5000", "localhost:5000"):
+        assert http_status(api, {"Host": host}, body) == 200, host
+    for host in ("evil.example.com", "evil.example.com:5000", "mlflowx:5000"):
+        assert http_status(api, {"Host": host}, body) == 403, host
+    # Browser origins of the UI opened by service name are allowed to write; others are not.
+    for origin in (f"http://mlflow.{ns}.svc.cluster.local:5000", "http://mlflow:5000", "http://localhost:5000"):
+        assert http_status(api, {"Host": "mlflow:5000", "Origin": origin}, body) == 200, origin
+    assert http_status(api, {"Host": "mlflow:5000", "Origin": "https://evil.example.com"}, body) == 403
+
+
+def single_gpu_commands(guide: str) -> list[str]:
+    block = re.search(r"<!-- single-gpu-commands.*?-->\s*```bash\n(.*?)```", guide, re.S)
+    assert block, "docs/deploy.md lost its single-GPU command block"
+    return [line.strip() for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_single_gpu_guide_commands_complete_the_quickstart(k8s, tmp_path):
+    """docs/deploy.md's single-GPU block, command by command, on a CPU-only machine."""
+    commands = single_gpu_commands((k8s.REPO / "docs" / "deploy.md").read_text())
+    assert [c.split()[0:2] for c in commands] == [
+        ["pip", "install"], ["ray", "start"], ["MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false", "mlflow"], ["toolsweep", "run"],
+    ]
+    procs = Processes()
+    try:
+        # 1. `pip install -e ".[gpu]"`: this environment has toolsweep installed (vLLM's CUDA build cannot be).
+        assert shlex.split(commands[0]) == ["pip", "install", "-e", ".[gpu]"]
+        # 3. The MLflow server, on a free port instead of 5000 (started first: it comes up while Ray does).
+        mlflow_argv = shlex.split(commands[2].rstrip("&").strip())
+        env_assignments = dict(a.split("=", 1) for a in mlflow_argv if re.match(r"^[A-Z_]+=", a))
+        mlflow_argv = [a for a in mlflow_argv if not re.match(r"^[A-Z_]+=", a)]
+        port = free_port()
+        mlflow_argv[mlflow_argv.index("--port") + 1] = str(port)
+        procs.start([exe("mlflow"), *mlflow_argv[1:]], tmp_path / "mlflow.log", env={**base_env(), **env_assignments}, cwd=tmp_path)
+        # 2. `ray start --head --num-gpus 1`, plus the flags that keep a test cluster private.
+        private = start_ray_head(procs, tmp_path, [exe("ray"), *shlex.split(commands[1])[1:]])
+        url = f"http://127.0.0.1:{port}"
+        wait_for(lambda: http_status(url + "/health") == 200, 240, "the MLflow server", procs)
+        # 4. The sweep, from the repository's config, writing runs/ in the working directory.
+        run_argv = shlex.split(commands[3])
+        uri_at = run_argv.index("--tracking-uri") + 1
+        assert run_argv[uri_at] == "http://127.0.0.1:5000"
+        run_argv[uri_at] = url
+        config_path = k8s.REPO / run_argv[2]
+        run_argv[2] = str(config_path)
+        env = {**base_env(), "RAY_TMPDIR": str(private)}  # `--address auto` finds the cluster above
+        run = subprocess.run([exe("toolsweep"), *run_argv[1:]], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, f"{run.stdout[-3000:]}\n{run.stderr[-5000:]}\n{procs.logs()}"
+        config, units = expected_units(config_path, tmp_path / "runs")
+        assert units
+        assert_sweep_complete(config, units, url)
+    finally:
+        procs.stop()
