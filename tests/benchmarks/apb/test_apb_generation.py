@@ -200,3 +200,36 @@ def test_efficiency_variants(ds):
             assert len(cov) < len(order)
         assert t["optimal_cost"] < t["reference_cost"]
         assert all(1 <= t["costs"][x["name"]] <= 5 for x in base["tools"] if x["name"] != FINISH)
+
+
+def test_same_cases_in_another_process(ds):
+    """Hash randomization must not leak into the cases (seeds come from sha256, never hash())."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from toolsweep.benchmarks.apb.generator import build_base, case_hash, slots\n"
+            "sl = slots(0)\nprint(' '.join(case_hash(build_base(0, sl[i])) for i in (5, 600, 1000)))")
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == [case_hash(ds.bases[i]) for i in (5, 600, 1000)]
+
+
+def test_benchmark_interface(bench):
+    assert bench.name == "apb" and len(bench.settings()) == 29
+    names = {m.name for m in bench.metrics()}
+    assert {"correct", "grade", "E1", "E6", "replace", "pass", "refused", "cost", "hol_delta", "ext_used"} <= names
+    for s in bench.settings():
+        specs = bench.metrics(s)
+        assert len({m.name for m in specs}) == len(specs)
+    with pytest.raises(KeyError, match="available"):
+        bench.tasks("holistic_typo")
+    with pytest.raises(KeyError, match="no task"):
+        bench.make_env("nope", "holistic", 0)
+    fp = bench.fingerprint()
+    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-1" and len(fp["cases_sha256"]) == 64
+    assert all(t.startswith("apb-g0-holistic-") for t in bench.tasks("holistic"))  # ids carry the generation seed
+    assert set(bench.scripted_policies()) == {"oracle", "always_refuse", "random"}
+    env = bench.make_env(bench.tasks("broken")[0], "broken", 0)
+    with pytest.raises(KeyError, match="available"):
+        bench.make_scripted_policy("genius", env, 0)
