@@ -65,6 +65,11 @@ class APB(Benchmark):
             "structured scene (default), or rendered PNG frames as image parts for vision models.")
         distractor_position: Literal["append", "shuffle"] = Field(
             "append", description="Extraneous tools after the originals (Figs. 37/38) or shuffled in.")
+        critic: Literal["rule"] = Field(
+            "rule", description="Reviewer of the Critic_R± refinement protocols. 'rule': a deterministic reviewer "
+            "that names the error categories the rule grader finds (R+) or only says whether the answer is wrong "
+            "(R-); an LLM critic would need a second model inside the episode, which the episode loop does not "
+            "provide.")
         oracle_ref_style: Literal["dollar", "step"] = Field(
             "dollar", description="How the oracle names data sources: `$Tool.field` or 'the output of step i'.")
 
