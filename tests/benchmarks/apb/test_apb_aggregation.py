@@ -12,6 +12,7 @@ import pytest
 
 from toolsweep.benchmarks.apb.metrics import (
     calibration,
+    efficiency_costs,
     extraneous_composite,
     extraneous_robustness,
     holistic_e_from_bins,
@@ -150,3 +151,11 @@ def test_refinement_and_calibration_functions():
     assert calibration({"a": 1.0, "b": 1.0}, 1.0)["Calibration"] == 0.5
     assert calibration({"a": 1.0, "b": 1.0}, 0.0)["Calibration"] == 1.0
     assert calibration({"a": 0.0, "b": 0.0}, 0.0)["Calibration"] == 0.5
+
+
+def test_efficiency_costs():
+    recs = {"a": {"t1": (True, 10.0), "t2": (False, 30.0), "t3": (True, 14.0)},
+            "b": {"t1": (True, 12.0), "t2": (True, 8.0), "t3": (False, 20.0)}}
+    c = efficiency_costs(recs)
+    assert c["a"] == {"C_all": 18.0, "C_pass": 12.0, "C_com": 10.0}
+    assert c["b"] == {"C_all": 40.0 / 3, "C_pass": 10.0, "C_com": 12.0}

@@ -175,6 +175,22 @@ def refinement_summary(base: Sequence[float], refined: Sequence[float]) -> dict[
             "repair": (sum(wrong) / len(wrong)) if wrong else nan}
 
 
+def efficiency_costs(records: Mapping[str, Mapping[str, tuple[bool, float]]]) -> dict[str, dict[str, float]]:
+    """Tab. 5 costs per model from per-episode (correct, cost) records keyed by task: C_all over all
+    cases, C_pass over the model's solved cases, C_com over the cases every compared model solved."""
+    common = set.intersection(*[{t for t, (ok, _) in r.items() if ok} for r in records.values()]) if records else set()
+    nan = float("nan")
+    out = {}
+    for model, r in records.items():
+        costs = [c for _, c in r.values()]
+        passed = [c for ok, c in r.values() if ok]
+        com = [r[t][1] for t in common]
+        out[model] = {"C_all": sum(costs) / len(costs) if costs else nan,
+                      "C_pass": sum(passed) / len(passed) if passed else nan,
+                      "C_com": sum(com) / len(com) if com else nan}
+    return out
+
+
 def combine_ci(values: Sequence[float], halfwidths: Sequence[float], weights: Sequence[float]) -> tuple[float, float]:
     """Point estimate and half-width of a weighted mean of independent strata."""
     tw = sum(weights)
