@@ -213,7 +213,8 @@ def start_multi_node_cluster(procs: Processes, tmp: Path) -> str:
     temp_dir = Path(tempfile.mkdtemp(prefix="tsr", dir="/tmp"))
     procs.markers.append(str(temp_dir))
     common = {"num_cpus": 1, "object_store_memory": 80_000_000, "node_ip_address": "127.0.0.1"}
-    head = {**common, "num_gpus": 0, "gcs_server_port": free_port(), "include_dashboard": False,
+    # Like the RayCluster's head: no CPU or GPU for Ray to hand out (the driver runs there).
+    head = {**common, "num_cpus": 0, "num_gpus": 0, "gcs_server_port": free_port(), "include_dashboard": False,
             "dashboard_agent_listen_port": free_port(), "temp_dir": str(temp_dir / "ray")}
     (temp_dir / "ray").mkdir()
     cpu = {**common, "num_gpus": 0}
