@@ -4,6 +4,11 @@ For each task a hidden set of executable tools is blocked; retrieval replaces ea
 place by its blocker alternatives. T_blk is chosen so that a target number of ground-truth tool sets
 survives (n_i(C) = |{R in M_i : R ∩ C = ∅}|, spec §4.2), by the smallest intervention, with ties
 broken by a per-task seed: identical for every model in a (setting, seed).
+
+keep_shortest / keep_longest [S]: every surviving set must have length L* (resp. L^max). When no
+combination of at most K_blk tools leaves 1-2 such survivors, the length constraint is kept and more
+survivors are accepted (smallest intervention first); when even that fails the task is unresolved
+and T_blk = ∅ (34/327 tasks for keep_longest in the default world, whose L^max is capped at 12).
 """
 
 from __future__ import annotations
