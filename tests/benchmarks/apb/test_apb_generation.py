@@ -190,7 +190,16 @@ def test_efficiency_variants(ds):
         order = base["reference"]["linearization"]
         nodes = {n["id"]: n for n in base["reference"]["nodes"]}
         comps, traps = t["composites"], t["traps"]
-        assert 3 <= len(comps) <= 6 and 2 <= len(traps) <= 4 and 5 <= len(comps) + len(traps) <= 10
+        n_traps = len({x["hidden"]["trap_id"] for x in traps})
+        assert 3 <= len(comps) <= 6 and 2 <= n_traps <= 4 and 5 <= len(comps) + len(traps) <= 10
+        for x in traps:
+            h = x["hidden"]
+            if h["trap"] == "overpriced":
+                node = nodes[h["covers"][0]]
+                assert h["cost"] >= t["costs"][node["tool"]] + 3
+            if h["trap"] == "redundant":
+                part_a = next(y for y in traps if y["name"] == h["requires"])
+                assert part_a["hidden"]["cost"] + h["cost"] > t["costs"][nodes[h["covers"][0]]["tool"]]
         for c in comps:
             cov = c["hidden"]["covers"]
             idx = [order.index(x) for x in cov]
@@ -200,6 +209,8 @@ def test_efficiency_variants(ds):
             assert len(cov) < len(order)
         assert t["optimal_cost"] < t["reference_cost"]
         assert all(1 <= t["costs"][x["name"]] <= 5 for x in base["tools"] if x["name"] != FINISH)
+    kinds = {x["hidden"]["trap"] for t in ds.tasks["efficiency"] for x in t["traps"]}
+    assert kinds == {"overpriced", "off_target", "redundant", "redundant_part"}
 
 
 def test_same_cases_in_another_process(ds):

@@ -399,6 +399,22 @@ def test_efficiency_reference_chain_and_traps(bench):
         chain = plans.holistic_chain(ref["nodes"], ref["linearization"])
         res = env.grader.holistic(json.dumps({"plan": "p", "tool_chain": chain}))
         assert res.correct and res.cost > env.task["optimal_cost"]
+        red = [t for t in env.task["traps"] if t["hidden"].get("trap") == "redundant"]
+        if red:  # the split pair is a valid (dearer) covering; its second half alone is incomplete
+            nid = red[0]["hidden"]["covers"][0]
+            nodes = plans.node_map(ref["nodes"])
+            calls = []
+            for x in ref["linearization"]:
+                if x == nid:
+                    calls.append({"name": red[0]["hidden"]["requires"], "covers": [], "param_map": {}})
+                    calls.append({"name": red[0]["name"], "covers": [x], "param_map": red[0]["hidden"]["param_map"]})
+                else:
+                    calls.append({"name": nodes[x]["tool"], "covers": [x], "param_map": None})
+            both = plans.holistic_chain(ref["nodes"], ref["linearization"], calls=calls)
+            r_both = env.grader.holistic(json.dumps({"plan": "p", "tool_chain": both}))
+            assert r_both.correct and r_both.cost > res.cost, r_both.notes
+            half = [c for c in both if c["name"] != red[0]["hidden"]["requires"]]
+            assert env.grader.holistic(json.dumps({"plan": "p", "tool_chain": half})).flags == {"E2"}
         off = [t for t in env.task["traps"] if t["hidden"].get("trap") == "off_target"]
         if off:
             near = off[0]["hidden"]["near"]

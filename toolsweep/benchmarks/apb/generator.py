@@ -981,28 +981,49 @@ def efficiency_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
     for i, nid in enumerate(trap_nodes):
         n = nodes[nid]
         base_tool = next(t for t in base["tools"] if t["name"] == n["tool"])
-        kind = "overpriced" if i % 2 == 0 else "off_target"
+        kind = ("overpriced", "off_target", "redundant")[i % 3]
+        params = [param_entry(p, "string", True, "same as the original")
+                  for p in base_tool["parameters"]["properties"]]
+        if kind == "redundant":
+            # the node's work split over two calls whose costs add up to more than the original
+            wa, wb = ["prepare"] + base_tool["hidden"]["words"], ["finalize"] + base_tool["hidden"]["words"]
+            na, nb = style_name(wa, style, api), style_name(wb, style, api)
+            if na.lower() in names or nb.lower() in names or len(new_tools) + len(traps) + 2 > 10:
+                continue
+            names.update({na.lower(), nb.lower()})
+            base_cost = cost[base_tool["name"]]
+            ca = max(1, base_cost // 2 + 1)
+            part_a = make_tool(na, f"Does the first half of what {base_tool['name']} does (staging the request).",
+                               params, "a staging ticket.", caps=[f"trap:{n['cap']}:stage"], kind="trap", words=wa,
+                               extra_hidden={"covers": None, "trap": "redundant_part", "trap_id": i})
+            part_a["hidden"]["cost"] = ca
+            part_b = make_tool(nb, f"Does the second half of what {base_tool['name']} does; needs {na} first.",
+                               params, "the same output as the original.", caps=list(base_tool["hidden"]["capabilities"]),
+                               kind="trap", words=wb,
+                               extra_hidden={"covers": [n["id"]], "trap": "redundant", "requires": na, "trap_id": i,
+                                             "param_map": {p: [n["id"], p] for p in n["args"]}})
+            part_b["hidden"]["cost"] = max(1, base_cost - ca + 1 + rng.randint(0, 1))
+            traps += [part_a, part_b]
+            continue
         words = (["premium"] if kind == "overpriced" else ["quick"]) + base_tool["hidden"]["words"] + \
             ([] if kind == "overpriced" else ["preview"])
         name = style_name(words, style, api)
-        if name.lower() in names:
+        if name.lower() in names or len(new_tools) + len(traps) + 1 > 10:
             continue
         names.add(name.lower())
-        params = [param_entry(p, "string", True, "same as the original")
-                  for p in base_tool["parameters"]["properties"]]
         if kind == "overpriced":
             tool = make_tool(name, f"Does the same as {base_tool['name']} with priority support.", params,
                              "the same output.", caps=list(base_tool["hidden"]["capabilities"]), kind="trap",
-                             words=words, extra_hidden={"covers": [n["id"]], "trap": "overpriced",
+                             words=words, extra_hidden={"covers": [n["id"]], "trap": "overpriced", "trap_id": i,
                                                         "param_map": {p: [n["id"], p] for p in n["args"]}})
             tool["hidden"]["cost"] = cost[base_tool["name"]] + rng.randint(3, 5)
         else:
             tool = make_tool(name, f"Does a partial preview of what {base_tool['name']} returns (first lines only).",
                              params, "a truncated preview.", caps=[f"trap:{n['cap']}"], kind="trap", words=words,
-                             extra_hidden={"covers": None, "trap": "off_target", "near": n["id"]})
+                             extra_hidden={"covers": None, "trap": "off_target", "near": n["id"], "trap_id": i})
             tool["hidden"]["cost"] = 1
         traps.append(tool)
-    if len(traps) < 2:
+    if len({t["hidden"]["trap_id"] for t in traps}) < 2:
         raise ValueError(f"{base['base_id']}: fewer than 2 traps")
     node_cost = {nid: cost[nodes[nid]["tool"]] for nid in order}
     comps = [{"name": t["name"], "covers": t["hidden"]["covers"], "cost": t["hidden"]["cost"]} for t in new_tools]

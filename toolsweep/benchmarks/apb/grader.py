@@ -446,6 +446,9 @@ class PlanGrader:
                 continue
             pos = aligned[nid]
             issues, covered_here = self._pair_issues(slots, calls, slot_of[nid], n, aligned, slot_call)
+            needs = self.tools[slots[slot_of[nid]][1]]["hidden"].get("requires")
+            if needs and not any(name == needs for name, _ in calls[:pos]):
+                issues = issues + [("E2", f"'{needs}' must run before '{slots[slot_of[nid]][1]}'")]
             issues_all.extend(issues)
             order_ok = True
             for d in n["deps"]:
