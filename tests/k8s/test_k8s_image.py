@@ -86,6 +86,7 @@ def test_manifest_images_name_the_dockerfile_targets(k8s, rendered):
     rc = k8s.find(rendered["base"], "RayCluster")
     images = {rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]}
     images |= {g["template"]["spec"]["containers"][0]["image"] for g in rc["spec"]["workerGroupSpecs"]}
+    images.add(k8s.find(rendered["base"], "RayJob")["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["image"])
     assert len(images) == 1 and images.pop().endswith("/toolsweep:0.1.0")
     version = tomllib.loads((k8s.REPO / "pyproject.toml").read_text())["project"]["version"]
     assert version == "0.1.0", "bump the image tags in k8s/base/kustomization.yaml with the version"

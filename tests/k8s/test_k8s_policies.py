@@ -26,6 +26,8 @@ def pod_templates(doc: dict) -> list[tuple[str, dict]]:
         return [("head", spec["headGroupSpec"]["template"])] + [
             (g["groupName"], g["template"]) for g in spec["workerGroupSpecs"]
         ]
+    if doc["kind"] == "RayJob" and "submitterPodTemplate" in spec:
+        return [("submitter", spec["submitterPodTemplate"])]
     return []
 
 
@@ -52,7 +54,7 @@ def test_every_container_requests_what_it_limits(rendered, name):
         if doc["kind"] == "RayCluster":  # the autoscaler sidecar KubeRay adds to the head pod
             res = doc["spec"]["autoscalerOptions"]["resources"]
             assert res["requests"] == res["limits"]
-    assert checked == 4  # mlflow, head, cpu-workers, gpu-workers
+    assert checked == 5  # mlflow, head, cpu-workers, gpu-workers, the RayJob's submitter
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
@@ -65,6 +67,13 @@ def test_no_gpu_work_lands_on_the_head(k8s, rendered, name):
     assert "nvidia.com/gpu" not in head_limits
     cpu = group(rc, "cpu-workers")["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert "nvidia.com/gpu" not in cpu
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_submitter_leaves_the_submit_command_to_kuberay(k8s, rendered, name):
+    # KubeRay fills in `ray job submit ...` only when the first container has no command.
+    submitter = k8s.find(rendered[name], "RayJob")["spec"]["submitterPodTemplate"]["spec"]
+    assert "command" not in submitter["containers"][0] and submitter["restartPolicy"] == "Never"
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)

@@ -39,6 +39,8 @@ def _containers(doc: dict) -> list[dict]:
     if doc["kind"] == "RayCluster":
         templates.append(spec["headGroupSpec"]["template"])
         templates += [g["template"] for g in spec["workerGroupSpecs"]]
+    if doc["kind"] == "RayJob":
+        templates.append(spec["submitterPodTemplate"])
     return [c for t in templates for c in t["spec"]["containers"]]
 
 
@@ -86,6 +88,7 @@ def _mutated(doc: dict, path: str, value) -> dict:
         ("RayJob", "spec.entrypont", "toolsweep run x", "'entrypont' was unexpected"),
         ("RayJob", "spec.clusterSelectors", {}, "'clusterSelectors' was unexpected"),
         ("RayJob", "spec.backoffLimit", "0", "'0' is not of type 'integer'"),
+        ("RayJob", "spec.submitterPodTemplate.spec.containers.0.resource", {}, "'resource' was unexpected"),
     ],
 )
 def test_typo_in_a_ray_document_fails(k8s, rendered, kind, path, value, expected):
