@@ -183,14 +183,14 @@ DISTRACTOR_PATTERNS: tuple[tuple[str, str, str], ...] = (
 
 # Neutral, usable-but-unneeded tools (§2.5: 2..5 per case).
 NEUTRAL_TOOLS: tuple[tuple[str, str, str, str], ...] = (
-    # (words, description, param, param description)
-    ("convert units", "Converts a quantity between measurement units.", "quantity", "the quantity with its unit, e.g. '5 km'"),
-    ("get current date", "Returns today's date in ISO format.", "timezone", "an IANA timezone name"),
-    ("format table", "Formats rows of data as a Markdown table.", "rows", "the rows to format"),
-    ("send notification", "Sends a short push notification to the user's phone.", "message", "the notification text"),
-    ("search help docs", "Searches the platform's help center articles.", "query", "the help topic"),
-    ("spell check", "Checks the spelling of a text and returns corrections.", "text", "the text to check"),
-    ("shorten url", "Creates a short link for a URL.", "url", "the URL to shorten"),
+    # (words, purpose as a noun phrase, param, param description)
+    ("convert units", "conversion of a quantity between measurement units", "quantity", "the quantity with its unit, e.g. '5 km'"),
+    ("get current date", "lookup of today's date in ISO format", "timezone", "an IANA timezone name"),
+    ("format table", "formatting of rows of data as a Markdown table", "rows", "the rows to format"),
+    ("send notification", "sending of a short push notification to the user's phone", "message", "the notification text"),
+    ("search help docs", "search over the platform's help center articles", "query", "the help topic"),
+    ("spell check", "spelling checks of a text, returning corrections", "text", "the text to check"),
+    ("shorten url", "creation of a short link for a URL", "url", "the URL to shorten"),
 )
 
 # Capabilities whose presence would let an agent recover private information (§4.5 info check).

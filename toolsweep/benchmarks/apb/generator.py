@@ -74,6 +74,10 @@ CONFLICT_SERVICES = ("{n} auth validator", "verify {n} session", "{n} thermal de
                      "{n} signature service", "secure {n} ledger", "{n} spectral authenticator")
 
 
+def _a(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
 def case_rng(gen_seed: int, stream: str, index: Any) -> random.Random:
     """One independent stream per concern (§3.2)."""
     digest = hashlib.sha256(f"{gen_seed}|{stream}|{index}".encode()).digest()
@@ -221,7 +225,7 @@ class _Builder:
                      "text_regions": [{"text": ocr_text, "bbox": [120, 40, 200, 30]}] if f == n_files - 1 else []}
             cls = sorted({o["class"] for o in scene["objects"]})
             self.files.append({"name": fname, "type": "image", "scene": scene,
-                               "caption": f"Photo for a {self.domain.name.lower()} task showing {', '.join(cls)}."})
+                               "caption": f"Photo for {_a(self.domain.name.lower())} task showing {', '.join(cls)}."})
         camel = self.style == "camel"
         last = None
         self.extra["count_node"] = None
@@ -290,7 +294,7 @@ class _Builder:
                            "scene": {"fps": 24, "frame_count": total,
                                      "sampled_frames": [{"frame": i * total // 8, "objects": [rng.choice(self.domain.objects)]}
                                                         for i in range(8)]},
-                           "caption": f"Video clip for a {self.domain.name.lower()} task."})
+                           "caption": f"Video clip for {_a(self.domain.name.lower())} task."})
         t = self.add_tool("get frame number", "Does conversion of a timestamp to a frame number.",
                           [param_entry("video", "string", True, "the video file"),
                            param_entry("timestamp", "string", True, "mm:ss timestamp")],
@@ -425,7 +429,7 @@ class _Builder:
                 verb, noun, fld = CHAIN_VERBS[pos], d.nouns[pos], CHAIN_FIELDS[pos]
                 words = f"{verb} {noun}" + (" fields" if verb == "extract" else "")
                 if pos == 0:
-                    t = self.add_tool(words, f"Does retrieval of the {noun} for a {d.entity_param}.",
+                    t = self.add_tool(words, f"Does retrieval of the {noun} for {_a(d.entity_param)}.",
                                       [param_entry(d.entity_param, "string", True, f"the {d.entity_param}"),
                                        param_entry("period", "string", True, "the reporting year")],
                                       f"a JSON object with '{fld}' (number).", [f"acquire:{noun}"])
@@ -485,7 +489,7 @@ class _Builder:
         self.extra.update(rate=rate, rate_text=rate_text, compute_node=prev)
         for verb, pname, opts, tmpl in rng.sample(TAIL_VERBS, r):
             v = rng.choice(opts)
-            t = self.add_tool(f"{verb} {metric}", f"Does {verb} of a {metric} value.",
+            t = self.add_tool(f"{verb} {metric}", f"Does {verb} of {_a(metric)} value.",
                               [param_entry("value", "number", True, "the value"),
                                param_entry(pname, "number" if not isinstance(v, str) else "string", True, f"the {pname}")],
                               "a JSON object with 'result' (number).", [f"{verb}_metric"])
@@ -499,7 +503,7 @@ class _Builder:
         vals = [nmap[x]["output"][f] for x, f in zip(loose, flds)]
         fmt = rng.choice(FORMATS)
         title = f"{entities[0] if m else self.extra.get('gui_entity', d.name)} {d.deliverable}"
-        t = self.add_tool(f"generate {d.deliverable}", f"Does generation of a {d.deliverable} document.",
+        t = self.add_tool(f"generate {d.deliverable}", f"Does generation of {_a(d.deliverable)} document.",
                           [param_entry("inputs", "array", True, "the findings to include"),
                            param_entry("title", "string", True, "document title"),
                            param_entry("format", "string", True, "one of pdf, docx, html, markdown")],
@@ -507,7 +511,7 @@ class _Builder:
         goal = self.add_node(t, {"inputs": plans.expr(loose, flds, vals), "title": plans.const(title, goal_slot=True, match="contains"),
                                  "format": plans.const(fmt)},
                              {"document_id": f"DOC-{rng.randint(1000, 9999)}"},
-                             f"produce a {fmt.upper() if fmt != 'markdown' else 'Markdown'} {d.deliverable} titled '{title}'",
+                             f"produce {_a(fmt.upper() if fmt != 'markdown' else 'Markdown')} {d.deliverable} titled '{title}'",
                              "deliver", goal=True)
         self.extra.update(goal=goal, fmt=fmt)
         return self.finish(goal)
@@ -549,7 +553,7 @@ class _Builder:
             name = self.name(words)
             if name in self.tools:
                 continue
-            tool = make_tool(name, f"Does {purpose[0].lower()}{purpose[1:]}", [param_entry(pname, "string", True, pdesc)],
+            tool = make_tool(name, f"Does {purpose}.", [param_entry(pname, "string", True, pdesc)],
                              "a JSON object with 'result'.", caps=[f"neutral:{'_'.join(split_words(words))}"],
                              words=split_words(words))
             tool["hidden"]["neutral"] = True
@@ -590,7 +594,7 @@ class _Builder:
             word = "Finally" if i == len(order) - 1 else connectors[min(i, len(connectors) - 1)]
             clauses.append(f"{word}, {nmap[nid]['nl']}.")
         files = [f["name"] for f in self.files]
-        intro = f"I need help with a {d.name.lower()} task"
+        intro = f"I need help with {_a(d.name.lower())} task"
         intro += f" using {', '.join(files)}." if files else "."
         query = " ".join([intro, *clauses, *[c["text"] for c in constraints]])
         system = SYSTEM_PROMPTS[slot.source] + " " + PERCEPTION_SENTENCE
