@@ -32,7 +32,6 @@ from toolsweep.benchmarks.traject_bench.prompts import (
     REACT_PROMPT,
     REACT_TOOLS_UPDATE,
     render_calls,
-    render_tools,
 )
 from toolsweep.benchmarks.traject_bench.replay import (
     AliasMap,
@@ -100,14 +99,33 @@ class Context:
     breakdown_domains: tuple[str, ...] = ()
     breakdown_lengths: tuple[int, ...] = ()
     render_cache: dict[tuple[str, ...], str] = field(default_factory=dict)
-    schema_cache: dict[tuple[str, ...], tuple[AliasMap, list[dict[str, Any]]]] = field(default_factory=dict)
+    schema_cache: dict[tuple[str, ...], list[dict[str, Any]]] = field(default_factory=dict)
+    _aliases: AliasMap | None = None
+    tool_reprs: dict[str, str] = field(default_factory=dict)
 
-    def native_tools(self, pool: tuple[str, ...]) -> tuple[AliasMap, list[dict[str, Any]]]:
-        """Aliases and function schemas of a pool, built once per pool (read-only once built)."""
+    def render(self, pool: tuple[str, ...]) -> str:
+        """`str(list_of_visible_dicts)` of a pool, from per-tool reprs cached once."""
+        reprs = self.tool_reprs
+        parts = []
+        for n in pool:
+            r = reprs.get(n)
+            if r is None:
+                r = reprs[n] = repr(self.dataset.catalog[n].visible())
+            parts.append(r)
+        return "[" + ", ".join(parts) + "]"
+
+    def catalog_aliases(self) -> AliasMap:
+        """Reversible aliases of every catalog tool (built once)."""
+        if self._aliases is None:
+            self._aliases = AliasMap(self.dataset.catalog)
+        return self._aliases
+
+    def native_tools(self, pool: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Function schemas of a pool, built once per pool (read-only once built)."""
         got = self.schema_cache.get(pool)
         if got is None:
-            aliases = AliasMap(pool)
-            got = (aliases, [tool_schema(self.dataset.catalog[n], aliases.to_alias[n]) for n in pool])
+            aliases = self.catalog_aliases()
+            got = [tool_schema(self.dataset.catalog[n], aliases.to_alias[n]) for n in pool]
             if len(self.schema_cache) < 256:
                 self.schema_cache[pool] = got
         return got
@@ -257,13 +275,14 @@ class TrajectEnv:
         self.task = task
         self.spec = spec
         self.seed = seed
-        self.local = Replayer.task_index(task)
+        self.local = ctx.replayer.task_index(task)
         self.used: dict[tuple[str, str], int] = {}
         self.base_pool = self._base_pool()
         self.pool = self._initial_pool()
         self.retrieved: set[str] = set(self.pool)
+        # Like a text tool name, any catalog tool's alias executes; the pool decides what is shown.
         self.aliases, self.schemas = (
-            ctx.native_tools(self.pool) if spec.method == "native" else (AliasMap(()), [])
+            (ctx.catalog_aliases(), ctx.native_tools(self.pool)) if spec.method == "native" else (None, [])
         )
         self.pred: list[PredCall] = []
         self.executed: list[tuple[str, dict[str, Any], str, str]] = []  # name, args, output, status
@@ -305,7 +324,7 @@ class TrajectEnv:
         key = self.pool
         text = self.ctx.render_cache.get(key)
         if text is None:
-            text = render_tools(self.visible())
+            text = self.ctx.render(key)
             if len(self.ctx.render_cache) < 4096:
                 self.ctx.render_cache[key] = text
         return text

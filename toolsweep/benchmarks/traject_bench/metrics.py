@@ -57,8 +57,15 @@ Norm = tuple[tuple[str, Any, Any], ...]  # sorted (name, normalised key, raw val
 
 def _norm_list(params: Iterable[tuple[str, Any]]) -> Norm:
     items = [(str(k), value_key(v), v) for k, v in params if not is_blank(v)]
-    items.sort(key=lambda x: (x[0], repr(x[1])))
+    if len({k for k, _, _ in items}) == len(items):
+        items.sort(key=_name)  # names unique: their order decides
+    else:
+        items.sort(key=lambda x: (x[0], repr(x[1])))
     return tuple(items)
+
+
+def _name(item: tuple[str, Any, Any]) -> str:
+    return item[0]
 
 
 def _forms(call: Any) -> tuple[Norm, Norm, Norm]:
@@ -194,7 +201,8 @@ _STOP = frozenset(
 MAX_FACTS = 20
 
 
-def _numbers(text: str) -> list[str]:
+def _number_tokens(text: str) -> list[tuple[str, str]]:
+    """(raw token without thousands separators, canonical 2-decimal form) of the numbers in text."""
     out = []
     for tok in _NUM.findall(text):
         t = tok.replace(",", "")
@@ -202,10 +210,14 @@ def _numbers(text: str) -> list[str]:
         if digits < 3 and "." not in t:  # list numbering and small counts are not facts
             continue
         try:
-            out.append(f"{round(float(t), 2):.2f}")
+            out.append((t, f"{round(float(t), 2):.2f}"))
         except ValueError:
             continue
     return out
+
+
+def _numbers(text: str) -> list[str]:
+    return [canon for _, canon in _number_tokens(text)]
 
 
 def _ids(text: str) -> list[str]:
@@ -231,6 +243,16 @@ def _ordered_unique(xs: Iterable[str]) -> list[str]:
     return out
 
 
+_DIGIT_RUN = re.compile(r"\d+(?:\.\d+)?")
+_ANY_TOKEN = re.compile(r"[\w:-]+")
+
+
+def _number_forms(raw: str, canon: str) -> set[str]:
+    raw = raw.lstrip("+-")
+    c = canon.lstrip("-")
+    return {raw, c, c.rstrip("0").rstrip("."), repr(abs(float(c)))}
+
+
 _facts_cache: dict[str, tuple[tuple[str, str], ...]] = {}
 _facts_lock = threading.Lock()
 
@@ -238,19 +260,33 @@ _facts_lock = threading.Lock()
 def key_facts(task: Task) -> tuple[tuple[str, str], ...]:
     """(kind, value) facts of the gold answer that come from the tools: numbers and identifiers
     that appear in the gold outputs and not in the query; failing those, such content words;
-    failing those, the answer's first content words."""
+    failing those, the answer's first content words.
+
+    Candidates are taken from the (short) answer and looked up in the (long) outputs, so the cost
+    does not grow with the size of the recorded outputs' vocabulary."""
     got = _facts_cache.get(task.task_id)
     if got is not None:
         return got
     ans, q = task.final_answer, task.query
     outs = "\n".join(c.output for c in task.calls)
-    out_nums, q_nums = set(_numbers(outs)), set(_numbers(q))
-    out_ids, q_ids = set(_ids(outs)), set(_ids(q))
-    facts = [("num", n) for n in _ordered_unique(_numbers(ans)) if n in out_nums and n not in q_nums]
-    facts += [("id", t) for t in _ordered_unique(_ids(ans)) if t in out_ids and t not in q_ids]
+    # Token sets of the (long) outputs are built once, with C-speed regexes; candidates come from
+    # the (short) answer.
+    out_nums = set(_DIGIT_RUN.findall(outs.replace(",", "")))
+    out_toks = set(_ANY_TOKEN.findall(outs.lower()))
+    q_nums = set(_DIGIT_RUN.findall(q.replace(",", "")))
+    q_toks = set(_ANY_TOKEN.findall(q.lower()))
+    facts: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for raw, canon in _number_tokens(ans):
+        forms = _number_forms(raw, canon)
+        if canon not in seen and forms & out_nums and not forms & q_nums:
+            seen.add(canon)
+            facts.append(("num", canon))
+    for tok in _ordered_unique(_ids(ans)):
+        if tok in out_toks and tok not in q_toks:
+            facts.append(("id", tok))
     if not facts:
-        out_words, q_words = set(_words(outs)), set(_words(q))
-        facts = [("word", w) for w in _ordered_unique(_words(ans)) if w in out_words and w not in q_words][:10]
+        facts = [("word", w) for w in _ordered_unique(_words(ans)) if w not in q_toks and w in out_toks][:10]
     if not facts:
         facts = [("word", w) for w in _ordered_unique(_words(ans))][:10]
     result = tuple(facts[:MAX_FACTS])
@@ -260,9 +296,9 @@ def key_facts(task: Task) -> tuple[tuple[str, str], ...]:
 
 
 def fact_recall(task: Task, answer: str) -> float:
-    facts = key_facts(task)
     if answer == task.final_answer:
-        return 1.0  # the facts are drawn from the gold answer itself (saves the scan)
+        return 1.0  # the facts are drawn from the gold answer itself (saves extracting them)
+    facts = key_facts(task)
     if not facts:  # a gold answer with no content: both empty is a match
         return 1.0 if not answer.strip() else 0.0
     have = {"num": set(_numbers(answer)), "id": set(_ids(answer)), "word": set(_words(answer))}

@@ -114,8 +114,15 @@ def _key_value(v: Any) -> Any:
     return ("__repr__", repr(v))
 
 
+@lru_cache(maxsize=262144)
+def _text_key(s: str) -> Any:
+    return _key_value(_normalize_text(s))
+
+
 def value_key(v: Any) -> Any:
     """Hashable key of a raw value after `normalize_value`."""
+    if isinstance(v, str):
+        return _text_key(v)
     return _key_value(normalize_value(v))
 
 
@@ -125,7 +132,11 @@ def args_key(args: Iterable[tuple[str, Any]]) -> tuple:
     A name given twice keeps its last value, as the request the recording came from did (the
     authors execute `tool_input={name: value}`); a few gold calls list a name twice."""
     merged = {str(k): v for k, v in args}
-    return tuple(sorted(((k, value_key(v)) for k, v in merged.items() if not is_blank(v)), key=repr))
+    return tuple(sorted(((k, value_key(v)) for k, v in merged.items() if not is_blank(v)), key=_first))
+
+
+def _first(item: tuple[str, Any]) -> str:
+    return item[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -216,13 +227,18 @@ class Replayer:
                 for c in task.calls:
                     index.setdefault((c.name, args_key((*c.required, *c.optional))), c.output)
         self.index = index
+        self._task_indexes: dict[str, tuple[Task, dict[tuple[str, tuple], list[str]]]] = {}
 
-    @staticmethod
-    def task_index(task: Task) -> dict[tuple[str, tuple], list[str]]:
-        out: dict[tuple[str, tuple], list[str]] = defaultdict(list)
-        for c in task.calls:
-            out[(c.name, args_key((*c.required, *c.optional)))].append(c.output)
-        return dict(out)
+    def task_index(self, task: Task) -> dict[tuple[str, tuple], list[str]]:
+        """The task's own recordings by call key (built once per task, then shared read-only)."""
+        got = self._task_indexes.get(task.task_id)
+        if got is None or got[0] is not task:
+            out: dict[tuple[str, tuple], list[str]] = defaultdict(list)
+            for c in task.calls:
+                out[(c.name, args_key((*c.required, *c.optional)))].append(c.output)
+            got = (task, dict(out))
+            self._task_indexes[task.task_id] = got
+        return got[1]
 
     def execute(
         self,

@@ -39,23 +39,31 @@ class BM25:
         mean_idf = (sum(idf.values()) / len(idf)) if idf else 0.0
         floor = epsilon * mean_idf
         self.idf = {t: (v if v >= 0 else floor) for t, v in idf.items()}
+        # A document's score is a sum over query terms of a per-(term, doc) weight: precompute it.
+        self.weights: dict[str, list[tuple[int, float]]] = {}
+        for term, post in self.postings.items():
+            w = self.idf[term]
+            self.weights[term] = [
+                (i, w * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.doc_len[i] / self.avgdl)))
+                for i, tf in post
+            ]
 
     def scores(self, query: str) -> list[float]:
         s = [0.0] * self.n
         for term in tokenize(query):
-            post = self.postings.get(term)
-            if not post:
-                continue
-            idf = self.idf[term]
-            for i, tf in post:
-                norm = self.k1 * (1 - self.b + self.b * self.doc_len[i] / self.avgdl)
-                s[i] += idf * tf * (self.k1 + 1) / (tf + norm)
+            for i, w in self.weights.get(term, ()):
+                s[i] += w
         return s
 
     def top_k(self, query: str, k: int) -> list[int]:
         """Indices of the k best documents; ties keep pool order (deterministic)."""
         s = self.scores(query)
-        return heapq.nsmallest(k, range(self.n), key=lambda i: (-s[i], i))
+        hit = [i for i in range(self.n) if s[i] != 0.0]
+        best = heapq.nsmallest(k, hit, key=lambda i: (-s[i], i))
+        if len(best) < k:  # documents sharing no term with the query, in pool order
+            chosen = set(best)
+            best += [i for i in range(self.n) if i not in chosen][: k - len(best)]
+        return best
 
 
 class ToolRetriever:

@@ -1,0 +1,115 @@
+"""The oracle solves every TRAJECT-Bench task: EM = Inclusion = Usage = Acc = 1, through run_episode.
+
+Every task of every split x method runs with one tool pool (the paper's `domain` pool; the retrieval
+pool for react-static/dynamic, which need one); every other setting runs a deterministic subsample
+(every SUBSAMPLE-th task; TOOLSWEEP_TRAJECT_FULL=1 runs them all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from toolsweep.benchmarks.traject_bench import TrajectBench
+from toolsweep.evaluator.episode import run_episode
+from toolsweep.evaluator.types import TerminationReason, WorkUnit
+
+REPO = Path(__file__).resolve().parents[3]
+DATA = Path(
+    os.environ.get("TOOLSWEEP_TRAJECT_DATA")
+    or Path(os.environ.get("TOOLSWEEP_SHARED", REPO / ".." / "shared")) / "datasets" / "traject_bench"
+)
+if not (DATA / "tools").is_dir():
+    pytest.skip(f"TRAJECT-Bench data not found at {DATA} (set TOOLSWEEP_TRAJECT_DATA)", allow_module_level=True)
+
+SUBSAMPLE = 1 if os.environ.get("TOOLSWEEP_TRAJECT_FULL") else 50
+FULL_POOL = {"direct": "domain", "cot": "domain", "native": "domain", "react-domain": "domain",
+             "react-static": "retrieval", "react-dynamic": "retrieval"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bench() -> TrajectBench:
+    return TrajectBench(data_dir=str(DATA))
+
+
+def _all_settings() -> list[str]:
+    return sorted(TrajectBench(data_dir=str(DATA)).settings())
+
+
+def run_oracle(bench: TrajectBench, setting: str, task_ids: list[str]) -> list:
+    async def go():
+        out = []
+        for tid in task_ids:
+            env = bench.make_env(tid, setting, 0)
+            policy = bench.make_scripted_policy("oracle", env, 0)
+            unit = WorkUnit(sweep="test", model="oracle", benchmark="traject_bench", setting=setting,
+                            task_id=tid, seed=0)  # fmt: skip
+            out.append(await run_episode(env, policy, unit, max_turns=bench.max_turns(setting)))
+        return out
+
+    return asyncio.run(go())
+
+
+def check(results, sequential: bool) -> None:
+    bad = []
+    usage_num = usage_den = 0.0
+    for r in results:
+        m = r.metrics
+        usage_num += m["usage_num"]
+        usage_den += m["usage_den"]
+        ok = (
+            r.termination == TerminationReason.ANSWERED
+            and m["em"] == m["inclusion"] == m["acc"] == 1.0
+            and m["usage_num"] == m["usage_den"] == m["n_gold_calls"]
+            and m["usage_strict_num"] == m["usage_strict_den"]
+            and m["traj_satisfy_proxy"] == pytest.approx(10.0)
+            and m["replay_miss"] == 0.0
+            and m["format_errors"] == 0.0
+            and (not sequential or (m["order_lcs"] == 1.0 and (math.isnan(m["dep_sat"]) or m["dep_sat"] == 1.0)))
+        )
+        if not ok:
+            bad.append((r.unit.task_id, r.termination.value, {k: m.get(k) for k in ("em", "inclusion", "usage_num", "usage_den", "acc")}, r.error))
+    assert not bad, f"{len(bad)} of {len(results)} oracle episodes imperfect, e.g. {bad[:3]}"
+    assert usage_den > 0 and usage_num / usage_den == 1.0
+
+
+@pytest.mark.parametrize("setting", [s for s in _all_settings() if s.split("/")[1] == FULL_POOL[s.split("/")[2]]])
+def test_oracle_solves_every_task(bench, setting):
+    ids = bench.tasks(setting)
+    check(run_oracle(bench, setting, ids), setting.startswith("seq/"))
+
+
+@pytest.mark.parametrize("setting", [s for s in _all_settings() if s.split("/")[1] != FULL_POOL[s.split("/")[2]]])
+def test_oracle_solves_a_subsample_of_every_other_setting(bench, setting):
+    ids = bench.tasks(setting)[::SUBSAMPLE]
+    check(run_oracle(bench, setting, ids), setting.startswith("seq/"))
+
+
+def test_every_setting_is_covered(bench):
+    full = {s for s in bench.settings() if s.split("/")[1] == FULL_POOL[s.split("/")[2]]}
+    methods = {s.split("/")[2] for s in full}
+    assert methods == set(FULL_POOL)
+    assert {s.split("/")[0] for s in full} == set(bench.dataset.splits())
+
+
+def test_retrieval_rate_of_the_oracle_reflects_the_pool(bench):
+    ids = bench.tasks("par-simple/domain/direct")[::50]
+    dom = run_oracle(bench, "par-simple/domain/direct", ids)
+    ret = run_oracle(bench, "par-simple/retrieval/direct", ids)
+    assert all(r.metrics["retrieval_rate"] == 1.0 for r in dom)
+    rr = [r.metrics["retrieval_rate"] for r in ret]
+    assert all(0.0 <= x <= 1.0 for x in rr) and sum(rr) / len(rr) < 1.0  # retrieval misses some gold tools
+
+
+def test_paper_compat_caps_the_oracle_on_repeated_tools():
+    b = TrajectBench(data_dir=str(DATA), paper_compat=True)
+    setting = "seq/domain/direct" if "seq/domain/direct" in b.settings() else "par-simple/domain/direct"
+    tasks = [t for t in b.dataset.tasks[setting.split("/")[0]] if len({c.name for c in t.calls}) < t.n][:20]
+    assert tasks, "the release has trajectories that repeat a tool"
+    res = run_oracle(b, setting, [t.task_id for t in tasks])
+    assert all(r.metrics["inclusion"] < 1.0 for r in res)
+    assert all(r.metrics["em"] == 1.0 for r in res)
