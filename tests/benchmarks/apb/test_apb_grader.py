@@ -504,3 +504,12 @@ def test_stepwise_unneeded_tool_gives_e1(bench):
         assert env.grader.stepwise(json.dumps(act), 1, env.done_nodes, env.context).flags == {"E1"}
         n += 1
     assert n > 100
+
+
+def test_json_extraction():
+    from toolsweep.benchmarks.apb.grader import extract_json
+
+    assert extract_json('<think>maybe {"a": 1}</think>\n```json\n{"b": 2}\n```') == ({"b": 2}, True, False)
+    assert extract_json('Here it is: [1, 2] thanks') == ([1, 2], True, True)
+    assert extract_json('{"a": ') == (None, False, True)
+    assert extract_json(None) == (None, False, False)

@@ -25,13 +25,14 @@ EPS = 1e-3
 # ----------------------------------------------------------------------------- parsing (§5)
 
 _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*$", re.M)
+_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 
 
 def extract_json(text: str | None) -> tuple[Any, bool, bool]:
     """Strip ``` fences and take the first balanced JSON value. Returns (value, ok, extra_text)."""
     if not text:
         return None, False, False
-    cleaned = _FENCE.sub("", text)
+    cleaned = _FENCE.sub("", _THINK.sub("", text))  # reasoning models' <think> blocks are not the answer
     decoder = json.JSONDecoder()
     for i, ch in enumerate(cleaned):
         if ch in "{[":
