@@ -98,6 +98,7 @@ class TrajectBench(Benchmark):
             _contexts[key] = ctx
         self.ctx = ctx
         self._specs = self._build_specs()
+        self._task_order: dict[str, list[str]] = {}
 
     # -- settings and tasks --------------------------------------------------------------------------
     def _build_specs(self) -> dict[str, SettingSpec]:
@@ -134,7 +135,14 @@ class TrajectBench(Benchmark):
         return {name: s.params() for name, s in self._specs.items()}
 
     def tasks(self, setting: str) -> list[str]:
-        return [t.task_id for t in self.dataset.tasks[self.spec(setting).split]]
+        """Task ids, domains interleaved (Education/0, Email/0, ..., Education/1, ...), so that a
+        sweep's `tasks: {limit: N}` samples every domain rather than the first one."""
+        split = self.spec(setting).split
+        cached = self._task_order.get(split)
+        if cached is None:
+            ts = sorted(self.dataset.tasks[split], key=lambda t: (t.index, t.domain))
+            cached = self._task_order[split] = [t.task_id for t in ts]
+        return list(cached)
 
     def make_env(self, task_id: str, setting: str, seed: int) -> TrajectEnv:
         spec = self.spec(setting)
