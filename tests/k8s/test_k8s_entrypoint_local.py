@@ -30,7 +30,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import yaml
 
 pytestmark = pytest.mark.slow
 
