@@ -397,3 +397,36 @@ def test_report_tables_follow_the_papers_layout(bench):
     dom = next(t for t in tables if "per-domain" in t.title)
     assert dom.columns[3:] == bench.dataset.domains and any(r[0] == "random" for r in dom.rows)
     assert any("length" in t.title for t in tables)
+
+
+# -- concurrency and the sweep config ------------------------------------------------------------------
+
+
+def test_episodes_in_threads_match_sequential_ones(bench):
+    """Environments share the dataset and caches read-only: concurrent episodes in worker threads
+    (as a rollout worker runs them) give the same results as one at a time."""
+    s = "par-hard/retrieval/react-dynamic"
+    ids = bench.tasks(s)[3::97]
+
+    async def one(tid, offload):
+        env = bench.make_env(tid, s, 0)
+        pol = bench.make_scripted_policy("random", env, 3)
+        return await run_episode(env, pol, unit(s, tid, "random"), max_turns=bench.max_turns(s), offload=offload)
+
+    async def many():
+        return await asyncio.gather(*[one(t, True) for t in ids])
+
+    seq = [asyncio.run(one(t, False)) for t in ids]
+    par = asyncio.run(many())
+    for a, b in zip(seq, par):
+        assert {k: v for k, v in a.metrics.items() if v == v} == {k: v for k, v in b.metrics.items() if v == v}
+
+
+def test_sweep_config_names_existing_settings(bench):
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "configs" / "sweeps" / "traject_bench.yaml").read_text())
+    (entry,) = [b for b in cfg["benchmarks"] if b["name"] == "traject_bench"]
+    assert set(entry["settings"]) <= set(bench.settings())
+    opts = dict(entry["options"], data_dir=str(DATA))
+    assert TrajectBench(**opts).settings() == bench.settings()

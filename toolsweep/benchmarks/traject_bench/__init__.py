@@ -15,7 +15,6 @@ The data is read from `data_dir` (see `data.py` for the layout); nothing assumes
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,7 +31,6 @@ from toolsweep.benchmarks.traject_bench.data import (
 from toolsweep.benchmarks.traject_bench.environment import (
     METHODS,
     POOLS,
-    REACT_METHODS,
     TEXT_METHODS,
     Context,
     SettingSpec,
@@ -44,7 +42,7 @@ from toolsweep.benchmarks.traject_bench.replay import Replayer
 from toolsweep.benchmarks.traject_bench.retrieval import ToolRetriever
 from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
 
-__all__ = ["TrajectBench", "DataError", "DataLayoutError", "EXPECTED_LAYOUT"]
+__all__ = ["TrajectBench", "SettingSpec", "TrajectEnv", "DataError", "DataLayoutError", "EXPECTED_LAYOUT"]
 
 _contexts: dict[tuple[str, bool], Context] = {}
 
@@ -219,10 +217,3 @@ class TrajectBench(Benchmark):
         from toolsweep.benchmarks.traject_bench.report import build_tables
 
         return build_tables(self, cells)
-
-
-__all__ += ["SettingSpec", "TrajectEnv", "REACT_METHODS"]
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)
