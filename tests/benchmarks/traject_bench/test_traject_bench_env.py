@@ -430,3 +430,16 @@ def test_sweep_config_names_existing_settings(bench):
     assert set(entry["settings"]) <= set(bench.settings())
     opts = dict(entry["options"], data_dir=str(DATA))
     assert TrajectBench(**opts).settings() == bench.settings()
+
+
+def test_gold_plus_four_turn_cap_variant():
+    b = TrajectBench(data_dir=str(DATA), max_turns="gold+4")
+    s = "seq/domain/react-domain"
+    assert b.settings()[s]["max_turns"] == "gold+4"
+    t = max(b.dataset.tasks["seq"], key=lambda t: t.n)
+    env, r = play(b, s, t.task_id, lambda e: b.make_scripted_policy("oracle", e, 0))
+    assert r.num_turns == t.n + 1 and r.metrics["em"] == 1.0  # one call per turn, then Finish
+    env, r = play(b, s, t.task_id, Replies(say("Thought 1: hmm\nAction 1: Tool[{\"tool name\": \"x\"}]")))
+    assert r.termination == TerminationReason.MAX_TURNS and r.num_turns == t.n + 4
+    with pytest.raises(ValueError):
+        TrajectBench(data_dir=str(DATA), max_turns=0)

@@ -16,7 +16,7 @@ The data is read from `data_dir` (see `data.py` for the layout); nothing assumes
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -66,7 +66,12 @@ class TrajectBench(Benchmark):
         )
         retrieval_k: int = Field(20, gt=0, description="Tools retrieved per retrieval (paper: 20).")
         fixed_k: int = Field(20, gt=0, description="Pool size of the fixed-k pool.")
-        max_turns: int = Field(8, gt=0, description="Turn cap of ReAct and native tool calling (paper: 8).")
+        max_turns: int | Literal["gold+4"] = Field(
+            8,
+            description="Turn cap of ReAct and native tool calling: the paper's 8, another number, or "
+            "'gold+4' (the gold trajectory's length + 4, spec §10.7's variant: with one call per "
+            "turn, 8 turns cannot reach a 9- or 10-call trajectory).",
+        )
         answer_phase: bool = Field(
             True,
             description="Direct/CoT: replay the predicted calls and ask for the final answer (for Acc).",
@@ -77,6 +82,8 @@ class TrajectBench(Benchmark):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         o = self.options
+        if isinstance(o.max_turns, int) and o.max_turns < 1:
+            raise ValueError("traject_bench: option `max_turns` must be >= 1 or 'gold+4'")
         if o.data_dir is None:
             raise DataLayoutError(f"traject_bench: option `data_dir` is required; {EXPECTED_LAYOUT}")
         self.dataset: Dataset = load_dataset(o.data_dir, strict=o.strict)
@@ -114,7 +121,8 @@ class TrajectBench(Benchmark):
                         pool=pool,
                         method=method,
                         k=o.fixed_k if pool == "fixed-k" else o.retrieval_k,
-                        max_turns=o.max_turns,
+                        max_turns=o.max_turns if isinstance(o.max_turns, int) else 8,
+                        turns_from_gold=o.max_turns == "gold+4",
                         answer_phase=o.answer_phase,
                     )
         return specs
@@ -153,6 +161,8 @@ class TrajectBench(Benchmark):
         spec = self.spec(setting)
         if spec.method in TEXT_METHODS:
             return 4  # plan, one format retry, answer (+1 slack)
+        if spec.turns_from_gold:
+            return max(t.n for t in self.dataset.tasks[spec.split]) + 4 + 2
         return spec.max_turns + 2
 
     # -- policies ------------------------------------------------------------------------------------

@@ -68,6 +68,7 @@ class SettingSpec:
     k: int = 20
     max_turns: int = 8
     answer_phase: bool = True
+    turns_from_gold: bool = False
 
     def params(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,7 +83,7 @@ class SettingSpec:
         if self.pool in RETRIEVAL_POOLS:
             out["retriever"] = "bm25"
         if self.method == "native" or self.method in REACT_METHODS:
-            out["max_turns"] = self.max_turns
+            out["max_turns"] = "gold+4" if self.turns_from_gold else self.max_turns
         if self.method in TEXT_METHODS:
             out["answer_phase"] = self.answer_phase
         return out
@@ -276,6 +277,7 @@ class TrajectEnv:
         self.spec = spec
         self.seed = seed
         self.local = ctx.replayer.task_index(task)
+        self.turn_cap = task.n + 4 if spec.turns_from_gold else spec.max_turns
         self.used: dict[tuple[str, str], int] = {}
         self.base_pool = self._base_pool()
         self.pool = self._initial_pool()
@@ -444,7 +446,7 @@ class TrajectEnv:
                 status = self.executed[-1][3]
             statuses.append({"tool": name or tc.function.name, "status": status})
             msgs.append(Message(role="tool", tool_call_id=tc.id, content=out, name=tc.function.name))
-        if self.turns >= self.spec.max_turns:
+        if self.turns >= self.turn_cap:
             return self._end(TerminationReason.MAX_TURNS, msgs, calls=statuses)
         return Observation(messages=msgs, info=self._info("call", calls=statuses))
 
@@ -464,7 +466,7 @@ class TrajectEnv:
             self.format_errors += 1
             obs_text = f"Observation {i}: Invalid action: {err}. Use Tool[{{...}}] or Finish[...]."
             info["error"] = err
-        if self.turns >= self.spec.max_turns:
+        if self.turns >= self.turn_cap:
             return self._end(TerminationReason.MAX_TURNS, [Message(role="user", content=obs_text)], **info)
         if self.spec.method == "react-dynamic":
             q = react_thought(text) or self.task.query

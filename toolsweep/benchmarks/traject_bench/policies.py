@@ -78,7 +78,7 @@ class _Scripted:
 
 def _turn_budget(env: TrajectEnv) -> int:
     # Leave the last turn for the answer.
-    return max(1, env.spec.max_turns - 1)
+    return max(1, env.turn_cap - 1)
 
 
 def oracle_policy(env: TrajectEnv) -> _Scripted:
