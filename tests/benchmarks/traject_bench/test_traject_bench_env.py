@@ -443,3 +443,21 @@ def test_gold_plus_four_turn_cap_variant():
     assert r.termination == TerminationReason.MAX_TURNS and r.num_turns == t.n + 4
     with pytest.raises(ValueError):
         TrajectBench(data_dir=str(DATA), max_turns=0)
+
+
+def test_trajectory_parsing_accepts_the_usual_renderings():
+    from toolsweep.benchmarks.traject_bench.environment import parse_react, parse_trajectory
+
+    item = {"tool name": "A: b", "required_parameters": [{"name": "q", "value": "x"}], "optional_parameters": []}
+    for text in (
+        "```json\n" + json.dumps({"tool list": [item]}) + "\n```",
+        "Sure! " + json.dumps({"thought": "t", "tool list": [item]}) + " Done.",
+        "```\n" + repr({"tool list": [item]}) + "\n```",
+        json.dumps([item]),
+    ):
+        calls, err = parse_trajectory(text)
+        assert calls is not None and calls[0].name == "A: b" and calls[0].required == [("q", "x")], text
+    assert parse_trajectory('{"tools": []}')[0] is None
+    kind, payload, _ = parse_react("Thought 1: go\nAction 1: Tool[[" + json.dumps(item) + ", " + json.dumps(item) + "]]")
+    assert kind == "tool" and len(payload) == 2
+    assert parse_react("Action 1: Tool[{broken")[0] == "invalid"

@@ -15,6 +15,7 @@ Methods (spec §3):
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 import re
@@ -196,7 +197,10 @@ def _json_values(text: str, limit: int = 200):
         try:
             yield json.loads(m.group(1))
         except json.JSONDecodeError:
-            pass
+            try:  # a Python-literal rendering (single quotes, True/None), as the tool list is shown
+                yield ast.literal_eval(m.group(1).strip())
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                pass
     tried = 0
     for m in re.finditer(r"[{\[]", text):
         if tried >= limit:
