@@ -215,9 +215,7 @@ class HFClient:
         return self._tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
 
     def _generate(self, group: list[_Request]) -> None:
-        import torch
-
-        tok, model = self._tokenizer, self._model
+        tok = self._tokenizer
         live: list[tuple[_Request, list[int]]] = []
         for req in group:
             try:
