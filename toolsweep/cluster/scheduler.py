@@ -83,71 +83,44 @@ class Scheduler:
         in_flight: dict[Any, _Lease] = {}
         worker_load = [0] * len(self.workers)
         model_load: Counter = Counter()
+        finished: list[EpisodeResult] = []
         try:
-            while pending or in_flight:
-                # Lease as many units as the bounds allow; a unit whose model is at its cap waits
-                # without blocking units of other models behind it.
-                skipped: deque[tuple[WorkUnit, int]] = deque()
-                while pending:
-                    unit, attempts = pending.popleft()
-                    cap = self.per_model.get(unit.model)
-                    if cap is not None and model_load[unit.model] >= cap:
-                        skipped.append((unit, attempts))
-                        continue
-                    w = self._pick_worker(worker_load)
-                    if w is None:
-                        skipped.append((unit, attempts))
-                        break
-                    ref = self.workers[w].run.remote(unit)
-                    in_flight[ref] = _Lease(unit, attempts, w)
-                    worker_load[w] += 1
-                    model_load[unit.model] += 1
-                skipped.extend(pending)
-                pending = skipped
+            while pending or in_flight or finished:
+                pending = self._lease(pending, in_flight, worker_load, model_load)
+                # Record only after the freed slots are leased again: the workers never wait on
+                # the driver's bookkeeping.
+                if finished:
+                    self._record(finished, stats, start)
+                    finished = []
                 if not in_flight:
                     continue
-                # Block until one episode finishes, then take every other one already finished:
-                # new units are leased the moment a slot frees up.
+                # Block until one episode finishes, then take every other one already finished.
                 ready, rest = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
                 if ready and rest:
                     more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
                     ready += more
-                finished: list[EpisodeResult] = []
-                for ref in ready:
+                for ref, outcome in zip(ready, self._fetch(ready)):
                     lease = in_flight.pop(ref)
                     worker_load[lease.worker] -= 1
                     model_load[lease.unit.model] -= 1
-                    try:
-                        result: EpisodeResult = ray.get(ref)
-                    except _DEAD_ACTOR_ERRORS as exc:
-                        self._replace_dead_worker(lease.worker, exc, stats)
-                        self._retry(lease, pending, stats, f"rollout worker died: {type(exc).__name__}")
+                    if isinstance(outcome, BaseException):
+                        self._replace_dead_worker(lease.worker, outcome, stats)
+                        self._retry(lease, pending, stats, f"rollout worker died: {type(outcome).__name__}")
                         continue
-                    if result.termination == TerminationReason.INFRA_ERROR:
+                    if outcome.termination == TerminationReason.INFRA_ERROR:
                         if self.on_infra_error is not None:
                             endpoints = self.on_infra_error(lease.unit.model)
                             if endpoints:
                                 for worker in self.workers:
                                     worker.update_endpoints.remote(endpoints)
-                        self._retry(lease, pending, stats, result.error or "infra_error", result)
+                        self._retry(lease, pending, stats, outcome.error or "infra_error", outcome)
                         continue
-                    result.attempts = lease.attempts
-                    finished.append(result)
-                if finished:
-                    self.record(finished)
-                    for r in finished:
-                        stats.done += 1
-                        stats.terminations[r.termination.value] += 1
-                        stats.tokens += r.trajectory.prompt_tokens + r.trajectory.completion_tokens
-                    if self.progress is not None:
-                        elapsed = max(time.monotonic() - start, 1e-9)
-                        self.progress.update(len(finished))
-                        self.progress.set_postfix(
-                            {"ep/s": f"{stats.done / elapsed:.1f}", "tok/s": f"{stats.tokens / elapsed:.0f}"},
-                            refresh=False,
-                        )
+                    outcome.attempts = lease.attempts
+                    finished.append(outcome)
         except KeyboardInterrupt:
             stats.interrupted = True
+            if finished:
+                self._record(finished, stats, start)  # finished episodes are kept, always
             for ref in in_flight:
                 ray.cancel(ref, force=False)
             self.log(
@@ -156,6 +129,61 @@ class Scheduler:
             )
         stats.wall_s = time.monotonic() - start
         return stats
+
+    def _lease(
+        self,
+        pending: deque[tuple[WorkUnit, int]],
+        in_flight: dict[Any, _Lease],
+        worker_load: list[int],
+        model_load: Counter,
+    ) -> deque[tuple[WorkUnit, int]]:
+        """Lease as many units as the bounds allow; a unit whose model is at its cap waits without
+        blocking units of other models behind it. Returns the units still waiting, in order."""
+        waiting: deque[tuple[WorkUnit, int]] = deque()
+        while pending:
+            unit, attempts = pending.popleft()
+            cap = self.per_model.get(unit.model)
+            if cap is not None and model_load[unit.model] >= cap:
+                waiting.append((unit, attempts))
+                continue
+            w = self._pick_worker(worker_load)
+            if w is None:
+                waiting.append((unit, attempts))
+                break
+            ref = self.workers[w].run.remote(unit)
+            in_flight[ref] = _Lease(unit, attempts, w)
+            worker_load[w] += 1
+            model_load[unit.model] += 1
+        waiting.extend(pending)
+        return waiting
+
+    @staticmethod
+    def _fetch(refs: list[Any]) -> list[Any]:
+        """Results of finished refs in one call; a dead worker's refs come back as its exception."""
+        try:
+            return ray.get(refs)
+        except _DEAD_ACTOR_ERRORS:
+            out: list[Any] = []
+            for ref in refs:
+                try:
+                    out.append(ray.get(ref))
+                except _DEAD_ACTOR_ERRORS as exc:
+                    out.append(exc)
+            return out
+
+    def _record(self, finished: list[EpisodeResult], stats: SchedulerStats, start: float) -> None:
+        self.record(finished)
+        for r in finished:
+            stats.done += 1
+            stats.terminations[r.termination.value] += 1
+            stats.tokens += r.trajectory.prompt_tokens + r.trajectory.completion_tokens
+        if self.progress is not None:
+            elapsed = max(time.monotonic() - start, 1e-9)
+            self.progress.update(len(finished))
+            self.progress.set_postfix(
+                {"ep/s": f"{stats.done / elapsed:.1f}", "tok/s": f"{stats.tokens / elapsed:.0f}"},
+                refresh=False,
+            )
 
     def _replace_dead_worker(self, index: int, exc: BaseException, stats: SchedulerStats) -> None:
         # Every in-flight ref of a dead worker fails; replace the worker only on the first of them.

@@ -6,7 +6,7 @@
       episodes/pending.jsonl    write-ahead log of results not yet in a part (flushed per batch)
       summary.json, report.html
 
-Every finished episode reaches `pending.jsonl` (flushed and fsynced) before anything else happens to
+Every finished episode reaches `pending.jsonl` (flushed to the OS) before anything else happens to
 it, so killing the driver loses at most the episodes in flight; the next run folds the log into a
 Parquet part. Resume = skip the unit_ids already here.
 """
@@ -237,8 +237,9 @@ class EpisodeWriter:
             self._pending.write(json.dumps(result_to_row(result), allow_nan=True) + "\n")
             fresh.append(result)
         if fresh:
+            # flush() hands the lines to the OS, which keeps them if this process is killed;
+            # fsync (an OS crash) happens when the log becomes a Parquet part.
             self._pending.flush()
-            os.fsync(self._pending.fileno())
             self._pending_count += len(fresh)
             if self._pending_count >= self.part_rows:
                 self.flush_part()
