@@ -122,6 +122,11 @@ class RolloutWorker:
             return None
         return self._env_thread
 
+    async def run_json(self, unit: WorkUnit) -> str:
+        """`run`, with the result as JSON: pydantic-core writes and reads it ~4x faster than pickle
+        does, which is most of the per-episode cost between a worker and the driver."""
+        return (await self.run(unit)).model_dump_json()
+
     async def run(self, unit: WorkUnit) -> EpisodeResult:
         """Play one unit. Never raises: infrastructure failures come back as `infra_error`."""
         try:

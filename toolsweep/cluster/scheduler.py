@@ -150,7 +150,7 @@ class Scheduler:
             if w is None:
                 waiting.append((unit, attempts))
                 break
-            ref = self.workers[w].run.remote(unit)
+            ref = self.workers[w].run_json.remote(unit)
             in_flight[ref] = _Lease(unit, attempts, w)
             worker_load[w] += 1
             model_load[unit.model] += 1
@@ -161,12 +161,12 @@ class Scheduler:
     def _fetch(refs: list[Any]) -> list[Any]:
         """Results of finished refs in one call; a dead worker's refs come back as its exception."""
         try:
-            return ray.get(refs)
+            return [EpisodeResult.model_validate_json(v) for v in ray.get(refs)]
         except _DEAD_ACTOR_ERRORS:
             out: list[Any] = []
             for ref in refs:
                 try:
-                    out.append(ray.get(ref))
+                    out.append(EpisodeResult.model_validate_json(ray.get(ref)))
                 except _DEAD_ACTOR_ERRORS as exc:
                     out.append(exc)
             return out

@@ -177,6 +177,9 @@ class Trajectory(BaseModel):
 class EpisodeResult(BaseModel):
     """A finished unit: how it ended, what happened, and the metrics its paper defines."""
 
+    # NaN ("not defined for this episode") must survive JSON, which is how results cross processes.
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+
     unit: WorkUnit
     termination: TerminationReason
     metrics: EpisodeMetrics = Field(default_factory=dict)
