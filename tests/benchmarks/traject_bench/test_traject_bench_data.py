@@ -19,13 +19,9 @@ from toolsweep.benchmarks.traject_bench.data import DataError, DataLayoutError, 
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.types import TerminationReason, WorkUnit
 
-REPO = Path(__file__).resolve().parents[3]
-DATA = Path(
-    os.environ.get("TOOLSWEEP_TRAJECT_DATA")
-    or Path(os.environ.get("TOOLSWEEP_SHARED", REPO / ".." / "shared")) / "datasets" / "traject_bench"
-)
-if not (DATA / "tools").is_dir():
-    pytest.skip(f"TRAJECT-Bench data not found at {DATA} (set TOOLSWEEP_TRAJECT_DATA)", allow_module_level=True)
+from traject_data import require_data
+
+DATA = require_data()
 
 # The paper's Table 8 (tools per domain) and Table 9 (queries: simple parallel, hard parallel, sequential).
 TABLE_8 = {"Travel": 131, "Mapping": 124, "Finance": 258, "Weather": 135, "eCommerce": 82,

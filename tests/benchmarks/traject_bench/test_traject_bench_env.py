@@ -21,13 +21,9 @@ from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.stats import cell_summary
 from toolsweep.evaluator.types import AgentReply, FunctionCall, Message, TerminationReason, ToolCall, WorkUnit
 
-REPO = Path(__file__).resolve().parents[3]
-DATA = Path(
-    os.environ.get("TOOLSWEEP_TRAJECT_DATA")
-    or Path(os.environ.get("TOOLSWEEP_SHARED", REPO / ".." / "shared")) / "datasets" / "traject_bench"
-)
-if not (DATA / "tools").is_dir():
-    pytest.skip(f"TRAJECT-Bench data not found at {DATA} (set TOOLSWEEP_TRAJECT_DATA)", allow_module_level=True)
+from traject_data import REPO, require_data
+
+DATA = require_data()
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,9 @@ from toolsweep.benchmarks.traject_bench import TrajectBench
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.types import TerminationReason, WorkUnit
 
-REPO = Path(__file__).resolve().parents[3]
-DATA = Path(
-    os.environ.get("TOOLSWEEP_TRAJECT_DATA")
-    or Path(os.environ.get("TOOLSWEEP_SHARED", REPO / ".." / "shared")) / "datasets" / "traject_bench"
-)
-if not (DATA / "tools").is_dir():
-    pytest.skip(f"TRAJECT-Bench data not found at {DATA} (set TOOLSWEEP_TRAJECT_DATA)", allow_module_level=True)
+from traject_data import require_data
+
+DATA = require_data()
 
 SUBSAMPLE = 1 if os.environ.get("TOOLSWEEP_TRAJECT_FULL") else 50
 FULL_POOL = {"direct": "domain", "cot": "domain", "native": "domain", "react-domain": "domain",
