@@ -13,6 +13,7 @@ from typing import Any
 from toolsweep.cluster.config import ConfigError, load_config, resolve_plans
 
 EXIT_CONFIG = 2
+EXIT_PREFLIGHT = 3
 
 MAIN_HELP = """\
 toolsweep runs (model x benchmark x setting x task x seed) sweeps of LLM tool-use agents on Ray,
@@ -37,7 +38,8 @@ config fields (YAML): name, seeds, models[{name, kind: scripted|openai|vllm|hf, 
 benchmarks[{name, options, settings, tasks: {limit|ids}, seeds}], sampling{temperature, top_p,
 max_tokens}, concurrency{workers, worker_cpus, episodes_per_worker}, bootstrap{n_resamples,
 confidence}, episode_timeout_s, max_attempts, output_dir, run_id, ray_address, tracking_uri, mlflow.
-Exit codes: 0 done, 1 failed, 2 bad config, 130 interrupted (progress kept).
+Exit codes: 0 done, 1 units failed on infrastructure, 2 bad config, 3 a model failed the preflight,
+130 interrupted (progress kept).
 """
 
 
@@ -56,9 +58,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         if args.no_mlflow:
             config = config.model_copy(update={"mlflow": False})
+        if args.skip_preflight:
+            config = config.model_copy(update={"preflight": False})
         outcome = run_sweep(config, progress=not args.no_progress)
     except ConfigError as err:
         return _fail_config(err)
+    except Exception as err:  # noqa: BLE001 - a model that fails the preflight is not a crash
+        from toolsweep.cluster.preflight import PreflightFailed
+
+        if not isinstance(err, PreflightFailed):
+            raise
+        print(f"error: preflight failed, nothing was run\n{err}\n(--skip-preflight runs anyway)", file=sys.stderr)
+        return EXIT_PREFLIGHT
     print(outcome.table_text)
     print(f"\nrun directory: {outcome.run_dir.path}  (report: {outcome.run_dir.report_path})")
     if outcome.interrupted:
@@ -143,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="name the run directory yourself (default: derived from the config)")
     p.add_argument("--no-mlflow", action="store_true", help="do not mirror to MLflow")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
+    p.add_argument("--skip-preflight", action="store_true",
+                   help="start models even if their replies do not parse into actions (see `toolsweep preflight`)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(

@@ -219,6 +219,11 @@ def run_sweep(
     sink = None
     try:
         endpoints = runtime.start()
+        if config.preflight and any(m.kind != "scripted" for m in config.models):
+            from toolsweep.cluster.preflight import require_preflight
+
+            log("preflight: checking that every model's replies parse into valid actions")
+            require_preflight(list(config.models), list(config.benchmarks), endpoints)
         if not run_dir.exists():
             run_dir.write_manifest(build_manifest(config, fingerprints, runtime.manifest()))
 
