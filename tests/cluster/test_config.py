@@ -74,3 +74,12 @@ def test_task_filter_ids_are_checked(tmp_path):
     cfg = load_config(_write(tmp_path, GOOD + "    tasks: {ids: [t1, zz]}\n"))
     with pytest.raises(ConfigError, match="zz"):
         resolve_plans(cfg)
+
+
+def test_benchmarks_command_lists_settings_policies_and_metrics(capsys):
+    assert main(["benchmarks"]) == 0
+    out = capsys.readouterr().out
+    assert "fake  v1" in out and "small, large" in out and "oracle (calls add" in out
+    assert "accuracy, calls_per_turn" in out
+    # A benchmark that needs an option says which, instead of failing the listing.
+    assert "traject_bench" in out and "data_dir" in out

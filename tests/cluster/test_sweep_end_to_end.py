@@ -44,8 +44,8 @@ def _values(outcome):
     return {(c["model"], c["setting"]): {k: v["value"] for k, v in c["metrics"].items()} for c in outcome.cells}
 
 
-def test_sweep_writes_run_dir_and_mlflow_and_resumes(ray_local, tmp_path):
-    cfg = make_config(tmp_path)
+def test_sweep_writes_run_dir_and_mlflow_and_resumes(ray_local, tmp_path, capsys):
+    cfg = make_config(tmp_path, delay_s=0.01, mlflow_interval_s=0.2)
     out = _run(cfg)
     n_units = 2 * 2 * 12 * 2
     assert out.total_units == n_units and out.done == n_units and out.skipped == 0
@@ -79,8 +79,16 @@ def test_sweep_writes_run_dir_and_mlflow_and_resumes(ray_local, tmp_path):
     for key in ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "calls_per_turn"):
         assert key in child.data.metrics
     history = client.get_metric_history(child.info.run_id, "accuracy")
-    assert history[-1].step == 24
+    steps = sorted({m.step for m in history})
+    assert steps[-1] == 24 and len(steps) >= 2, "logged as the cell filled up, not only at the end"
     assert child.data.metrics["accuracy_ci_low"] <= child.data.metrics["accuracy"] <= child.data.metrics["accuracy_ci_high"]
+
+    from toolsweep.cluster.cli import main
+
+    rd.report_path.unlink()
+    assert main(["report", str(rd.path)]) == 0
+    printed = capsys.readouterr().out
+    assert "== fake" in printed and "calls_per_turn" in printed and rd.report_path.exists()
 
     again = _run(cfg)
     assert again.done == 0 and again.skipped == n_units

@@ -103,6 +103,9 @@ class SweepConfig(_Strict):
     ray_address: str | None = Field(None, description='None = embedded Ray; "auto" = a `ray start` cluster.')
     tracking_uri: str | None = Field(None, description="MLflow; default sqlite:///mlflow.db (env MLFLOW_TRACKING_URI).")
     mlflow: bool = Field(True, description="Mirror results to MLflow.")
+    mlflow_interval_s: float = Field(
+        2.0, gt=0, description="Seconds between live MLflow updates of the cells that changed."
+    )
     preflight: bool = Field(
         True, description="Before the first unit, check that each model's replies parse into valid actions."
     )

@@ -237,7 +237,8 @@ def run_sweep(
         mirror = _open_mirror(config, run_dir, log)
         sink = ResultSink(
             run_dir, specs_lookup(benchmarks), mirror=mirror,
-            live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence, log=log,
+            live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence,
+            flush_interval_s=config.mlflow_interval_s, log=log,
         )
         todo = [u for u in todo if u.unit_id not in sink.known_unit_ids]
         skipped = len(units) - len(todo)
