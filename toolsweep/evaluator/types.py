@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import Enum
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -138,8 +139,9 @@ class WorkUnit(BaseModel):
     seed: int
     sampling: Sampling = Field(default_factory=Sampling)
 
-    @property
+    @cached_property
     def unit_id(self) -> str:
+        # Cached: the driver looks it up for every unit many times (resume, leases, the log).
         return hashlib.sha256(canonical_json(self.model_dump(mode="json")).encode()).hexdigest()
 
     @property
