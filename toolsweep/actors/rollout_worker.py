@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ from toolsweep.models.factory import build_policy
 
 
 OFFLOAD_ABOVE_S = 0.002
+SWITCH_INTERVAL_S = 0.0005
 
 
 class _TimedEnv:
@@ -71,6 +73,9 @@ class RolloutWorker:
     ) -> None:
         for name, target in (extra_benchmarks or {}).items():
             register_benchmark(name, target)
+        # Ray's own threads share this process's GIL with the event loop; at the default 5 ms
+        # switch interval every episode's wake-up can wait that long for it (bench/scheduler.py).
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self.worker_id = worker_id
         self.models = models
         self.benchmark_options = benchmark_options
@@ -85,6 +90,9 @@ class RolloutWorker:
         # anyway), and a single thread hands off with far less contention than a pool.
         self._env_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env") if offload_env else None
         self._step_cost: dict[str, float] = {}  # benchmark -> running mean seconds per env call
+        self._done: list[str] = []
+        self._done_event: asyncio.Event | None = None  # made on the actor's event loop
+        self._tasks: set[asyncio.Task] = set()
 
     async def _benchmark(self, name: str):
         # The first build of a benchmark can take seconds (a world, a dataset): do it once, off the
@@ -122,10 +130,39 @@ class RolloutWorker:
             return None
         return self._env_thread
 
-    async def run_json(self, unit: WorkUnit) -> str:
-        """`run`, with the result as JSON: pydantic-core writes and reads it ~4x faster than pickle
-        does, which is most of the per-episode cost between a worker and the driver."""
-        return (await self.run(unit)).model_dump_json()
+    # -- batched leases -------------------------------------------------------------------------
+    # A Ray actor call costs ~1 ms here; one call per episode put a gap of tens of milliseconds
+    # between waves of episodes. The driver instead hands a worker a batch of units in one call
+    # and long-polls `collect` for whatever has finished (bench/scheduler.py).
+
+    async def submit(self, units: list[str]) -> None:
+        """Start these units (WorkUnit JSON) in the background; results come back via `collect`."""
+        if self._done_event is None:
+            self._done_event = asyncio.Event()
+        for raw in units:
+            unit = WorkUnit.model_validate_json(raw)
+            task = asyncio.get_running_loop().create_task(self._run_and_keep(unit))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run_and_keep(self, unit: WorkUnit) -> None:
+        result = await self.run(unit)
+        self._done.append(result.model_dump_json())
+        self._done_event.set()
+
+    async def collect(self, timeout_s: float = 0.5) -> list[str]:
+        """Finished results (EpisodeResult JSON) since the last call; waits up to `timeout_s` for
+        at least one, so the driver can block on every worker at once."""
+        if self._done_event is None:
+            self._done_event = asyncio.Event()
+        if not self._done:
+            try:
+                await asyncio.wait_for(self._done_event.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                pass
+        done, self._done = self._done, []
+        self._done_event.clear()
+        return done
 
     async def run(self, unit: WorkUnit) -> EpisodeResult:
         """Play one unit. Never raises: infrastructure failures come back as `infra_error`."""

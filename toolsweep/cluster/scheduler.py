@@ -20,6 +20,9 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError,
 from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
 
 _DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError)
+POLL_S = 0.5
+"""How long a worker's `collect` waits for a finished episode before answering empty (keeps the
+driver responsive to Ctrl-C and to dead workers)."""
 
 
 @dataclass
@@ -80,9 +83,11 @@ class Scheduler:
         stats = SchedulerStats()
         start = time.monotonic()
         pending: deque[tuple[WorkUnit, int]] = deque((u, 1) for u in units)
-        in_flight: dict[Any, _Lease] = {}
+        in_flight: dict[str, _Lease] = {}
         worker_load = [0] * len(self.workers)
         model_load: Counter = Counter()
+        # One long poll per worker: the driver blocks on all of them at once.
+        polls: dict[Any, int] = {w.collect.remote(POLL_S): i for i, w in enumerate(self.workers)}
         finished: list[EpisodeResult] = []
         try:
             while pending or in_flight or finished:
@@ -94,52 +99,66 @@ class Scheduler:
                     finished = []
                 if not in_flight:
                     continue
-                # Block until one episode finishes, then take every other one already finished.
-                ready, rest = ray.wait(list(in_flight), num_returns=1, timeout=1.0)
-                if ready and rest:
-                    more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
-                    ready += more
-                for ref, outcome in zip(ready, self._fetch(ready)):
-                    lease = in_flight.pop(ref)
-                    worker_load[lease.worker] -= 1
-                    model_load[lease.unit.model] -= 1
-                    if isinstance(outcome, BaseException):
-                        self._replace_dead_worker(lease.worker, outcome, stats)
-                        self._retry(lease, pending, stats, f"rollout worker died: {type(outcome).__name__}")
+                ready, _ = ray.wait(list(polls), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    w = polls.pop(ref)
+                    try:
+                        raw = ray.get(ref)
+                    except _DEAD_ACTOR_ERRORS as exc:
+                        self._replace_dead_worker(w, exc, stats)
+                        for unit_id, lease in list(in_flight.items()):
+                            if lease.worker == w:
+                                self._release(in_flight.pop(unit_id), worker_load, model_load)
+                                self._retry(lease, pending, stats, f"rollout worker died: {type(exc).__name__}")
+                        polls[self.workers[w].collect.remote(POLL_S)] = w
                         continue
-                    if outcome.termination == TerminationReason.INFRA_ERROR:
-                        if self.on_infra_error is not None:
-                            endpoints = self.on_infra_error(lease.unit.model)
-                            if endpoints:
-                                for worker in self.workers:
-                                    worker.update_endpoints.remote(endpoints)
-                        self._retry(lease, pending, stats, outcome.error or "infra_error", outcome)
-                        continue
-                    outcome.attempts = lease.attempts
-                    finished.append(outcome)
+                    polls[self.workers[w].collect.remote(POLL_S)] = w
+                    for payload in raw:
+                        result = EpisodeResult.model_validate_json(payload)
+                        lease = in_flight.get(result.unit_id)
+                        if lease is None or lease.worker != w:
+                            continue  # a unit already requeued elsewhere; the sink keeps one copy
+                        self._release(in_flight.pop(result.unit_id), worker_load, model_load)
+                        if result.termination == TerminationReason.INFRA_ERROR:
+                            if self.on_infra_error is not None:
+                                endpoints = self.on_infra_error(lease.unit.model)
+                                if endpoints:
+                                    for worker in self.workers:
+                                        worker.update_endpoints.remote(endpoints)
+                            self._retry(lease, pending, stats, result.error or "infra_error", result)
+                            continue
+                        result.attempts = lease.attempts
+                        finished.append(result)
         except KeyboardInterrupt:
             stats.interrupted = True
             if finished:
                 self._record(finished, stats, start)  # finished episodes are kept, always
-            for ref in in_flight:
-                ray.cancel(ref, force=False)
             self.log(
                 f"\ninterrupted: {stats.done} episodes of this run are saved, {len(in_flight)} in flight "
                 "were dropped; run the same command again to finish the rest"
             )
+        for ref in polls:
+            ray.cancel(ref)
         stats.wall_s = time.monotonic() - start
         return stats
+
+    @staticmethod
+    def _release(lease: _Lease, worker_load: list[int], model_load: Counter) -> None:
+        worker_load[lease.worker] -= 1
+        model_load[lease.unit.model] -= 1
 
     def _lease(
         self,
         pending: deque[tuple[WorkUnit, int]],
-        in_flight: dict[Any, _Lease],
+        in_flight: dict[str, _Lease],
         worker_load: list[int],
         model_load: Counter,
     ) -> deque[tuple[WorkUnit, int]]:
-        """Lease as many units as the bounds allow; a unit whose model is at its cap waits without
-        blocking units of other models behind it. Returns the units still waiting, in order."""
+        """Lease as many units as the bounds allow, one `submit` call per worker; a unit whose
+        model is at its cap waits without blocking units of other models behind it. Returns the
+        units still waiting, in order."""
         waiting: deque[tuple[WorkUnit, int]] = deque()
+        batches: dict[int, list[str]] = {}
         while pending:
             unit, attempts = pending.popleft()
             cap = self.per_model.get(unit.model)
@@ -150,26 +169,14 @@ class Scheduler:
             if w is None:
                 waiting.append((unit, attempts))
                 break
-            ref = self.workers[w].run_json.remote(unit)
-            in_flight[ref] = _Lease(unit, attempts, w)
+            batches.setdefault(w, []).append(unit.model_dump_json())
+            in_flight[unit.unit_id] = _Lease(unit, attempts, w)
             worker_load[w] += 1
             model_load[unit.model] += 1
+        for w, batch in batches.items():
+            self.workers[w].submit.remote(batch)
         waiting.extend(pending)
         return waiting
-
-    @staticmethod
-    def _fetch(refs: list[Any]) -> list[Any]:
-        """Results of finished refs in one call; a dead worker's refs come back as its exception."""
-        try:
-            return [EpisodeResult.model_validate_json(v) for v in ray.get(refs)]
-        except _DEAD_ACTOR_ERRORS:
-            out: list[Any] = []
-            for ref in refs:
-                try:
-                    out.append(EpisodeResult.model_validate_json(ray.get(ref)))
-                except _DEAD_ACTOR_ERRORS as exc:
-                    out.append(exc)
-            return out
 
     def _record(self, finished: list[EpisodeResult], stats: SchedulerStats, start: float) -> None:
         self.record(finished)
