@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +25,6 @@ from toolsweep.models.factory import build_policy
 
 
 OFFLOAD_ABOVE_S = 0.002
-SWITCH_INTERVAL_S = 0.0005
 
 
 class _TimedEnv:
@@ -73,9 +71,6 @@ class RolloutWorker:
     ) -> None:
         for name, target in (extra_benchmarks or {}).items():
             register_benchmark(name, target)
-        # Ray's own threads share this process's GIL with the event loop; at the default 5 ms
-        # switch interval every episode's wake-up can wait that long for it (bench/scheduler.py).
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self.worker_id = worker_id
         self.models = models
         self.benchmark_options = benchmark_options
