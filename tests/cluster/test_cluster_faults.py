@@ -167,8 +167,8 @@ def test_real_mlflow_server_and_sync_of_an_offline_run(ray_local, tmp_path, mlfl
 
     from toolsweep.cluster.sync import sync_run_dir
 
-    out = run_sweep(make_config(tmp_path, name="served", n_tasks=6, seeds=1, tracking_uri=mlflow_server),
-                    progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lambda m: None)
+    run_sweep(make_config(tmp_path, name="served", n_tasks=6, seeds=1, tracking_uri=mlflow_server),
+              progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lambda m: None)
     client = MlflowClient(mlflow_server)
     exp = client.get_experiment_by_name("served")
     runs = client.search_runs([exp.experiment_id])

@@ -12,7 +12,6 @@ import pytest
 from conftest import FAKE_TARGET, session_mlflow_uri
 from toolsweep.cluster.config import SweepConfig
 from toolsweep.cluster.driver import run_sweep
-from toolsweep.evaluator.rundir import RunDirectory
 
 
 def make_config(tmp_path, name="e2e", n_tasks=12, seeds=2, delay_s=0.0, fail_tasks=(), tracking_uri=None, **extra):

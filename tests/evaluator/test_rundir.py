@@ -1,6 +1,5 @@
 """The run directory: durable appends, one row per unit, recovery from a killed writer."""
 
-import json
 
 import pytest
 

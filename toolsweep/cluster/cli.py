@@ -8,7 +8,6 @@ import json
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 from toolsweep.cluster.config import ConfigError, load_config, resolve_plans
 

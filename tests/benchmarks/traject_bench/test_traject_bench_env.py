@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest

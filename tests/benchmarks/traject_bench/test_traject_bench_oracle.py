@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-from pathlib import Path
 
 import pytest
 

@@ -888,7 +888,6 @@ def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str) -> dict[
         note = {"capability": cap}
     elif utype == "conflict":
         d = DOMAIN_BY_NAME[base["domain"]]
-        style = SOURCE_STYLE[base["source_style"]]
         names = {t["name"].lower() for t in tools}
         cands = [style_name(p.format(n=rng.choice(d.nouns).split()[-1]), "camel") for p in CONFLICT_SERVICES]
         cands = [c for c in cands if c.lower() not in names]
