@@ -14,9 +14,13 @@ WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
 _cache_lock = threading.Lock()
 
 
+def cache_root() -> Path:
+    """toolsweep's cache outside the repository: $TOOLSWEEP_CACHE or ~/.cache/toolsweep."""
+    return Path(os.environ.get("TOOLSWEEP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "toolsweep"))
+
+
 def _hash_cache_path() -> Path:
-    root = os.environ.get("TOOLSWEEP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "toolsweep")
-    return Path(root) / "weight-hashes.json"
+    return cache_root() / "weight-hashes.json"
 
 
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:

