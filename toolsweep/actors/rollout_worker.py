@@ -1,8 +1,9 @@
 """The rollout worker: a CPU actor that hosts environment replicas and runs many episodes at once.
 
-Each `run` call plays one unit on the actor's event loop; blocking environment work goes to a
-thread (see `run_episode(offload=True)`), so hundreds of episodes waiting on model replies share
-one process. Benchmarks are built once per process (the registry caches them).
+The driver hands it batches of units (`submit`) and long-polls what finished (`collect`); each
+unit plays on the actor's event loop, with costly environment steps in a thread (`offload_env`),
+so hundreds of episodes waiting on model replies share one process. Benchmarks are built once
+per process (the registry caches them).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Bounded in-flight units per worker and per model (so every model replica sees large continuous
 batches without drowning), requeue of the units of a dead worker, `infra_error` retried up to
 `max_attempts` and never recorded as a result, a progress bar, and a clean stop on Ctrl-C.
+Units go out in one `submit` call per worker and come back through one long-polling `collect`
+per worker: an actor call per episode cost a measurable share of the sweep (bench/scheduler.py).
 No benchmark name appears here.
 """
 
