@@ -112,27 +112,33 @@ def supervise(cmd: list[str], lifeline: int, grace_s: float = 15.0) -> int:
     os._exit(child.returncode if child.returncode >= 0 else 128 - child.returncode)
 
 
+def _shm_of(pid: int | str) -> set[str]:
+    """/dev/shm paths one process has mapped or open (empty when it is gone)."""
+    held: set[str] = set()
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                i = line.find("/dev/shm/")
+                if i >= 0:
+                    held.add(line[i:].split(" (deleted)")[0].strip())
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("/dev/shm/"):
+                held.add(target)
+    except OSError:  # PermissionError included
+        pass
+    return held
+
+
 def _shm_in_use() -> set[str]:
     """/dev/shm paths some live process has open or mapped."""
     used: set[str] = set()
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/maps") as f:
-                for line in f:
-                    i = line.find("/dev/shm/")
-                    if i >= 0:
-                        used.add(line[i:].split(" (deleted)")[0].strip())
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if target.startswith("/dev/shm/"):
-                    used.add(target)
-        except (OSError, PermissionError):
-            continue
+        if pid.isdigit():
+            used |= _shm_of(pid)
     return used
 
 
@@ -335,21 +341,7 @@ class VLLMServer:
     def _track_shm(self) -> None:
         """Remember the segments the server's processes hold, to remove them after stop()."""
         for pid in self._tree_pids():
-            try:
-                with open(f"/proc/{pid}/maps") as f:
-                    for line in f:
-                        i = line.find("/dev/shm/")
-                        if i >= 0:
-                            self._tracked_shm.add(line[i:].split(" (deleted)")[0].strip())
-                for fd in os.listdir(f"/proc/{pid}/fd"):
-                    try:
-                        target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                    except OSError:
-                        continue
-                    if target.startswith("/dev/shm/"):
-                        self._tracked_shm.add(target)
-            except OSError:
-                continue
+            self._tracked_shm |= _shm_of(pid)
 
     def stop(self, timeout_s: float = 30.0) -> list[str]:
         """Stop the process tree (SIGTERM, then SIGKILL) and remove its /dev/shm segments.
