@@ -6,6 +6,7 @@ so every path computes the same numbers from the same episodes.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -64,8 +65,6 @@ class CellTable:
 
     def add_rows(self, rows: Iterable[dict[str, Any]]) -> None:
         """Rows as stored in the run directory (metrics as a JSON string)."""
-        import json
-
         for r in rows:
             cell = (r["model"], r["benchmark"], r["setting"])
             self.cells[cell].add(r["task_id"], int(r["seed"]), r["termination"], json.loads(r["metrics"]))
@@ -147,8 +146,6 @@ def convergence_points(
 ) -> dict[str, list[dict[str, float]]]:
     """How each cell's headline metric and its interval evolved as episodes finished (rows in the
     run directory's format, with `finished_at`): the report's convergence charts."""
-    import json
-
     ordered = sorted(rows, key=lambda r: r["finished_at"])
     totals: Counter = Counter((r["model"], r["benchmark"], r["setting"]) for r in ordered)
     cells = sorted(totals)[:max_cells]
