@@ -22,7 +22,7 @@ from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.protocols import InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
-from toolsweep.models.factory import build_policy
+from toolsweep.models.factory import build_helpers, build_policy
 
 
 OFFLOAD_ABOVE_S = 0.002
@@ -49,6 +49,9 @@ class _TimedEnv:
 
     def step(self, reply: Any) -> Any:
         return self._timed(self.env.step, reply)
+
+    def consult_reply(self, role: str, reply: Any) -> Any:
+        return self._timed(self.env.consult_reply, role, reply)
 
     def result(self) -> Any:
         return self.env.result()
@@ -172,6 +175,7 @@ class RolloutWorker:
             else:
                 env = bench.make_env(unit.task_id, unit.setting, unit.seed)
             policy = build_policy(self.models[unit.model], bench, env, unit, self.endpoints)
+            helpers = build_helpers(bench.helper_models(), self.models, unit, self.endpoints)
             timed = _TimedEnv(env)
             result = await run_episode(
                 timed,
@@ -180,6 +184,7 @@ class RolloutWorker:
                 max_turns=bench.max_turns(unit.setting),
                 offload=executor or False,
                 timeout_s=self.timeout_s,
+                helpers=helpers,
             )
             if timed.calls:
                 old = self._step_cost.get(unit.benchmark, timed.seconds / timed.calls)

@@ -92,6 +92,12 @@ class SweepConfig(_Strict):
     name: str = Field(description="Sweep name: the MLflow experiment and runs/<name>/.")
     seeds: int | list[int] = Field(1, description="Environment seeds: a count N (0..N-1) or a list.")
     models: list[ModelConfig] = Field(min_length=1)
+    helpers: list[ModelConfig] = Field(
+        default_factory=list,
+        description="Served models that benchmarks consult (an LLM judge, a critic) without being evaluated "
+        "themselves; a benchmark's options name them, e.g. apb `grader: llm:<name>`. A model under test can "
+        "also serve as a helper.",
+    )
     benchmarks: list[BenchmarkEntry] = Field(min_length=1)
     sampling: Sampling = Field(default_factory=Sampling)
     concurrency: Concurrency = Field(default_factory=Concurrency)
@@ -124,18 +130,26 @@ class SweepConfig(_Strict):
 
     @model_validator(mode="after")
     def _unique_names(self) -> SweepConfig:
-        names = [m.name for m in self.models]
+        names = [m.name for m in self.models] + [m.name for m in self.helpers]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise ValueError(f"models: names must be unique, repeated: {dupes}")
+            raise ValueError(f"models and helpers: names must be unique, repeated: {dupes}")
+        scripted = [m.name for m in self.helpers if isinstance(m, ScriptedModelConfig)]
+        if scripted:
+            raise ValueError(f"helpers: {scripted} are scripted policies; a helper must be a served model")
         return self
+
+    def served_models(self) -> list[ModelConfig]:
+        """Every model the sweep must reach: the models under test, then the helpers."""
+        return [*self.models, *self.helpers]
 
     # -- identity -------------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
         """What defines the results (not where or how fast they are computed)."""
         return self.model_dump(
             mode="json",
-            include={"name", "seeds", "models", "benchmarks", "sampling"},
+            include={"name", "seeds", "models", "benchmarks", "sampling"}
+            | ({"helpers"} if self.helpers else set()),  # configs without helpers keep their run ids
         )
 
     def config_sha256(self) -> str:
@@ -202,6 +216,16 @@ def resolve_plans(config: SweepConfig) -> list[BenchmarkPlan]:
         if unknown:
             shown = ", ".join(all_settings[:40]) + (" ..." if len(all_settings) > 40 else "")
             raise ConfigError(f"{where}.settings: unknown setting(s) {unknown}; allowed: {shown}")
+        served = {m.name: m for m in config.served_models()}
+        for role, name in bench.helper_models().items():
+            if name not in served:
+                raise ConfigError(
+                    f"{where}.options: the {role} model {name!r} is not configured; add it under `helpers:` "
+                    f"(or `models:`); configured: {', '.join(served) or '(none)'}"
+                )
+            if isinstance(served[name], ScriptedModelConfig):
+                raise ConfigError(f"{where}.options: the {role} model {name!r} is a scripted policy; "
+                                  "a helper must be a served model (openai, vllm, hf)")
         policies = bench.scripted_policies()
         for j, model in enumerate(config.models):
             if isinstance(model, ScriptedModelConfig) and model.policy not in policies:

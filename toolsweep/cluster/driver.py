@@ -214,7 +214,7 @@ def run_sweep(
         _check_resumable(run_dir, config, fingerprints)
 
     started_ray = _connect_ray(config.ray_address, log)
-    runtime = ModelRuntime(list(config.models))
+    runtime = ModelRuntime(config.served_models())
     workers: list[Any] = []
     sink = None
     try:
@@ -316,7 +316,7 @@ def _start_workers(
     cpus = config.concurrency.worker_cpus
     if ray.available_resources().get("CPU", 0) < cpus * n_workers:
         cpus = 0  # a cluster whose CPUs are held by model servers still runs environments
-    models = {m.name: m for m in config.models}
+    models = {m.name: m for m in config.served_models()}
     options = {e.name: e.options for e in config.benchmarks}
 
     def make_worker(i: int) -> Any:

@@ -16,6 +16,8 @@ from toolsweep.evaluator.protocols import (
 from toolsweep.evaluator.registry import available_benchmarks, get_benchmark, register_benchmark
 from toolsweep.evaluator.types import (
     AgentReply,
+    Consult,
+    ConsultStep,
     EpisodeMetrics,
     EpisodeResult,
     FunctionCall,
@@ -32,7 +34,7 @@ from toolsweep.evaluator.types import (
 )
 
 __all__ = [
-    "AgentReply", "Benchmark", "ContextExceeded", "Environment", "EpisodeMetrics", "EpisodeResult",
+    "AgentReply", "Benchmark", "Consult", "ConsultStep", "ContextExceeded", "Environment", "EpisodeMetrics", "EpisodeResult",
     "FunctionCall", "InfraError", "Message", "MetricSpec", "Observation", "Policy", "ReportTable",
     "Sampling", "Step", "TerminationReason", "ToolCall", "Trajectory", "Usage", "WorkUnit",
     "available_benchmarks", "get_benchmark", "register_benchmark", "run_episode", "stable_seed",

@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from toolsweep.evaluator.protocols import ContextExceeded, Environment, InfraError, Policy
 from toolsweep.evaluator.types import (
+    AgentReply,
+    ConsultStep,
     EpisodeResult,
+    Message,
     Observation,
     Step,
     TerminationReason,
@@ -46,6 +49,7 @@ async def run_episode(
     offload: bool | Executor = False,
     timeout_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    helpers: Mapping[str, Policy] | None = None,
 ) -> EpisodeResult:
     """Play one episode of `env` with `policy` and return its result.
 
@@ -55,6 +59,11 @@ async def run_episode(
     `ContextExceeded` from the policy as `context_exceeded`; `InfraError` propagates. With
     `timeout_s`, an episode still running after that wall-clock time ends as `timeout` and is scored
     by the environment like any other unfinished episode (a timeout is a result, not a lost unit).
+
+    `helpers` answer the environment's consults (`Observation.consult`) by role, e.g. an LLM judge:
+    the exchange goes into `trajectory.consults`, never into the agent's conversation. A helper
+    that fails or overflows its context answers with an empty message (the environment decides
+    what an unreadable answer means); only `InfraError` propagates, as for the agent.
     """
     start = clock()
     trajectory = Trajectory()
@@ -63,14 +72,42 @@ async def run_episode(
     def finish(reason: TerminationReason) -> EpisodeResult:
         return _result(env, unit, trajectory, reason, error, clock() - start)
 
+    async def consult_helpers(obs: Observation) -> tuple[Observation, list[Message]]:
+        """Answer the environment's consults until it has something for the agent."""
+        shown = list(obs.messages)
+        while obs.consult is not None and not obs.done:
+            request = obs.consult
+            helper = (helpers or {}).get(request.role)
+            if helper is None:
+                raise LookupError(
+                    f"the environment consults a {request.role!r} model but the benchmark configured none"
+                )
+            failure = None
+            try:
+                answer = await helper.act(list(request.messages), [])
+            except (InfraError, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - a helper's failure is the environment's to score
+                failure = f"{type(exc).__name__}: {exc}"
+                answer = AgentReply(message=Message(role="assistant", content=""))
+            trajectory.consults.append(ConsultStep(
+                role=request.role, request=request.messages, reply=answer.message, usage=answer.usage, error=failure,
+            ))
+            obs = await _call(env.consult_reply, request.role, answer.message, offload=offload)
+            shown.extend(obs.messages)
+        return obs, shown
+
     async def play() -> TerminationReason:
         nonlocal error
         try:
             obs: Observation = await _call(env.reset, offload=offload)
+            obs, shown = await consult_helpers(obs)
+        except (InfraError, asyncio.CancelledError):
+            raise
         except Exception:  # noqa: BLE001 - any environment failure is a result, not a crash
             error = traceback.format_exc(limit=8)
             return TerminationReason.ENV_ERROR
-        trajectory.messages.extend(obs.messages)
+        trajectory.messages.extend(shown)
         tools = obs.tools
         while not obs.done:
             if len(trajectory.steps) >= max_turns:
@@ -88,14 +125,15 @@ async def run_episode(
             trajectory.messages.append(reply.message)
             try:
                 obs = await _call(env.step, reply.message, offload=offload)
+                obs, shown = await consult_helpers(obs)
+            except (InfraError, asyncio.CancelledError):
+                raise
             except Exception:  # noqa: BLE001
                 error = traceback.format_exc(limit=8)
                 trajectory.steps.append(Step(reply=reply.message, usage=reply.usage))
                 return TerminationReason.ENV_ERROR
-            trajectory.steps.append(
-                Step(reply=reply.message, usage=reply.usage, observation=obs.messages, info=obs.info)
-            )
-            trajectory.messages.extend(obs.messages)
+            trajectory.steps.append(Step(reply=reply.message, usage=reply.usage, observation=shown, info=obs.info))
+            trajectory.messages.extend(shown)
             if obs.tools:
                 tools = obs.tools
         return obs.termination or TerminationReason.ANSWERED

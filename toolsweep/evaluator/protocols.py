@@ -13,7 +13,12 @@ from toolsweep.evaluator.types import AgentReply, EpisodeMetrics, Message, Obser
 @runtime_checkable
 class Environment(Protocol):
     """One episode of one task. Parses the agent's replies itself; a malformed reply is an
-    observation that counts in the metrics, never an exception."""
+    observation that counts in the metrics, never an exception.
+
+    An environment that consults a helper model (an observation with `consult` set) also
+    implements `consult_reply(role, reply: Message) -> Observation`, and its benchmark names the
+    model for each role in `helper_models()`.
+    """
 
     def reset(self) -> Observation: ...
 
@@ -123,6 +128,11 @@ class Benchmark(ABC):
     def fingerprint(self) -> dict[str, Any]:
         """What identifies the benchmark's content for the run manifest (e.g. a world hash)."""
         return {"version": self.version}
+
+    def helper_models(self) -> dict[str, str]:
+        """Models this benchmark's environments consult, by role (e.g. {"judge": "qwen-72b"}), as its
+        options configure them; each must be a served model of the sweep (`models` or `helpers`)."""
+        return {}
 
     def max_turns(self, setting: str) -> int:
         """A hard cap on agent turns that run_episode enforces on top of the environment's own."""

@@ -64,12 +64,24 @@ class TerminationReason(str, Enum):
     INFRA_ERROR = "infra_error"
 
 
+class Consult(BaseModel):
+    """A question the environment puts to a helper model it names by role (an LLM judge, a critic).
+
+    The episode loop sends `messages` to the model the benchmark configured for `role`, greedily,
+    and hands the reply to `env.consult_reply(role, reply)`; the agent never sees the exchange.
+    """
+
+    role: str
+    messages: list[Message]
+
+
 class Observation(BaseModel):
     """What the environment shows the agent after reset() or step().
 
     `messages` are the *new* messages to append to the conversation; `tools` are the OpenAI tool
     schemas currently visible (empty for benchmarks whose actions are plain text); `info` carries the
     environment's structured record of the step (the parsed action, flags) for the trajectory.
+    With `consult` set, the environment first needs a helper model's answer (see `Consult`).
     """
 
     messages: list[Message] = Field(default_factory=list)
@@ -77,6 +89,7 @@ class Observation(BaseModel):
     done: bool = False
     termination: TerminationReason | None = None
     info: dict[str, Any] = Field(default_factory=dict)
+    consult: Consult | None = None
 
 
 EpisodeMetrics = dict[str, float]
@@ -163,9 +176,20 @@ class Step(BaseModel):
     info: dict[str, Any] = Field(default_factory=dict)
 
 
+class ConsultStep(BaseModel):
+    """One exchange with a helper model: the request, the reply, what it cost, and any failure."""
+
+    role: str
+    request: list[Message]
+    reply: Message
+    usage: Usage = Field(default_factory=Usage)
+    error: str | None = None
+
+
 class Trajectory(BaseModel):
     messages: list[Message] = Field(default_factory=list)
     steps: list[Step] = Field(default_factory=list)
+    consults: list[ConsultStep] = Field(default_factory=list)
 
     @property
     def prompt_tokens(self) -> int:

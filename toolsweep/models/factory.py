@@ -45,6 +45,21 @@ def static_endpoint(model: Any) -> Endpoint | None:
     return None
 
 
+def _endpoint_for(model: Any, endpoints: dict[str, Any] | None) -> Endpoint:
+    spec = (endpoints or {}).get(model.name)
+    if spec is None:
+        spec = static_endpoint(model)
+    if spec is None:
+        kind = getattr(model, "kind", type(model).__name__)
+        if isinstance(model, VLLMModelConfig):
+            raise ValueError(
+                f"model {model.name!r} (kind vllm) has no endpoint: start its servers with "
+                "ModelRuntime(models).start() and pass the returned endpoints"
+            )
+        raise ValueError(f"model kind {kind!r} is not supported")
+    return spec if isinstance(spec, Endpoint) else Endpoint.model_validate(spec)
+
+
 def build_policy(
     model: Any,
     benchmark: Benchmark,
@@ -57,18 +72,7 @@ def build_policy(
     openai and hf models work without one)."""
     if isinstance(model, ScriptedModelConfig):
         return benchmark.make_scripted_policy(model.policy, env, unit.rng_seed)
-    spec = (endpoints or {}).get(model.name)
-    if spec is None:
-        spec = static_endpoint(model)
-    if spec is None:
-        kind = getattr(model, "kind", type(model).__name__)
-        if isinstance(model, VLLMModelConfig):
-            raise ValueError(
-                f"model {model.name!r} (kind vllm) has no endpoint: start its servers with "
-                "ModelRuntime(models).start() and pass the returned endpoints"
-            )
-        raise ValueError(f"model kind {kind!r} is not supported")
-    endpoint = spec if isinstance(spec, Endpoint) else Endpoint.model_validate(spec)
+    endpoint = _endpoint_for(model, endpoints)
     return LLMPolicy(
         client_for(endpoint),
         unit.sampling,
@@ -76,3 +80,30 @@ def build_policy(
         session=unit.unit_id,
         system_prompt=endpoint.system_prompt,
     )
+
+
+def build_helpers(
+    roles: dict[str, str],
+    models: dict[str, Any],
+    unit: WorkUnit,
+    endpoints: dict[str, Any] | None = None,
+) -> dict[str, Policy]:
+    """The helper models (judge, critic, ...) a benchmark consults during `unit`, by role.
+
+    Helpers decode greedily whatever the sweep's sampling (a judge must not vary between models
+    under test) and keep the unit's token budget; the config validator has already checked that
+    each named model exists and is served."""
+    helpers: dict[str, Policy] = {}
+    for role, name in roles.items():
+        model = models.get(name)
+        if model is None or isinstance(model, ScriptedModelConfig):
+            raise ValueError(f"{role} model {name!r} is not a served model of this sweep")
+        endpoint = _endpoint_for(model, endpoints)
+        helpers[role] = LLMPolicy(
+            client_for(endpoint),
+            unit.sampling.model_copy(update={"temperature": 0.0, "top_p": 1.0}),
+            seed=unit.rng_seed,
+            session=f"{unit.unit_id}:{role}",
+            system_prompt=endpoint.system_prompt,
+        )
+    return helpers

@@ -9,6 +9,7 @@ a seed with no LLM (generator.py) and graded by rule against reference DAGs (gra
 from __future__ import annotations
 
 import hashlib
+import random
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,7 +24,7 @@ from toolsweep.benchmarks.apb.generator import (
     dataset,
 )
 from toolsweep.benchmarks.apb.grader import GRADER_VERSION
-from toolsweep.benchmarks.apb.metrics import report_tables, setting_metrics
+from toolsweep.benchmarks.apb.metrics import judge_specs, report_tables, setting_metrics
 from toolsweep.benchmarks.apb.policies import POLICIES, make_policy
 from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
 
@@ -48,6 +49,7 @@ def _settings() -> dict[str, dict[str, Any]]:
 
 
 SETTINGS = _settings()
+JUDGE_VALIDATION = "judge_validation"
 
 
 class APB(Benchmark):
@@ -65,35 +67,75 @@ class APB(Benchmark):
             "structured scene (default), or rendered PNG frames as image parts for vision models.")
         distractor_position: Literal["append", "shuffle"] = Field(
             "append", description="Extraneous tools after the originals (Figs. 37/38) or shuffled in.")
-        critic: Literal["rule"] = Field(
-            "rule", description="Reviewer of the Critic_R± refinement protocols. 'rule': a deterministic reviewer "
-            "that names the error categories the rule grader finds (R+) or only says whether the answer is wrong "
-            "(R-); an LLM critic would need a second model inside the episode, which the episode loop does not "
-            "provide.")
+        critic: str = Field(
+            "rule", pattern=r"^(rule|model:\S+)$",
+            description="Reviewer of the Critic_R± refinement protocols (§8.1). 'model:<name>': a served model of the "
+            "sweep (under `helpers:` or `models:`; the paper used its strongest model) reviews the initial answer "
+            "with P8/P7. 'rule': a deterministic reviewer that names the error categories the rule grader finds "
+            "(R+) or only says whether the answer is wrong (R-).")
+        grader: str = Field(
+            "rule", pattern=r"^(rule|llm:\S+)$",
+            description="'rule': the deterministic grader of §6.2 (apb-rule-1). 'llm:<name>': the paper's judge "
+            "prompts J1-J9 sent to that served model at temperature 0 grade every answer instead (§6.5); the rule "
+            "grade is kept as rule_* with the Tab. 7 agreement statistics, and the setting "
+            "'judge_validation' (a seeded sample of `judge_sample` cases) becomes available.")
+        judge_sample: int = Field(720, gt=0, description="Cases in the judge_validation sample (the paper: 720).")
         oracle_ref_style: Literal["dollar", "step"] = Field(
             "dollar", description="How the oracle names data sources: `$Tool.field` or 'the output of step i'.")
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self._fingerprint: dict[str, Any] | None = None
+        self.judge_model = self.options.grader.split(":", 1)[1] if self.options.grader != "rule" else None
+        self.critic_model = self.options.critic.split(":", 1)[1] if self.options.critic != "rule" else None
+        self._settings = dict(SETTINGS)
+        if self.judge_model:
+            self._settings[JUDGE_VALIDATION] = {"kind": "judge_validation", "n": self.options.judge_sample,
+                                                "in_4209": False}
+        self._judge_sample: dict[str, str] | None = None
 
     @property
     def data(self):  # noqa: ANN201 - the cached Dataset
         return dataset(self.options.gen_seed)
 
     def settings(self) -> dict[str, dict[str, Any]]:
-        return {k: dict(v) for k, v in SETTINGS.items()}
+        return {k: dict(v) for k, v in self._settings.items()}
+
+    def helper_models(self) -> dict[str, str]:
+        roles = {}
+        if self.judge_model:
+            roles["judge"] = self.judge_model
+        if self.critic_model:
+            roles["critic"] = self.critic_model
+        return roles
 
     def _check(self, setting: str) -> None:
-        if setting not in SETTINGS:
-            raise KeyError(f"APB has no setting {setting!r}; available: {', '.join(SETTINGS)}")
+        if setting not in self._settings:
+            hint = " (it needs grader: llm:<model>)" if setting == JUDGE_VALIDATION else ""
+            raise KeyError(f"APB has no setting {setting!r}{hint}; available: {', '.join(self._settings)}")
+
+    def judge_sample(self) -> dict[str, str]:
+        """The judge-validation sample (§6.5): `judge_sample` cases drawn with a fixed seed from the
+        4,209 of Table 1, as task id -> the setting it belongs to."""
+        if self._judge_sample is None:
+            pool = [(t["task_id"], s) for s, spec in SETTINGS.items() if spec["in_4209"] for t in self.data.tasks[s]]
+            rng = random.Random(f"apb-judge-sample|{self.options.gen_seed}")
+            picked = rng.sample(pool, min(self.options.judge_sample, len(pool)))
+            self._judge_sample = dict(sorted(picked))
+        return self._judge_sample
 
     def tasks(self, setting: str) -> list[str]:
         self._check(setting)
+        if setting == JUDGE_VALIDATION:
+            return list(self.judge_sample())
         return [t["task_id"] for t in self.data.tasks[setting]]
 
     def make_env(self, task_id: str, setting: str, seed: int) -> Environment:
         self._check(setting)
+        if setting == JUDGE_VALIDATION:  # a case of another setting, graded by both graders
+            if task_id not in self.judge_sample():
+                raise KeyError(f"APB's judge_validation sample has no task {task_id!r}")
+            setting = self.judge_sample()[task_id]
         index = self.data.task_index(setting)
         if task_id not in index:
             raise KeyError(f"APB setting {setting!r} has no task {task_id!r} (gen_seed={self.options.gen_seed})")
@@ -102,10 +144,12 @@ class APB(Benchmark):
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         if setting is not None:
             self._check(setting)
-            return setting_metrics(setting)
+            if setting == JUDGE_VALIDATION:
+                return judge_specs()
+            return setting_metrics(setting) + (judge_specs(setting) if self.judge_model else [])
         seen: dict[str, MetricSpec] = {}
-        for s in SETTINGS:
-            for m in setting_metrics(s):
+        for s in self._settings:
+            for m in self.metrics(s):
                 seen.setdefault(m.name, m)
         return list(seen.values())
 

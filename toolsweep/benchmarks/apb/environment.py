@@ -9,14 +9,16 @@ import json
 import math
 import random
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolsweep.benchmarks.apb import plans, prompts
 from toolsweep.benchmarks.apb.generator import Dataset, step_bin
-from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult
+from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult, parse_judge_verdict
 from toolsweep.benchmarks.apb.metrics import BREAKDOWNS, domain_slug
 from toolsweep.benchmarks.apb.tools import FINISH, render_tool_line
-from toolsweep.evaluator.types import Message, Observation, TerminationReason
+from toolsweep.evaluator.types import Consult, Message, Observation, TerminationReason
 
 NAN = float("nan")
 BROKEN_CATEGORIES = ("replace", "alter", "retry", "refuse", "other")
@@ -48,6 +50,49 @@ def _redacted_scene(f: dict[str, Any]) -> dict[str, Any]:
         classes.setdefault(o["class"], set()).update(o["attributes"])
     return {"object_classes": [{"class": c, "attributes": sorted(a)} for c, a in sorted(classes.items())],
             "text_regions": [{"bbox": r["bbox"], "text": "<unread>"} for r in sc.get("text_regions", [])]}
+
+
+@dataclass
+class Judged:
+    """A plan verdict from the LLM judge, shaped like the rule grader's PlanResult where it matters."""
+
+    correct: bool
+    grade: float
+    flags: set[str] = field(default_factory=set)
+
+
+def judged_plan(rule: PlanResult, verdict: dict[str, Any]) -> tuple[Judged, bool]:
+    """The judge's verdict on a plan, or the rule grader's when the judge's reply is unreadable."""
+    if "correct" not in verdict:
+        return Judged(rule.correct, rule.grade, set(rule.flags)), False
+    grade = verdict.get("grade")
+    grade = min(1.0, max(0.0, float(grade))) if grade is not None and math.isfinite(grade) else NAN
+    return Judged(bool(verdict["correct"]), grade, set(verdict.get("flags", ()))), True
+
+
+def agreement_metrics(rule: dict[str, float], judge: dict[str, float] | None) -> dict[str, float]:
+    """Per-case pieces of Tab. 7's statistics, the judge read against the rule grader (positive =
+    correct): agreement, TP and positives for precision/recall/F1, |grade difference|, flag agreement.
+    All undefined (NaN, or 0 in ratio parts) when the judge's reply was unreadable."""
+    out = {"judge_unreadable": float(judge is None), "rule_correct": rule["correct"]}
+    if judge is None:
+        out.update(judge_agree=NAN, judge_tp=0.0, judge_pos=0.0, rule_pos=0.0, judge_f1_num=0.0, judge_f1_den=0.0,
+                   judge_grade_abs_err=NAN, judge_flag_agree=NAN)
+        return out
+    j, r = judge["correct"], rule["correct"]
+    out.update(judge_agree=float(j == r), judge_tp=j * r, judge_pos=j, rule_pos=r,
+               judge_f1_num=2 * j * r, judge_f1_den=j + r)
+    rg, jg = rule.get("grade", NAN), judge.get("grade", NAN)
+    out["judge_grade_abs_err"] = abs(rg - jg) if math.isfinite(rg) and math.isfinite(jg) else NAN
+    if all(f in rule and f in judge for f in FLAGS):
+        out["judge_flag_agree"] = sum(float(rule[f] == judge[f]) for f in FLAGS) / len(FLAGS)
+    else:
+        out["judge_flag_agree"] = NAN
+    return out
+
+
+def _plan_values(res: PlanResult | Judged) -> dict[str, float]:
+    return {"correct": float(res.correct), "grade": res.grade, **{f: float(f in res.flags) for f in FLAGS}}
 
 
 def _fill_all(text: str, slots: dict[str, str]) -> str:
@@ -84,6 +129,11 @@ class APBEnv:
         self.results: dict[str, float] = {}
         self.done = False
         self.info: dict[str, Any] = {}
+        # helper models (§6.5, §8.1): the LLM judge grades in place of the rules; the critic reviews
+        self.judge = options.grader.startswith("llm:")
+        self.critic_model = options.critic.startswith("model:")
+        self._consults: list[tuple[str, list[Message], Callable[[str], None]]] = []
+        self._after: Callable[[], Observation] | None = None
         self._build()
 
     # ------------------------------------------------------------------ case materialization
@@ -175,7 +225,72 @@ class APBEnv:
             return self._refine_step(text)
         self.results = self._grade_final(text)
         self.done = True
+        if self.judge:
+            return self._consult([("judge", self.judge_messages(text), self._apply_judge)], self._final_obs)
         return self._final_obs()
+
+    # ------------------------------------------------------------------ helper models
+    def _consult(self, requests: list[tuple[str, list[Message], Callable[[str], None]]],
+                 after: Callable[[], Observation]) -> Observation:
+        """Ask the helper models in turn; each reply goes to its handler, then `after` continues."""
+        self._consults, self._after = list(requests), after
+        return self._next_consult()
+
+    def _next_consult(self) -> Observation:
+        if self._consults:
+            role, messages, _ = self._consults[0]
+            return Observation(consult=Consult(role=role, messages=messages), info={"consult": role})
+        after, self._after = self._after, None
+        return after() if after is not None else Observation(done=True, termination=TerminationReason.ANSWERED)
+
+    def consult_reply(self, role: str, reply: Message) -> Observation:
+        if not self._consults or self._consults[0][0] != role:
+            raise RuntimeError(f"APB received a {role!r} reply it did not ask for")
+        _, _, handle = self._consults.pop(0)
+        handle(reply.text())
+        return self._next_consult()
+
+    def _apply_judge(self, reply: str) -> None:
+        """Grade by the judge's verdict (J1-J9) in place of the rules; the rule values stay under
+        `rule_*`, with the per-case agreement between the two. An unreadable verdict keeps the rule
+        grade and counts in `judge_unreadable`."""
+        m = self.results
+        verdict = parse_judge_verdict(reply)
+        rule = {k: m[k] for k in ("correct", "grade", *FLAGS) if k in m}
+        judged: dict[str, float] | None = None
+        if self.kind == "broken":
+            if "category" in verdict:
+                cat = verdict["category"]
+                judged = {c: float(cat == c) for c in BROKEN_CATEGORIES}
+                judged["recovery"] = judged["correct"] = float(cat in ("replace", "alter"))
+                self.info["judge_category"] = cat
+            for k in (*BROKEN_CATEGORIES, "recovery"):
+                m[f"rule_{k}"] = m[k]
+        elif self.kind == "unsolvable":
+            if "correct" in verdict:
+                judged = {"pass": float(verdict["correct"]), "correct": float(verdict["correct"])}
+            m["rule_pass"] = m["pass"]
+        else:
+            plan, readable = judged_plan(self._last_rule, verdict)
+            judged = _plan_values(plan) if readable else None
+            m["rule_grade"] = m["grade"]
+        if judged is not None:
+            m.update(judged)
+            for key in list(m):  # the breakdowns (by modality, step bin, ...) follow the judged values
+                if key.startswith(("correct_", "grade_")) and math.isfinite(m[key]):
+                    m[key] = m[key.split("_", 1)[0]]
+        m.update(agreement_metrics(rule, judged))
+        self.info["judge"] = {"readable": judged is not None, "correct": m["correct"]}
+
+    def critic_messages(self, initial: str, metric: bool) -> list[Message]:
+        """What the critic model of Critic_R± sees (§8.1): the task, the initial answer, and P8 (holistic)
+        or the self-contained P7 (step-wise)."""
+        if self.half == "holistic":
+            text = (f"{self.first_prompt}\n\nInitial response:\n{initial}\n\n"
+                    + prompts.render_p8(metric=metric, gui=self.base["source_style"] == "OpenCUA"))
+        else:
+            text = prompts.render_p7(self.query_block, self.tool_lines, self.prefix, initial, metric=metric)
+        return [Message(role="user", content=text)]
 
     def _final_obs(self) -> Observation:
         parsed = self.info.get("parsed", True)
@@ -188,21 +303,46 @@ class APBEnv:
         metric = mode.endswith("plus")
         if self.turn == 1:
             self.base_result = self._grade(text)
-            if critic:
-                critique = self.rule_critique(self.base_result, metric)
-                msg = prompts.CRITIC_PREFIX.format(critique=critique) + prompts.REFINE_FINAL
-            elif self.half == "holistic":
-                msg = prompts.render_p8(metric=metric, gui=self.base["source_style"] == "OpenCUA")
-            else:
-                msg = prompts.render_p7(self.query_block, self.tool_lines, self.prefix, text, metric=metric)
-            return Observation(messages=[Message(role="user", content=msg)], info={"turn": 1})
+            self.base_judged: PlanResult | Judged = self.base_result
+            critique: dict[str, str] = {}
+            requests: list[tuple[str, list[Message], Callable[[str], None]]] = []
+            if self.judge:
+                requests.append(("judge", self.judge_messages(text), self._judge_base))
+            if critic and self.critic_model:
+                requests.append(("critic", self.critic_messages(text, metric),
+                                 lambda reply: critique.update(text=reply.strip() or "(the critic gave no review)")))
+
+            def second_turn() -> Observation:
+                if critic:
+                    review = critique.get("text") or self.rule_critique(self.base_result, metric)
+                    msg = prompts.CRITIC_PREFIX.format(critique=review) + prompts.REFINE_FINAL
+                elif self.half == "holistic":
+                    msg = prompts.render_p8(metric=metric, gui=self.base["source_style"] == "OpenCUA")
+                else:
+                    msg = prompts.render_p7(self.query_block, self.tool_lines, self.prefix, text, metric=metric)
+                return Observation(messages=[Message(role="user", content=msg)], info={"turn": 1})
+
+            return self._consult(requests, second_turn)
         if self.turn == 2 and not critic:
             return Observation(messages=[Message(role="user", content=prompts.REFINE_FINAL)], info={"turn": 2})
         final = self._grade(text)
-        self.results = self._refine_metrics(self.base_result, final)
+        self.results = self._refine_metrics(self.base_judged, final)
         self.done = True
         self.info = {"parsed": final.parsed, "flags": sorted(final.flags), "base_flags": sorted(self.base_result.flags)}
+        if self.judge:
+            return self._consult([("judge", self.judge_messages(text), lambda r: self._judge_final(final, r))],
+                                 self._final_obs)
         return Observation(done=True, termination=TerminationReason.ANSWERED, info=dict(self.info))
+
+    def _judge_base(self, reply: str) -> None:
+        self.base_judged, self._base_readable = judged_plan(self.base_result, parse_judge_verdict(reply))
+
+    def _judge_final(self, final: PlanResult, reply: str) -> None:
+        judged, readable = judged_plan(final, parse_judge_verdict(reply))
+        self.results = self._refine_metrics(self.base_judged, judged)
+        self.results.update(agreement_metrics(_plan_values(final), _plan_values(judged) if readable else None))
+        self.results["judge_unreadable"] = 1.0 - (float(readable) + float(self._base_readable)) / 2
+        self.info["judge"] = {"readable": readable, "base_readable": self._base_readable}
 
     @staticmethod
     def rule_critique(res: PlanResult, metric: bool) -> str:
@@ -220,8 +360,10 @@ class APBEnv:
     # ------------------------------------------------------------------ grading
     def _grade(self, text: str) -> PlanResult:
         if self.half == "stepwise":
-            return self.grader.stepwise(text, self.k, self.done_nodes, self.context)
-        return self.grader.holistic(text)
+            self._last_rule = self.grader.stepwise(text, self.k, self.done_nodes, self.context)
+        else:
+            self._last_rule = self.grader.holistic(text)
+        return self._last_rule
 
     def _grade_final(self, text: str) -> dict[str, float]:
         m: dict[str, float] = {}
@@ -269,7 +411,7 @@ class APBEnv:
                     m[f"grade_{key}_{val}"] = m["grade"] if val == mine[key] else NAN
         return m
 
-    def _refine_metrics(self, base: PlanResult, final: PlanResult) -> dict[str, float]:
+    def _refine_metrics(self, base: PlanResult | Judged, final: PlanResult | Judged) -> dict[str, float]:
         h = "hol" if self.half == "holistic" else "sw"
         m: dict[str, float] = {}
         for half in ("hol", "sw"):
@@ -296,15 +438,19 @@ class APBEnv:
 
     # ------------------------------------------------------------------ ground truth for scripted policies
     def reference_answer(self) -> str:
-        """The correct JSON answer for the current turn."""
+        """The correct answer for the current turn (a review on the self-refinement's second turn)."""
+        if self.kind == "refine" and self.turn == 1 and not self.task["mode"].startswith("critic"):
+            return "The initial answer is correct: every step is needed, in a valid order, with valid arguments."
+        return self.reference_plan()
+
+    def reference_plan(self) -> str:
+        """The correct JSON answer to the case: the plan, the next steps, the recovery or the refusal."""
         t, ref = self.task, self.base["reference"]
         nodes = plans.node_map(ref["nodes"])
         if self.kind == "unsolvable":
             reason = (f"This cannot be completed as asked: {', '.join(t['blocking_terms'][:2])} "
                       f"is missing or unavailable, so no valid plan exists.")
             return json.dumps({"status": "REJECT", "reason": reason})
-        if self.kind == "refine" and self.turn == 1 and not self.task["mode"].startswith("critic"):
-            return "The initial answer is correct: every step is needed, in a valid order, with valid arguments."
         if self.kind == "broken":
             return json.dumps(t["reference_action"])
         if self.half == "stepwise":
@@ -351,7 +497,7 @@ class APBEnv:
         at temperature 0; `grader.parse_judge_verdict` reads the reply. The rule grader stays the default."""
         P = prompts.JUDGE_PROMPTS
         tools_text = "\n".join(self.tool_lines)
-        ref_answer = self.reference_answer() if self.kind != "unsolvable" else ""
+        ref_answer = self.reference_plan() if self.kind != "unsolvable" else ""
         distractors = [d["name"] for d in self.task.get("distractors") or []]
         if self.kind == "broken":
             t = self.task

@@ -100,6 +100,26 @@ def setting_metrics(setting: str) -> list[MetricSpec]:
     return specs
 
 
+def judge_specs(setting: str | None = None) -> list[MetricSpec]:
+    """Tab. 7's statistics of the LLM judge read against the rule grader (positive = correct; §6.5),
+    plus the rule grader's own CR for comparison. Recorded in every setting when grader=llm."""
+    specs = [MetricSpec(name="judge_agree", description="Agreement: judge verdict == rule verdict", scale=100.0),
+             MetricSpec(name="judge_precision", kind="ratio", numerator="judge_tp", denominator="judge_pos",
+                        description="Precision: rule-correct among judge-correct", scale=100.0),
+             MetricSpec(name="judge_recall", kind="ratio", numerator="judge_tp", denominator="rule_pos",
+                        description="Recall: judge-correct among rule-correct", scale=100.0),
+             MetricSpec(name="judge_f1", kind="ratio", numerator="judge_f1_num", denominator="judge_f1_den",
+                        description="F1 = 2TP / (2TP + FP + FN)"),
+             MetricSpec(name="judge_grade_abs_err", description="MAE between judge and rule grades",
+                        higher_is_better=False),
+             MetricSpec(name="judge_flag_agree", description="Err-Type: mean per-flag agreement (E1-E6)", scale=100.0),
+             _pct("judge_unreadable", "judge replies that were not a readable verdict (rule grade kept)", lower=True),
+             _pct("rule_correct", "CR by the rule grader")]
+    if setting is None:  # judge_validation: the judged CR next to the rule CR
+        specs.append(_pct("correct", "CR by the LLM judge"))
+    return specs
+
+
 # ----------------------------------------------------------------------------- pure compositions (§7.2-7.6)
 
 def mean_rows(rows: Sequence[Mapping[str, float]], weights: Sequence[float] | None = None) -> dict[str, float]:
