@@ -83,3 +83,9 @@ def test_benchmarks_command_lists_settings_policies_and_metrics(capsys):
     assert "accuracy, calls_per_turn" in out
     # A benchmark that needs an option says which, instead of failing the listing.
     assert "traject_bench" in out and "data_dir" in out
+
+
+def test_seeds_default_to_one_seed_when_left_out():
+    cfg = SweepConfig.model_validate({"name": "n", "models": [{"name": "o", "kind": "scripted", "policy": "oracle"}],
+                                      "benchmarks": [{"name": "fake", "settings": ["small"]}]})
+    assert cfg.seeds == [0]

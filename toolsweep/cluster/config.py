@@ -90,7 +90,9 @@ class SweepConfig(_Strict):
     """One sweep: models × benchmarks × settings × tasks × seeds, and how to run it."""
 
     name: str = Field(description="Sweep name: the MLflow experiment and runs/<name>/.")
-    seeds: int | list[int] = Field(1, description="Environment seeds: a count N (0..N-1) or a list.")
+    seeds: int | list[int] = Field(
+        1, validate_default=True, description="Environment seeds: a count N (0..N-1) or a list."
+    )
     models: list[ModelConfig] = Field(min_length=1)
     helpers: list[ModelConfig] = Field(
         default_factory=list,

@@ -6,6 +6,7 @@ any model is loaded, so a typo costs a second, not a cluster start.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import platform
@@ -83,6 +84,13 @@ def specs_lookup(benchmarks: dict[str, Any]) -> Callable[[str, str], list[Metric
     return specs_for
 
 
+def _report_tables(bench: Any, cells: list[dict[str, Any]], episodes: Any) -> list[Any]:
+    # Plugins written before `episodes` existed take the cell summaries alone.
+    if "episodes" in inspect.signature(bench.report_tables).parameters:
+        return bench.report_tables(cells, episodes=episodes)
+    return bench.report_tables(cells)
+
+
 def finalize_run(
     run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], *, extra: dict[str, Any] | None = None
 ) -> tuple[list[dict[str, Any]], str]:
@@ -103,7 +111,7 @@ def finalize_run(
     for name, bench in benchmarks.items():
         own = [c for c in cells if c["benchmark"] == name]
         if own:
-            tables.extend(bench.report_tables(own))
+            tables.extend(_report_tables(bench, own, table.report_episodes(name, **kw)))
     summary = {
         "sweep": config.name,
         "run_id": config.resolved_run_id(),

@@ -138,6 +138,8 @@ class Benchmark(ABC):
         """A hard cap on agent turns that run_episode enforces on top of the environment's own."""
         return 200
 
-    def report_tables(self, cells: list[dict[str, Any]]) -> list[ReportTable]:
-        """Paper-style tables from cell summaries (see `evaluator.stats.summarize_cell`)."""
+    def report_tables(self, cells: list[dict[str, Any]], episodes: Any = None) -> list[ReportTable]:
+        """Paper-style tables from cell summaries (see `evaluator.stats.summarize_cell`). `episodes`
+        (an `evaluator.summary.ReportEpisodes`, when the caller has them) gives the per-episode
+        records that composite intervals across cells need."""
         return []

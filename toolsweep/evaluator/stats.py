@@ -36,6 +36,8 @@ __all__ = [
     "paired_difference",
     "cell_summary",
     "summarize_cell",
+    "Stratum",
+    "composite_estimate",
 ]
 
 # Draws per chunk of resamples: large enough to amortise numpy's per-call overhead, small enough
@@ -602,3 +604,79 @@ def cell_summary(
 
 # The name `Benchmark.report_tables` refers to.
 summarize_cell = cell_summary
+
+
+# ----------------------------------------------------------------------------- composites of several cells
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """The episodes of one cell that enter a composite: each episode's resampling unit (`keys`: a
+    task, or a base case several settings share) and its value of a `mean` metric (NaN = left out)."""
+
+    keys: Sequence[str]
+    values: Sequence[float]
+
+
+def _cluster_totals(stratum: Stratum, universe: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    sums = np.zeros(len(universe))
+    counts = np.zeros(len(universe))
+    values = np.asarray(stratum.values, dtype=float)
+    if len(values) != len(stratum.keys):
+        raise ValueError("a stratum needs one key per value")
+    defined = np.isfinite(values)
+    idx = np.asarray([universe[k] for k in stratum.keys], dtype=np.int64)
+    np.add.at(sums, idx[defined], values[defined])
+    np.add.at(counts, idx[defined], 1.0)
+    return sums, counts
+
+
+def composite_estimate(
+    strata: Sequence[Stratum],
+    combine: Callable[[np.ndarray], np.ndarray],
+    *,
+    paired: bool = False,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Estimate:
+    """A statistic of several cells' means (a mean over horizons, a half-and-half mean, a difference
+    between settings) with a bootstrap percentile interval.
+
+    `combine` maps an array of per-stratum means, shape (len(strata), B), to shape (B,).
+    Stratified (`paired=False`): every stratum resamples its own keys independently, as for cells
+    drawn independently. Paired (`paired=True`): one draw of keys from the union of all strata is
+    shared by every stratum, so a base case counts in all settings at once (a difference between
+    settings on the same bases). A key's episodes (its seeds) move together.
+    """
+    _check_options(n_resamples, confidence)
+    if not strata:
+        raise ValueError("a composite needs at least one stratum")
+    rng = np.random.default_rng(seed)
+    if paired:
+        universe = {k: i for i, k in enumerate(sorted({k for st in strata for k in st.keys}))}
+        universes = [universe] * len(strata)
+    else:
+        universes = [{k: i for i, k in enumerate(sorted(set(st.keys)))} for st in strata]
+    totals = [_cluster_totals(st, u) for st, u in zip(strata, universes)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point_means = np.array([[s.sum() / c.sum() if c.sum() else math.nan] for s, c in totals])
+        point = float(combine(point_means)[0])
+    n = int(sum(c.sum() for _, c in totals))
+    if not math.isfinite(point):
+        return Estimate(value=math.nan, ci_low=math.nan, ci_high=math.nan, n=n)
+    stats = np.empty(n_resamples)
+    done = 0
+    while done < n_resamples:
+        biggest = max(len(u) for u in universes) or 1
+        b = max(1, min(n_resamples - done, _CHUNK_DRAWS // biggest))
+        shared = rng.integers(0, len(universes[0]), (b, len(universes[0]))) if paired else None
+        means = np.empty((len(strata), b))
+        for i, ((sums, counts), u) in enumerate(zip(totals, universes)):
+            idx = shared if paired else rng.integers(0, max(len(u), 1), (b, len(u)))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means[i] = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+        stats[done : done + b] = combine(means)
+        done += b
+    lo, hi = _percentile_interval(stats, confidence)
+    return Estimate(value=point, ci_low=lo, ci_high=hi, n=n)

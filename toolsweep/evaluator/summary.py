@@ -52,6 +52,17 @@ class CellEpisodes:
         }
 
 
+@dataclass
+class ReportEpisodes:
+    """One benchmark's scored episodes by (model, setting), for report tables whose composite
+    intervals need per-episode data (stratified or paired bootstraps, `stats.composite_estimate`)."""
+
+    cells: dict[tuple[str, str], CellEpisodes]
+    n_resamples: int = 2000
+    confidence: float = 0.95
+    seed: int = 0
+
+
 class CellTable:
     """Episodes of a whole sweep grouped by cell."""
 
@@ -68,6 +79,11 @@ class CellTable:
         for r in rows:
             cell = (r["model"], r["benchmark"], r["setting"])
             self.cells[cell].add(r["task_id"], int(r["seed"]), r["termination"], json.loads(r["metrics"]))
+
+    def report_episodes(self, benchmark: str, *, n_resamples: int, confidence: float, seed: int) -> ReportEpisodes:
+        """The episodes of one benchmark, as `Benchmark.report_tables` takes them."""
+        own = {(m, s): eps for (m, b, s), eps in self.cells.items() if b == benchmark}
+        return ReportEpisodes(own, n_resamples=n_resamples, confidence=confidence, seed=seed)
 
     def summarize(
         self,

@@ -174,8 +174,8 @@ class APB(Benchmark):
                                  "cases_sha256": h.hexdigest(), "options": self.options.model_dump()}
         return self._fingerprint
 
-    def report_tables(self, cells: list[dict[str, Any]]) -> list[ReportTable]:
-        return report_tables(cells)
+    def report_tables(self, cells: list[dict[str, Any]], episodes: Any = None) -> list[ReportTable]:
+        return report_tables(cells, episodes)
 
 
 __all__ = ["APB"]

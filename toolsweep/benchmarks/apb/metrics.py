@@ -3,8 +3,11 @@ turn per-setting values into the paper's composite numbers (Table 1's step-wise 
 the extraneous half-and-half mean, Table 2's robustness, refusal calibration, refinement deltas),
 and the paper-style report tables built from cell summaries.
 
-Composite intervals are combined from the per-cell bootstrap intervals as for a stratified estimator
-with independent strata (half-width = sqrt(sum w_i^2 h_i^2)); the per-cell intervals come from the core.
+Composite intervals follow §7.8 when the per-episode records are at hand (a finished run): the
+step-wise mean over horizons and the extraneous half-and-half mean by a stratified bootstrap, the
+extraneous Δ and TRR−FRR by a paired bootstrap over base cases (`stats.composite_estimate`). From
+cell summaries alone they fall back to combining the cells' intervals as independent strata
+(half-width = sqrt(sum w_i^2 h_i^2)).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from toolsweep.evaluator.protocols import MetricSpec, ReportTable
+from toolsweep.evaluator.stats import Stratum, composite_estimate
+from toolsweep.evaluator.types import stable_seed
 
 FLAGS = ("E1", "E2", "E3", "E4", "E5", "E6")
 EXT_LEVELS = (2, 4, 6, 8, 10)
@@ -261,6 +266,89 @@ class _Cells:
         return combine_ci(vals, hws, [1.0] * len(vals))
 
 
+def base_key(task_id: str) -> str:
+    """The base case a task is built on (task ids end in the base index): the unit that pairs a case
+    across settings (the extraneous levels and n0 share bases, as do the unsolvable types and controls)."""
+    return task_id.rsplit("-", 1)[-1]
+
+
+Composite = tuple[float, float] | None
+
+
+class _Composites:
+    """§7.8 intervals for composites across cells, from per-episode records (`ReportEpisodes`);
+    without them, the normal-approximation combination of the cells' own intervals."""
+
+    def __init__(self, cs: _Cells, episodes: Any) -> None:
+        self.cs = cs
+        self.episodes = episodes
+
+    def _stratum(self, model: str, settings: Sequence[str], metric: str, by_base: bool) -> Stratum | None:
+        keys: list[str] = []
+        values: list[float] = []
+        for setting in settings:
+            eps = self.episodes.cells.get((model, setting))
+            if eps is None or eps.n == 0:
+                return None
+            for task, seed, m in zip(eps.task_ids, eps.seeds, eps.metrics):
+                keys.append(base_key(task) if by_base else f"{task}|{seed}")
+                values.append(m.get(metric, math.nan))
+        return Stratum(keys, values)
+
+    def _estimate(self, strata: list[Stratum | None], combine: Any, paired: bool, tag: str) -> Composite:
+        if any(st is None for st in strata):
+            return None
+        ep = self.episodes
+        est = composite_estimate(strata, combine, paired=paired, n_resamples=ep.n_resamples,  # type: ignore[arg-type]
+                                 confidence=ep.confidence, seed=stable_seed(ep.seed, tag))
+        if not math.isfinite(est.value):
+            return None
+        hw = (est.ci_high - est.ci_low) / 2 if math.isfinite(est.ci_low) and math.isfinite(est.ci_high) else 0.0
+        return est.value, hw
+
+    def mean_over(self, model: str, settings: Sequence[str], metric: str) -> Composite:
+        """Unweighted mean of per-setting values (the step-wise mean over horizons), stratified."""
+        if self.episodes is None:
+            return self.cs.mean_over(model, settings, metric)
+        strata = [self._stratum(model, [s], metric, by_base=True) for s in settings]
+        return self._estimate(strata, lambda a: a.mean(axis=0), False, f"mean|{model}|{settings}|{metric}")
+
+    def pooled(self, model: str, settings: Sequence[str], metric: str) -> Composite:
+        """One pooled mean over several settings that share their base cases (an extraneous half)."""
+        if self.episodes is None:
+            return self.cs.mean_over(model, settings, metric)
+        return self._estimate([self._stratum(model, settings, metric, by_base=True)], lambda a: a[0], False,
+                              f"pooled|{model}|{settings}|{metric}")
+
+    def halves(self, model: str, first: Sequence[str], second: Sequence[str], metric: str) -> Composite:
+        """½·(pooled first) + ½·(pooled second), each half resampled within itself (§7.2's extraneous mean)."""
+        if self.episodes is None:
+            h, s = self.cs.mean_over(model, first, metric), self.cs.mean_over(model, second, metric)
+            return None if h is None or s is None else combine_ci([h[0], s[0]], [h[1], s[1]], [1, 1])
+        strata = [self._stratum(model, first, metric, True), self._stratum(model, second, metric, True)]
+        return self._estimate(strata, lambda a: 0.5 * a[0] + 0.5 * a[1], False, f"halves|{model}|{metric}")
+
+    def paired(self, model: str, strata_spec: Sequence[tuple[str, str]], combine: Any, tag: str) -> Composite:
+        """A statistic of several settings on the same base cases, paired over base_id (§7.8)."""
+        if self.episodes is None:
+            return None
+        strata = [self._stratum(model, [setting], metric, True) for setting, metric in strata_spec]
+        return self._estimate(strata, combine, True, f"{model}|{tag}")
+
+    def common_cost(self, models: Sequence[str]) -> dict[str, float]:
+        """C_com (Tab. 5): mean plan cost over the (case, seed)s every compared model solved."""
+        if self.episodes is None:
+            return {}
+        records: dict[str, dict[str, tuple[bool, float]]] = {}
+        for m in models:
+            eps = self.episodes.cells.get((m, "efficiency"))
+            if eps is None:
+                continue
+            records[m] = {f"{t}|{sd}": (x.get("correct") == 1.0, x.get("cost", math.nan))
+                          for t, sd, x in zip(eps.task_ids, eps.seeds, eps.metrics)}
+        return {m: v["C_com"] for m, v in efficiency_costs(records).items()}
+
+
 def _fmt(x: tuple[float, float] | float | None, scale: float = 100.0, digits: int = 1, ci: bool = False) -> str:
     if x is None:
         return "—"
@@ -276,27 +364,27 @@ def _fmt(x: tuple[float, float] | float | None, scale: float = 100.0, digits: in
     return s
 
 
-def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
-    """Paper-style tables (Tab. 1a/1b, 2, 4, 5, 14/15, calibration, breakdowns) from cell summaries."""
+def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[ReportTable]:
+    """Paper-style tables (Tab. 1a/1b, 2, 4, 5, 7, 14/15, calibration, breakdowns) from cell summaries,
+    with §7.8's stratified and paired intervals when `episodes` (a `ReportEpisodes`) is given."""
     cs = _Cells(cells)
+    comp = _Composites(cs, episodes)
+    how = "stratified bootstrap" if episodes is not None else "independent-strata combination of the cells' CIs"
     models = cs.models
     tables: list[ReportTable] = []
     sw_settings = ["stepwise_k1", "stepwise_k2", "stepwise_k3"]
     hol_ext = [f"extraneous_holistic_n{n}" for n in EXT_LEVELS]
     sw_ext = [f"extraneous_stepwise_n{n}" for n in EXT_LEVELS]
 
-    def ext_half(model: str, metric: str) -> tuple[float, float] | None:
-        h, s = cs.mean_over(model, hol_ext, metric), cs.mean_over(model, sw_ext, metric)
-        if h is None or s is None:
-            return None
-        return combine_ci([h[0], s[0]], [h[1], s[1]], [1, 1])
+    def ext_half(model: str, metric: str) -> Composite:
+        return comp.halves(model, hol_ext, sw_ext, metric)
 
     rows = []
     for m in models:
         row = [m, _fmt(cs.get(m, "holistic", "correct"), ci=True), _fmt(cs.get(m, "holistic", "grade"), 1, 2)]
         row += [_fmt(cs.get(m, "holistic", f)) for f in FLAGS]
         row += [_fmt(ext_half(m, "correct"), ci=True), _fmt(ext_half(m, "grade"), 1, 2), _fmt(ext_half(m, "E1")),
-                _fmt(cs.mean_over(m, sw_ext, "E2")), _fmt(cs.mean_over(m, hol_ext, "E2"))]
+                _fmt(comp.pooled(m, sw_ext, "E2")), _fmt(comp.pooled(m, hol_ext, "E2"))]
         row += [_fmt(ext_half(m, f)) for f in ("E3", "E4", "E5", "E6")]
         rows.append(row)
     tables.append(ReportTable(
@@ -305,12 +393,13 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
                  "Ext E2-H", "Ext E2-S", "Ext E3", "Ext E4", "Ext E5", "Ext E6"],
         rows=rows,
         note="Ext = ½(holistic half pooled over n_e∈{2..10} + step-wise half); E2-H is the step-wise half's E2, "
-             "E2-S the holistic half's (§7.2). ± = 95% CI half-width (composites: stratified combination)."))
+             "E2-S the holistic half's (§7.2). ± = CI half-width (composites: " + how + ")."))
 
     rows = []
     for m in models:
-        row = [m, _fmt(cs.mean_over(m, sw_settings, "correct"), ci=True), _fmt(cs.mean_over(m, sw_settings, "grade"), 1, 2)]
-        row += [_fmt(cs.mean_over(m, sw_settings, f)) for f in FLAGS]
+        row = [m, _fmt(comp.mean_over(m, sw_settings, "correct"), ci=True),
+               _fmt(comp.mean_over(m, sw_settings, "grade"), 1, 2)]
+        row += [_fmt(comp.mean_over(m, sw_settings, f)) for f in FLAGS]
         row += [_fmt(cs.get(m, "broken", c)) for c in ("replace", "alter", "retry", "refuse", "other")]
         row += [_fmt(cs.get(m, f"unsolvable_{u}", "pass"), digits=0) for u in UNSOLVABLE_TYPES]
         rows.append(row)
@@ -318,7 +407,7 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
         title="Table 1b — Step-wise, Tool-Broken (%), Unsolvable refusal (%)",
         columns=["Model", "SW CR", "SW Grade", *[f"SW {f}" for f in FLAGS], "Rp", "Al", "Rt", "Rf", "Ot",
                  "Conf", "Info", "Tool", "Vis"],
-        rows=rows, note="Step-wise = unweighted mean over horizons k=1,2,3 (Tab. 14)."))
+        rows=rows, note="Step-wise = unweighted mean over horizons k=1,2,3 (Tab. 14); ± by " + how + "."))
 
     rows = []
     for m in models:
@@ -332,12 +421,16 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
                 continue
             tc = [u[0] * cs.n(m, s) for u, s in zip(uses, levels)]  # type: ignore[index]
             r = extraneous_robustness(b[0], [c[0] for c in crs], tc)  # type: ignore[index]
-            row += [f"{r['TC']:.0f}", _fmt(r["CR_B"]), _fmt(r["CR_E"]), f"{100 * r['Delta']:+.1f}"]
+            delta = comp.paired(m, [(base, "correct"), *[(s, "correct") for s in levels]],
+                                lambda a: a[1:].mean(axis=0) - a[0], f"delta|{base}")
+            shown = f"{100 * r['Delta']:+.1f}" + (f" ±{100 * delta[1]:.1f}" if delta is not None else "")
+            row += [f"{r['TC']:.0f}", _fmt(r["CR_B"]), _fmt(r["CR_E"]), shown]
         rows.append(row)
     tables.append(ReportTable(title="Table 2 — Impact of extraneous tools",
                               columns=["Model", "Hol TC", "Hol CR_B", "Hol CR_E", "Hol Δ", "SW TC", "SW CR_B",
                                        "SW CR_E", "SW Δ"], rows=rows,
-                              note="CR_B on the same 150 bases without distractors; TC counts cases with ≥1 distractor use."))
+                              note="CR_B on the same 150 bases without distractors; TC counts cases with ≥1 distractor use; "
+                                   "± on Δ by a paired bootstrap over base cases (§7.8)."))
 
     rows = []
     for m in models:
@@ -346,12 +439,18 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
         if any(v is None for v in trr.values()) or frr is None:
             continue
         cal = calibration({u: v[0] for u, v in trr.items()}, frr[0])  # type: ignore[index]
+        spec = [*[(f"unsolvable_{u}", "pass") for u in UNSOLVABLE_TYPES], ("unsolvable_control", "refused")]
+        gap = comp.paired(m, spec, lambda a: a[:4].mean(axis=0) - a[4], "trr-frr")
+        cal_ci = comp.paired(m, spec, lambda a: 0.5 * (a[:4].mean(axis=0) + 1.0 - a[4]), "calibration")
         rows.append([m, *[_fmt(trr[u]) for u in UNSOLVABLE_TYPES], _fmt(cal["TRR"]), _fmt(frr),
-                     _fmt(cal["Calibration"]), _fmt(cs.get(m, "holistic", "false_refusal"))])
+                     _fmt(gap if gap is not None else cal["TRR"] - cal["FRR"], ci=gap is not None),
+                     _fmt(cal_ci if cal_ci is not None else cal["Calibration"], ci=cal_ci is not None),
+                     _fmt(cs.get(m, "holistic", "false_refusal"))])
     tables.append(ReportTable(title="Refusal calibration (%)",
-                              columns=["Model", "Conf", "Info", "Tool", "Vis", "TRR", "FRR", "Calibration",
+                              columns=["Model", "Conf", "Info", "Tool", "Vis", "TRR", "FRR", "TRR−FRR", "Calibration",
                                        "Hol false refusal"], rows=rows,
-                              note="FRR on the 100 solvable twins under the same prompt; Calibration = ½(TRR + 1 − FRR)."))
+                              note="FRR on the 100 solvable twins under the same prompt; Calibration = ½(TRR + 1 − FRR); "
+                                   "± by a paired bootstrap over base cases (§7.8)."))
 
     rows = []
     for m in models:
@@ -373,15 +472,18 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
                               rows=rows, note="Δ is paired within each episode (initial vs refined answer)."))
 
     rows = []
+    c_com = comp.common_cost(models)
     for m in models:
         if (m, "efficiency") not in cs.by:
             continue
         rows.append([m, _fmt(cs.get(m, "efficiency", "correct")), _fmt(cs.get(m, "efficiency", "grade"), 1, 3),
                      _fmt(cs.get(m, "efficiency", "cost"), 1, 2), _fmt(cs.get(m, "efficiency", "cost_pass"), 1, 2),
-                     _fmt(cs.get(m, "efficiency", "cost_ratio"), 1, 3), _fmt(cs.get(m, "efficiency", "optimal_rate"))])
+                     _fmt(c_com.get(m), 1, 2), _fmt(cs.get(m, "efficiency", "cost_ratio"), 1, 3),
+                     _fmt(cs.get(m, "efficiency", "optimal_rate"))])
     tables.append(ReportTable(title="Table 5 — Efficiency-aware planning",
-                              columns=["Model", "CR", "Grade", "C_all", "C_pass", "cost/optimal", "optimal %"],
-                              rows=rows, note="C_com (cost on cases solved by every model) needs per-episode records."))
+                              columns=["Model", "CR", "Grade", "C_all", "C_pass", "C_com", "cost/optimal", "optimal %"],
+                              rows=rows, note="C_com: mean cost over the cases every compared model solved "
+                                              "(— when there is no such case, or no per-episode records)."))
 
     rows = []
     for m in models:
@@ -393,6 +495,24 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
                          *[_fmt(cs.get(m, s, f), digits=2) for f in FLAGS]])
     tables.append(ReportTable(title="Tables 14/15 — Step-wise by horizon and stage",
                               columns=["Model", "Horizon/Stage", "CR", "Score", *[f"{f} %" for f in FLAGS]], rows=rows))
+
+    rows = []
+    for m in models:
+        for s in [x for x in ("judge_validation", "holistic") if (m, x) in cs.by]:
+            if cs.get(m, s, "judge_agree") is None:
+                continue
+            rows.append([m, s, cs.n(m, s), _fmt(cs.get(m, s, "judge_agree"), ci=True),
+                         _fmt(cs.get(m, s, "judge_precision")), _fmt(cs.get(m, s, "judge_recall")),
+                         _fmt(cs.get(m, s, "judge_f1"), 1, 3), _fmt(cs.get(m, s, "judge_grade_abs_err"), 1, 3),
+                         _fmt(cs.get(m, s, "judge_flag_agree")), _fmt(cs.get(m, s, "judge_unreadable")),
+                         _fmt(cs.get(m, s, "rule_correct")), _fmt(cs.get(m, s, "correct"))])
+    if rows:
+        tables.append(ReportTable(
+            title="Table 7 analogue — LLM judge against the rule grader",
+            columns=["Model graded", "Cases", "n", "Agreement %", "Precision %", "Recall %", "F1", "MAE", "Err-Type %",
+                     "Unreadable %", "Rule CR", "Judge CR"],
+            rows=rows, note="Positive = correct; the rule grader plays the paper's human annotators. "
+                            "§12.23 expects agreement of at least 85% (the paper's judges: 78.6–92.2%)."))
 
     rows = []
     for m in models:
