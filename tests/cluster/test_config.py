@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from toolsweep.cluster.cli import main
-from toolsweep.cluster.config import ConfigError, load_config, resolve_plans
+from toolsweep.cluster.config import ConfigError, SweepConfig, load_config, resolve_plans
 
 GOOD = """
 name: t
