@@ -342,7 +342,7 @@ def _start_workers(
         per_worker=config.concurrency.episodes_per_worker,
         per_model={m.name: m.max_in_flight for m in config.models},
         max_attempts=config.max_attempts,
-        on_infra_error=runtime.ensure_healthy,
+        on_infra_error=lambda model: _heal(runtime, [model, *(h.name for h in config.helpers)]),
         log=log,
     )
     settings: dict[str, set[str]] = {}
@@ -351,6 +351,15 @@ def _start_workers(
     plan = {b: sorted(s) for b, s in settings.items()}
     log(f"preparing {n_workers} rollout workers ({', '.join(plan)})")
     return scheduler, [w.warmup.remote(plan) for w in scheduler.workers]
+
+
+def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:
+    """After an infra_error: restart the dead replicas of the unit's model and of the helpers its
+    environment consults (either may have failed); returns the current endpoints."""
+    endpoints: dict[str, Any] = {}
+    for name in models:
+        endpoints = runtime.ensure_healthy(name)
+    return endpoints
 
 
 def _record_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:
