@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import threading
 import time
@@ -188,3 +189,47 @@ def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_loca
         if ("vllm.entrypoints.openai.api_server" in cmd and str(smollm2) in cmd) or cmd.startswith("VLLM::"):
             leftovers.append(cmd)
     assert not leftovers
+
+
+def test_smollm2_judges_and_critiques_apb_episodes(smollm2):
+    """A real model as APB's LLM judge (J4) and as the Critic_R+ reviewer (P8), through transformers."""
+    from toolsweep.benchmarks.apb import APB
+    from toolsweep.models.config import HFModelConfig
+    from toolsweep.models.factory import build_helpers
+
+    judge = HFModelConfig(name="judge", path=str(smollm2), max_batch_size=2, batch_wait_ms=100, num_threads=2,
+                          max_model_len=8192)
+    bench = APB(grader="llm:judge", critic="model:judge")
+    sampling = Sampling(temperature=0.7, max_tokens=96)
+    jobs = [("holistic", "apb-g0-holistic-00008"), ("refine_critic_plus", "apb-g0-refine_critic_plus-00138-hol")]
+
+    async def play(setting, task):
+        unit = WorkUnit(sweep="t3", model="oracle", benchmark="apb", setting=setting, task_id=task, seed=0,
+                        sampling=sampling)
+        env = bench.make_env(task, setting, 0)
+        agent = bench.make_scripted_policy("oracle", env, unit.rng_seed)
+        helpers = build_helpers(bench.helper_models(), {"judge": judge}, unit)
+        return await run_episode(env, agent, unit, max_turns=bench.max_turns(setting), helpers=helpers)
+
+    async def main():
+        return await asyncio.gather(*(play(*j) for j in jobs))
+
+    start = time.monotonic()
+    holistic, refine = asyncio.run(main())
+    elapsed = time.monotonic() - start
+    assert [c.role for c in holistic.trajectory.consults] == ["judge"]
+    assert [c.role for c in refine.trajectory.consults] == ["judge", "critic", "judge"]
+    for r in (holistic, refine):
+        assert r.termination == TerminationReason.ANSWERED, r.error
+        assert all(c.error is None and c.reply.text().strip() and c.usage.completion_tokens > 0
+                   for c in r.trajectory.consults)
+    m = holistic.metrics
+    assert m["rule_correct"] == 1.0 and m["judge_unreadable"] in (0.0, 1.0)
+    if m["judge_unreadable"] == 0.0:  # a readable verdict replaced the rule grade, and agreement says so
+        assert m["judge_agree"] == float(m["correct"] == m["rule_correct"])
+    else:
+        assert m["correct"] == 1.0 and math.isnan(m["judge_agree"])
+    review = refine.trajectory.consults[1].reply.text().strip()
+    assert review[:40] in refine.trajectory.messages[3].text()  # the agent's second turn carries the review
+    print(f"\napb helpers: {elapsed:.0f}s; verdicts "
+          f"{[c.reply.text()[:80] for r in (holistic, refine) for c in r.trajectory.consults]}")
