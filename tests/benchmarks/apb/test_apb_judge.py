@@ -141,3 +141,14 @@ def test_config_checks_the_helper_models():
     with pytest.raises(ValueError, match="pattern"):
         APB(grader="gpt-judge")
     assert _config(served, {}).config_sha256() != _config([], {}).config_sha256()
+
+
+def test_shipped_judge_config_is_valid():
+    from pathlib import Path
+
+    from toolsweep.cluster.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[3] / "configs" / "sweeps" / "apb_judge.yaml")
+    [plan] = resolve_plans(cfg)
+    assert len(plan.tasks_by_setting["judge_validation"]) == 720
+    assert [m.name for m in cfg.helpers] == ["judge"]

@@ -105,4 +105,4 @@ def test_judge_agreement_table(setting):
     specs = bench.metrics(setting)
     cell = cell_summary("m", "apb", setting, eps.task_ids, eps.seeds, eps.values(specs), {}, specs, n_resamples=200)
     [row] = _tables([cell])["Table 7 analogue"].rows
-    assert row[3].startswith("60.0") and row[4] == "66.7" and row[5] == "66.7" and row[6] == "0.667"
+    assert row[3].startswith("60.0") and row[3].endswith("⚠") and row[4] == "66.7" and row[5] == "66.7" and row[6] == "0.667"
