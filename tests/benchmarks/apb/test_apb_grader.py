@@ -42,6 +42,13 @@ def grade(env, obj):
     return env.grader.holistic(json.dumps(obj))
 
 
+def forbidden_tools(env) -> set[str]:
+    """Tools a case's constraints forbid, by name or by capability."""
+    names = {t for c in env.base["constraints"] if c["type"] == "forbid_tool" for t in c["spec"]["tools"]}
+    caps = {c["spec"]["cap"] for c in env.base["constraints"] if c["type"] == "forbid_capability"}
+    return names | {t["name"] for t in env.tools if caps & set(t["hidden"]["capabilities"])}
+
+
 def chain_index(obj, env, nid):
     """Position of the oracle chain entry for node `nid` (the oracle follows the linearization)."""
     return env.base["reference"]["linearization"].index(nid)
@@ -188,7 +195,7 @@ def test_tool_name_typo_or_case_change_gives_e6(bench):
 
 
 def test_constraint_violations_give_exactly_e3(bench):
-    forb = brk = orders = caps = 0
+    forb = brk = orders = caps = forb_cap = per_item = 0
     for env in envs(bench, "holistic", 400):
         for c in env.base["constraints"]:
             obj = oracle_obj(env)
@@ -201,20 +208,32 @@ def test_constraint_violations_give_exactly_e3(bench):
                 pd[c["spec"]["param"]] = _altered(pd[c["spec"]["param"]])
                 brk += 1
             elif c["type"] == "max_calls":
-                i = chain_index(obj, env, env.base["reference"]["linearization"][0])
-                obj["tool_chain"].insert(0, {"name": c["spec"]["tool"], "parameter_description": {"x": 1},
-                                             "reason": "one more"})
+                # a repeat of the last call to that tool, right after it (one call too many)
+                i = max(j for j, t in enumerate(obj["tool_chain"]) if t["name"] == c["spec"]["tool"])
+                obj["tool_chain"].insert(i + 1, json.loads(json.dumps(obj["tool_chain"][i])))
                 caps += 1
             elif c["type"] == "order":
                 # move the 'after' node (a chain head: nothing it needs) to the very front
                 i = chain_index(obj, env, c["spec"]["after"])
                 obj["tool_chain"].insert(0, obj["tool_chain"].pop(i))
                 orders += 1
+            elif c["type"] == "forbid_capability":
+                tool = next(t["name"] for t in env.tools if c["spec"]["cap"] in t["hidden"]["capabilities"])
+                obj["tool_chain"].insert(0, {"name": tool, "parameter_description": {"x": "y"}, "reason": "x"})
+                forb_cap += 1
+            elif c["type"] == "per_item":
+                # the batching failure: one call fewer than items; the missing lookup is also E2
+                heads = [i for i, t in enumerate(obj["tool_chain"]) if t["name"] == c["spec"]["tool"]]
+                obj["tool_chain"].pop(heads[-1])
+                res = grade(env, obj)
+                assert "E3" in res.flags and "E2" in res.flags and any(c["text"] in n for n in res.notes)
+                per_item += 1
+                continue
             else:
                 continue
             res = grade(env, obj)
             assert res.flags == {"E3"}, (env.task["task_id"], c, res.notes)
-    assert forb > 20 and brk > 20 and orders > 10 and caps > 10
+    assert forb > 20 and brk > 20 and orders > 10 and caps > 10 and forb_cap > 10 and per_item > 10
 
 
 def test_distractor_call_gives_e5_and_grade_zero(bench):
@@ -229,7 +248,7 @@ def test_distractor_call_gives_e5_and_grade_zero(bench):
 def test_harmless_extra_in_inventory_call_is_still_correct(bench):
     n = 0
     for env in envs(bench, "holistic", 150):
-        forbidden = {t for c in env.base["constraints"] if c["type"] == "forbid_tool" for t in c["spec"]["tools"]}
+        forbidden = forbidden_tools(env)
         extra = [t for t in env.base["meta"]["neutral_tools"] if t not in forbidden]
         if not extra:
             continue
@@ -496,7 +515,7 @@ def test_stepwise_unneeded_tool_gives_e1(bench):
     n = 0
     for env in envs(bench, "stepwise_k1"):
         neutral = env.base["meta"]["neutral_tools"]
-        forbidden = {t for c in env.base["constraints"] if c["type"] == "forbid_tool" for t in c["spec"]["tools"]}
+        forbidden = forbidden_tools(env)
         ok = [t for t in neutral if t not in forbidden]
         if not ok:
             continue

@@ -46,7 +46,7 @@ from toolsweep.benchmarks.apb.tools import (
 )
 from toolsweep.evaluator.types import canonical_json
 
-GENERATOR_VERSION = "apb-gen-1"
+GENERATOR_VERSION = "apb-gen-2"
 
 BIN_RANGES = ((3, 10), (11, 20), (21, 30))
 CHAIN_VERBS = ("fetch", "extract", "analyze", "normalize", "score")
@@ -549,10 +549,12 @@ class _Builder:
         self.reconcile_types()
         # neutral tools + Finish
         neutral = []
+        purposes: dict[str, tuple[str, str]] = {}  # neutral tool -> (capability, what it does)
         for words, purpose, pname, pdesc in rng.sample(list(NEUTRAL_TOOLS), rng.randint(2, 5)):
             name = self.name(words)
             if name in self.tools:
                 continue
+            purposes[name] = (f"neutral:{'_'.join(split_words(words))}", purpose)
             tool = make_tool(name, f"Does {purpose}.", [param_entry(pname, "string", True, pdesc)],
                              "a JSON object with 'result'.", caps=[f"neutral:{'_'.join(split_words(words))}"],
                              words=split_words(words))
@@ -584,6 +586,14 @@ class _Builder:
             tool = nmap[a]["tool"]
             pool.append({"id": "", "type": "max_calls", "spec": {"tool": tool, "n": len(heads)},
                          "text": f"Call {tool} at most {len(heads)} times (once per {d.entity_param})."})
+            per_item = sum(nmap[x]["tool"] == tool for x in heads)
+            if per_item >= 2:  # the batching failure of Fig. 46: one call for several items
+                pool.append({"id": "", "type": "per_item", "spec": {"tool": tool, "n": per_item},
+                             "text": f"Look up each {d.entity_param} individually, one {tool} call each."})
+        if len(neutral) >= 2:
+            cap, purpose = purposes[neutral[-1]]
+            pool.append({"id": "", "type": "forbid_capability", "spec": {"cap": cap},
+                         "text": f"Do not use any tool that can {purpose}."})
         constraints = rng.sample(pool, rng.randint(0, 3))
         for i, c in enumerate(constraints):
             c["id"] = f"c{i + 1}"
@@ -714,6 +724,11 @@ def quality_problems(case: dict[str, Any]) -> list[str]:
             if lin.index(c["spec"]["before"]) > lin.index(c["spec"]["after"]):
                 problems.append(f"constraint {c['id']} not satisfied by the reference")
         if c["type"] == "max_calls" and sum(n["tool"] == c["spec"]["tool"] for n in nodes) > c["spec"]["n"]:
+            problems.append(f"constraint {c['id']} not satisfied by the reference")
+        if c["type"] == "per_item" and sum(n["tool"] == c["spec"]["tool"] for n in nodes) < c["spec"]["n"]:
+            problems.append(f"constraint {c['id']} not satisfied by the reference")
+        if c["type"] == "forbid_capability" and any(
+                c["spec"]["cap"] in tools[n["tool"]]["hidden"]["capabilities"] for n in nodes):
             problems.append(f"constraint {c['id']} not satisfied by the reference")
         if c["type"] == "final_node" and ref["linearization"][-1] != c["spec"]["node"]:
             # the goal node is a sink; every linearization can put it last, make it so
@@ -934,6 +949,9 @@ def _windows(base: dict[str, Any]) -> list[list[str]]:
 
 
 def efficiency_eligible(base: dict[str, Any]) -> bool:
+    # a per-item constraint forbids the batching composites that make a plan cheaper
+    if any(c["type"] == "per_item" for c in base["constraints"]):
+        return False
     return len(_windows(base)) >= 3
 
 

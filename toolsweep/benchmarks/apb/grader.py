@@ -563,6 +563,9 @@ class PlanGrader:
             elif c["type"] == "max_calls":
                 if sum(1 for n, _ in calls if n == c["spec"]["tool"]) > c["spec"]["n"]:
                     res.add("E3", c["text"])
+            elif c["type"] == "per_item":  # several items batched into fewer calls (Fig. 46)
+                if sum(1 for n, _ in calls if n == c["spec"]["tool"]) < c["spec"]["n"]:
+                    res.add("E3", c["text"])
         res.grade = 0.0 if res.ext_use else holistic_grade(res.flags, res.coverage, res.u, goal_sat)
         return res
 
