@@ -195,7 +195,7 @@ def test_tool_name_typo_or_case_change_gives_e6(bench):
 
 
 def test_constraint_violations_give_exactly_e3(bench):
-    forb = brk = orders = caps = forb_cap = per_item = 0
+    forb = brk = orders = caps = forb_cap = per_item = ranges = 0
     for env in envs(bench, "holistic", 400):
         for c in env.base["constraints"]:
             obj = oracle_obj(env)
@@ -217,6 +217,15 @@ def test_constraint_violations_give_exactly_e3(bench):
                 i = chain_index(obj, env, c["spec"]["after"])
                 obj["tool_chain"].insert(0, obj["tool_chain"].pop(i))
                 orders += 1
+            elif c["type"] == "param_range":
+                i = chain_index(obj, env, c["spec"]["node"])
+                pd = obj["tool_chain"][i]["parameter_description"]
+                inside = dict(obj, tool_chain=[dict(t) for t in obj["tool_chain"]])
+                inside["tool_chain"][i] = dict(obj["tool_chain"][i], parameter_description=dict(
+                    pd, **{c["spec"]["param"]: c["spec"]["min"] + 1}))
+                assert grade(env, inside).correct  # any threshold inside the range is right
+                pd[c["spec"]["param"]] = c["spec"]["max"] + 5
+                ranges += 1
             elif c["type"] == "forbid_capability":
                 tool = next(t["name"] for t in env.tools if c["spec"]["cap"] in t["hidden"]["capabilities"])
                 obj["tool_chain"].insert(0, {"name": tool, "parameter_description": {"x": "y"}, "reason": "x"})
@@ -233,7 +242,7 @@ def test_constraint_violations_give_exactly_e3(bench):
                 continue
             res = grade(env, obj)
             assert res.flags == {"E3"}, (env.task["task_id"], c, res.notes)
-    assert forb > 20 and brk > 20 and orders > 10 and caps > 10 and forb_cap > 10 and per_item > 10
+    assert forb > 20 and brk > 20 and orders > 10 and caps > 10 and forb_cap > 10 and per_item > 10 and ranges > 5
 
 
 def test_distractor_call_gives_e5_and_grade_zero(bench):

@@ -493,9 +493,16 @@ class _Builder:
                               [param_entry("value", "number", True, "the value"),
                                param_entry(pname, "number" if not isinstance(v, str) else "string", True, f"the {pname}")],
                               "a JSON object with 'result' (number).", [f"{verb}_metric"])
-            prev = self.add_node(t, {"value": plans.ref(prev, "result"),
-                                     pname: plans.const(v, match="num" if not isinstance(v, str) else "ci")},
-                                 {"result": self.num(10, 5000)}, tmpl.format(m=metric, v=v), f"{verb}_metric")
+            spec = plans.const(v, match="num" if not isinstance(v, str) else "ci")
+            text = tmpl.format(m=metric, v=v)
+            if verb == "validate":  # a range, not a value: any threshold inside it is right (§3.4 param_range)
+                lo, hi = v - 10, v + 10
+                spec = plans.value_range(v, lo, hi)
+                text = tmpl.format(m=metric, v=f"between {lo} and {hi}").replace("of between", "between")
+            prev = self.add_node(t, {"value": plans.ref(prev, "result"), pname: spec},
+                                 {"result": self.num(10, 5000)}, text, f"{verb}_metric")
+            if verb == "validate":
+                self.extra["range_node"] = (prev, pname, lo, hi)
         # goal: the deliverable consumes every loose end
         nmap = {n["id"]: n for n in self.nodes}
         loose = [n["id"] for n in self.nodes if n["id"] not in self.consumed]
@@ -590,10 +597,14 @@ class _Builder:
             if per_item >= 2:  # the batching failure of Fig. 46: one call for several items
                 pool.append({"id": "", "type": "per_item", "spec": {"tool": tool, "n": per_item},
                              "text": f"Look up each {d.entity_param} individually, one {tool} call each."})
+        if "range_node" in self.extra:
+            node, param, lo, hi = self.extra["range_node"]
+            pool.append({"id": "", "type": "param_range", "spec": {"node": node, "param": param, "min": lo, "max": hi},
+                         "text": f"The {param} must lie between {lo} and {hi}."})
         if len(neutral) >= 2:
             cap, purpose = purposes[neutral[-1]]
             pool.append({"id": "", "type": "forbid_capability", "spec": {"cap": cap},
-                         "text": f"Do not use any tool that can {purpose}."})
+                         "text": f"Do not use any tool for {purpose}."})
         constraints = rng.sample(pool, rng.randint(0, 3))
         for i, c in enumerate(constraints):
             c["id"] = f"c{i + 1}"
@@ -725,6 +736,10 @@ def quality_problems(case: dict[str, Any]) -> list[str]:
                 problems.append(f"constraint {c['id']} not satisfied by the reference")
         if c["type"] == "max_calls" and sum(n["tool"] == c["spec"]["tool"] for n in nodes) > c["spec"]["n"]:
             problems.append(f"constraint {c['id']} not satisfied by the reference")
+        if c["type"] == "param_range":
+            got = nmap[c["spec"]["node"]]["args"][c["spec"]["param"]]["value"]
+            if not c["spec"]["min"] <= got <= c["spec"]["max"]:
+                problems.append(f"constraint {c['id']} not satisfied by the reference")
         if c["type"] == "per_item" and sum(n["tool"] == c["spec"]["tool"] for n in nodes) < c["spec"]["n"]:
             problems.append(f"constraint {c['id']} not satisfied by the reference")
         if c["type"] == "forbid_capability" and any(

@@ -74,6 +74,9 @@ def _num_eq(a: float, b: float) -> bool:
 def const_ok(pred: Any, spec: dict[str, Any]) -> bool:
     """Normalized comparison: casefold/whitespace, numbers within rel 1e-6 ("10%" == 0.10), `contains`."""
     v = spec["value"]
+    if spec.get("match") == "range":
+        x = _as_number(pred)
+        return x is not None and spec["min"] - 1e-9 <= x <= spec["max"] + 1e-9
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         x = _as_number(pred)
         return x is not None and _num_eq(x, float(v))
@@ -208,7 +211,8 @@ class PlanGrader:
         self.tools = {t["name"]: t for t in view["tools"]}
         self.constraints: list[dict[str, Any]] = view.get("constraints", [])
         self.secrets = list(view.get("secrets", {}).values())
-        self.constrained = {(c["spec"]["node"], c["spec"]["param"]) for c in self.constraints if c["type"] == "param_equals"}
+        self.constrained = {(c["spec"]["node"], c["spec"]["param"]) for c in self.constraints
+                            if c["type"] in ("param_equals", "param_range")}
         self.forbidden = {t for c in self.constraints if c["type"] == "forbid_tool" for t in c["spec"]["tools"]}
         self.forbidden_caps = {c["spec"]["cap"] for c in self.constraints if c["type"] == "forbid_capability"}
         self.order_rules = [(c["spec"]["before"], c["spec"]["after"], c["text"]) for c in self.constraints

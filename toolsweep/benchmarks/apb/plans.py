@@ -21,6 +21,13 @@ def const(value: Any, *, goal_slot: bool = False, match: str = "ci", optional: b
     return {"kind": "const", "value": value, "match": match, "goal_slot": goal_slot, "optional": optional}
 
 
+def value_range(value: float, lo: float, hi: float) -> dict[str, Any]:
+    """A numeric argument the query bounds instead of fixing: any value in [lo, hi] is right; the
+    reference uses `value`."""
+    return {"kind": "const", "value": value, "match": "range", "min": lo, "max": hi, "goal_slot": False,
+            "optional": False}
+
+
 def ref(node: str, field: str) -> dict[str, Any]:
     return {"kind": "ref", "node": node, "field": field, "optional": False}
 
