@@ -106,3 +106,38 @@ def test_judge_agreement_table(setting):
     cell = cell_summary("m", "apb", setting, eps.task_ids, eps.seeds, eps.values(specs), {}, specs, n_resamples=200)
     [row] = _tables([cell])["Table 7 analogue"].rows
     assert row[3].startswith("60.0") and row[3].endswith("⚠") and row[4] == "66.7" and row[5] == "66.7" and row[6] == "0.667"
+
+
+def test_bootstrap_checks_of_spec_12_21():
+    """The CI contains the point estimate, a fixed seed gives identical output, and the paired Δ of a
+    no-op refiner (the oracle keeps its correct plan) has a zero-width interval."""
+    import asyncio
+
+    from toolsweep.evaluator import WorkUnit, run_episode
+
+    async def play(setting: str, task: str):
+        env = BENCH.make_env(task, setting, 0)
+        unit = WorkUnit(sweep="s", model="oracle", benchmark="apb", setting=setting, task_id=task, seed=0)
+        return await run_episode(env, BENCH.make_scripted_policy("oracle", env, 0), unit, max_turns=4)
+
+    async def many(setting: str, n: int):
+        return await asyncio.gather(*(play(setting, t) for t in BENCH.tasks(setting)[:n]))
+
+    results = asyncio.run(many("refine_self_plus", 40))
+    eps = CellEpisodes()
+    for r in results:
+        eps.add(r.unit.task_id, r.unit.seed, r.termination.value, r.metrics)
+    specs = BENCH.metrics("refine_self_plus")
+    summary = cell_summary("oracle", "apb", "refine_self_plus", eps.task_ids, eps.seeds, eps.values(specs), {},
+                           specs, n_resamples=500, seed=11)
+    assert summary == cell_summary("oracle", "apb", "refine_self_plus", eps.task_ids, eps.seeds, eps.values(specs),
+                                   {}, specs, n_resamples=500, seed=11)
+    deltas = [summary["metrics"][k] for k in ("hol_delta", "sw_delta") if not np.isnan(summary["metrics"][k]["value"])]
+    assert deltas and all((d["value"], d["ci_low"], d["ci_high"]) == (0.0, 0.0, 0.0) for d in deltas)
+    for m in summary["metrics"].values():
+        if not np.isnan(m["value"]):
+            assert m["ci_low"] - 1e-12 <= m["value"] <= m["ci_high"] + 1e-12
+    # the same no-op across settings: a paired difference of identical strata is exactly zero
+    s = Stratum(eps.task_ids, [m["correct"] for m in eps.metrics])
+    est = composite_estimate([s, s], lambda a: a[1] - a[0], paired=True, n_resamples=500)
+    assert (est.value, est.ci_low, est.ci_high) == (0.0, 0.0, 0.0)
