@@ -77,6 +77,7 @@ def test_sweep_writes_run_dir_and_mlflow_and_resumes(ray_local, tmp_path, capsys
     child = next(r for r in children if r.data.tags["model"] == "random" and r.data.tags["setting"] == "small")
     for key in ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "calls_per_turn"):
         assert key in child.data.metrics
+    assert child.data.params["setting.max"] == "5" and child.data.params["model"] == "random"
     history = client.get_metric_history(child.info.run_id, "accuracy")
     steps = sorted({m.step for m in history})
     assert steps[-1] == 24 and len(steps) >= 2, "logged as the cell filled up, not only at the end"

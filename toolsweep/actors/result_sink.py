@@ -57,10 +57,19 @@ class MlflowMirror:
     """Mirrors cells of one run directory into MLflow: experiment = sweep, a parent run per sweep
     run, a nested child run per (model, benchmark, setting). Finds existing runs on resume."""
 
-    def __init__(self, tracking_uri: str, experiment: str, run_id: str) -> None:
+    def __init__(
+        self,
+        tracking_uri: str,
+        experiment: str,
+        run_id: str,
+        setting_params: dict[tuple[str, str], dict[str, Any]] | None = None,
+    ) -> None:
         self.tracking_uri = tracking_uri
         self.experiment = experiment
         self.run_id = run_id
+        # (benchmark, setting) -> the setting's parameters, logged as params of each cell's run so
+        # runs can be filtered by them (e.g. APB's k, n_e, stage, unsolvable_type)
+        self.setting_params = setting_params or {}
         self.client: Any = None
         self.parent_id: str | None = None
         self.children: dict[Cell, str] = {}
@@ -115,7 +124,25 @@ class MlflowMirror:
                 },
             )
             self.children[cell] = run.info.run_id
+            from mlflow.entities import Param
+
+            params = {"model": model, "benchmark": benchmark, "setting": setting}
+            params.update({f"setting.{k}": v for k, v in self.setting_params.get((benchmark, setting), {}).items()})
+            plist = [Param(k, (v if isinstance(v, str) else json.dumps(v, default=str))[:5900])
+                     for k, v in sorted(params.items())]
+            for i in range(0, len(plist), 90):
+                self.client.log_batch(run.info.run_id, params=plist[i : i + 90])
         return self.children[cell]
+
+    def log_composites(self, values: dict[str, float]) -> None:
+        """Metrics across cells that benchmarks' report tables compute (e.g. APB's Table 1 composites
+        with their stratified or paired intervals), on the sweep's parent run."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, float(v), now, 0) for k, v in sorted(values.items()) if v == v]
+        for i in range(0, len(metrics), 900):
+            self.client.log_batch(self.parent_id, metrics=metrics[i : i + 900])
 
     def log_summaries(self, summaries: list[dict[str, Any]]) -> None:
         """One log_batch per cell, step = episodes done in that cell."""
@@ -131,11 +158,13 @@ class MlflowMirror:
                 self.client.log_batch(run_id, metrics=metrics[i : i + 900])
 
     def log_artifacts(self, run_dir: RunDirectory, summaries: list[dict[str, Any]]) -> None:
-        """The sweep's manifest, summary and report on the parent; each cell's episodes and
-        summary on its child."""
+        """The sweep's manifest, summary and report (and the summary's composites as metrics) on the
+        parent; each cell's episodes and summary on its child."""
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
+        if run_dir.summary_path.exists():
+            self.log_composites(json.loads(run_dir.summary_path.read_text()).get("composites") or {})
         for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
             if path.exists():
                 self.client.log_artifact(self.parent_id, str(path))

@@ -120,6 +120,7 @@ def finalize_run(
         "cells": cells,
         "paired": paired,
         "tables": [t.model_dump(mode="json") for t in tables],
+        "composites": {k: v for t in tables for k, v in t.metrics.items()},
         **(extra or {}),
     }
     atomic_write_text(run_dir.summary_path, json.dumps(summary, indent=2, default=str))
@@ -287,6 +288,11 @@ def run_sweep(
             ray.shutdown()
 
 
+def setting_params(config: SweepConfig) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each (benchmark, setting)'s parameters, for the MLflow runs of its cells."""
+    return {(name, s): p for name, bench in load_benchmarks(config).items() for s, p in bench.settings().items()}
+
+
 def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
     """The MLflow mirror, or None (disabled, or unreachable: then the sweep goes on without it)."""
     from toolsweep.actors.result_sink import MlflowMirror, resolve_tracking_uri
@@ -294,7 +300,7 @@ def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
     if not config.mlflow:
         return None
     uri = resolve_tracking_uri(config.tracking_uri)
-    mirror = MlflowMirror(uri, config.name, config.resolved_run_id())
+    mirror = MlflowMirror(uri, config.name, config.resolved_run_id(), setting_params=setting_params(config))
     try:
         mirror.connect(run_dir.read_manifest(), {
             "config_sha256": config.config_sha256(),

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from toolsweep.actors.result_sink import MlflowMirror, resolve_tracking_uri
-from toolsweep.cluster.driver import config_from_run_dir, finalize_run, load_benchmarks, specs_lookup
+from toolsweep.cluster.driver import config_from_run_dir, finalize_run, load_benchmarks, setting_params, specs_lookup
 from toolsweep.evaluator.rundir import RunDirectory
 from toolsweep.evaluator.summary import CellTable
 
@@ -20,7 +20,8 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
     config = config_from_run_dir(run_dir)
     benchmarks = load_benchmarks(config)
     specs_for = specs_lookup(benchmarks)
-    mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), config.name, config.resolved_run_id())
+    mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), config.name, config.resolved_run_id(),
+                          setting_params=setting_params(config))
     mirror.connect(run_dir.read_manifest(), {"config_sha256": config.config_sha256()})
 
     rows = sorted(run_dir.read_table(

@@ -79,6 +79,11 @@ class ReportTable(BaseModel):
     columns: list[str]
     rows: list[list[Any]]
     note: str = ""
+    metrics: dict[str, float] = Field(
+        default_factory=dict,
+        description="Machine-readable values behind the table (composites across cells, with `_ci_low`/"
+        "`_ci_high`); summary.json keeps them under `composites` and MLflow logs them on the sweep's run.",
+    )
 
 
 class Benchmark(ABC):

@@ -63,6 +63,10 @@ def test_composites_use_stratified_and_paired_bootstraps():
     expected = np.mean([np.mean([m["correct"] for m in episodes[("m", f"stepwise_k{k}")].metrics]) for k in (1, 2, 3)])
     assert sw_cr.startswith(f"{100 * expected:.1f} ±")
     assert "stratified bootstrap" in with_records["Table 1b"].note
+    values = with_records["Table 1b"].metrics
+    assert values["apb/m/stepwise/correct"] == pytest.approx(expected)
+    assert values["apb/m/stepwise/correct_ci_low"] < expected < values["apb/m/stepwise/correct_ci_high"]
+    assert from_cells["Table 1b"].metrics == {}  # no records, no bootstrap composites
     # Δ on the same bases: the paired interval is far narrower than treating the levels as independent
     paired_delta = with_records["Table 2"].rows[0][4]
     assert "±" in paired_delta and "±" not in from_cells["Table 2"].rows[0][4]

@@ -276,6 +276,11 @@ def base_key(task_id: str) -> str:
 Composite = tuple[float, float] | None
 
 
+def _key(model: str, name: str | None) -> str | None:
+    """An MLflow-safe metric name for a composite of one model: apb/<model>/<name>."""
+    return None if name is None else f"apb/{re.sub(r'[^A-Za-z0-9_.-]', '_', model)}/{name}"
+
+
 class _Composites:
     """§7.8 intervals for composites across cells, from per-episode records (`ReportEpisodes`);
     without them, the normal-approximation combination of the cells' own intervals."""
@@ -283,6 +288,12 @@ class _Composites:
     def __init__(self, cs: _Cells, episodes: Any) -> None:
         self.cs = cs
         self.episodes = episodes
+        self.metrics: dict[str, float] = {}
+
+    def take(self) -> dict[str, float]:
+        """The machine-readable composites computed since the last call (for `ReportTable.metrics`)."""
+        out, self.metrics = self.metrics, {}
+        return out
 
     def _stratum(self, model: str, settings: Sequence[str], metric: str, by_base: bool) -> Stratum | None:
         keys: list[str] = []
@@ -296,7 +307,8 @@ class _Composites:
                 values.append(m.get(metric, math.nan))
         return Stratum(keys, values)
 
-    def _estimate(self, strata: list[Stratum | None], combine: Any, paired: bool, tag: str) -> Composite:
+    def _estimate(self, strata: list[Stratum | None], combine: Any, paired: bool, tag: str,
+                  key: str | None = None) -> Composite:
         if any(st is None for st in strata):
             return None
         ep = self.episodes
@@ -304,15 +316,18 @@ class _Composites:
                                  confidence=ep.confidence, seed=stable_seed(ep.seed, tag))
         if not math.isfinite(est.value):
             return None
+        if key:
+            self.metrics.update({key: est.value, f"{key}_ci_low": est.ci_low, f"{key}_ci_high": est.ci_high})
         hw = (est.ci_high - est.ci_low) / 2 if math.isfinite(est.ci_low) and math.isfinite(est.ci_high) else 0.0
         return est.value, hw
 
-    def mean_over(self, model: str, settings: Sequence[str], metric: str) -> Composite:
+    def mean_over(self, model: str, settings: Sequence[str], metric: str, key: str | None = None) -> Composite:
         """Unweighted mean of per-setting values (the step-wise mean over horizons), stratified."""
         if self.episodes is None:
             return self.cs.mean_over(model, settings, metric)
         strata = [self._stratum(model, [s], metric, by_base=True) for s in settings]
-        return self._estimate(strata, lambda a: a.mean(axis=0), False, f"mean|{model}|{settings}|{metric}")
+        return self._estimate(strata, lambda a: a.mean(axis=0), False, f"mean|{model}|{settings}|{metric}",
+                              _key(model, key))
 
     def pooled(self, model: str, settings: Sequence[str], metric: str) -> Composite:
         """One pooled mean over several settings that share their base cases (an extraneous half)."""
@@ -321,20 +336,23 @@ class _Composites:
         return self._estimate([self._stratum(model, settings, metric, by_base=True)], lambda a: a[0], False,
                               f"pooled|{model}|{settings}|{metric}")
 
-    def halves(self, model: str, first: Sequence[str], second: Sequence[str], metric: str) -> Composite:
+    def halves(self, model: str, first: Sequence[str], second: Sequence[str], metric: str,
+               key: str | None = None) -> Composite:
         """½·(pooled first) + ½·(pooled second), each half resampled within itself (§7.2's extraneous mean)."""
         if self.episodes is None:
             h, s = self.cs.mean_over(model, first, metric), self.cs.mean_over(model, second, metric)
             return None if h is None or s is None else combine_ci([h[0], s[0]], [h[1], s[1]], [1, 1])
         strata = [self._stratum(model, first, metric, True), self._stratum(model, second, metric, True)]
-        return self._estimate(strata, lambda a: 0.5 * a[0] + 0.5 * a[1], False, f"halves|{model}|{metric}")
+        return self._estimate(strata, lambda a: 0.5 * a[0] + 0.5 * a[1], False, f"halves|{model}|{metric}",
+                              _key(model, key))
 
-    def paired(self, model: str, strata_spec: Sequence[tuple[str, str]], combine: Any, tag: str) -> Composite:
+    def paired(self, model: str, strata_spec: Sequence[tuple[str, str]], combine: Any, tag: str,
+               key: str | None = None) -> Composite:
         """A statistic of several settings on the same base cases, paired over base_id (§7.8)."""
         if self.episodes is None:
             return None
         strata = [self._stratum(model, [setting], metric, True) for setting, metric in strata_spec]
-        return self._estimate(strata, combine, True, f"{model}|{tag}")
+        return self._estimate(strata, combine, True, f"{model}|{tag}", _key(model, key))
 
     def common_cost(self, models: Sequence[str]) -> dict[str, float]:
         """C_com (Tab. 5): mean plan cost over the (case, seed)s every compared model solved."""
@@ -378,7 +396,8 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
     sw_ext = [f"extraneous_stepwise_n{n}" for n in EXT_LEVELS]
 
     def ext_half(model: str, metric: str) -> Composite:
-        return comp.halves(model, hol_ext, sw_ext, metric)
+        return comp.halves(model, hol_ext, sw_ext, metric, key=f"extraneous/{metric}" if metric in ("correct", "grade")
+                           else None)
 
     rows = []
     for m in models:
@@ -388,7 +407,7 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
                 _fmt(comp.pooled(m, sw_ext, "E2")), _fmt(comp.pooled(m, hol_ext, "E2"))]
         row += [_fmt(ext_half(m, f)) for f in ("E3", "E4", "E5", "E6")]
         rows.append(row)
-    tables.append(ReportTable(
+    tables.append(ReportTable(metrics=comp.take(), 
         title="Table 1a — Holistic and Tool-Extraneous (CR %, Grade, E1–E6 %)",
         columns=["Model", "Hol CR", "Hol Grade", *[f"Hol {f}" for f in FLAGS], "Ext CR", "Ext Grade", "Ext E1",
                  "Ext E2-H", "Ext E2-S", "Ext E3", "Ext E4", "Ext E5", "Ext E6"],
@@ -398,13 +417,13 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
 
     rows = []
     for m in models:
-        row = [m, _fmt(comp.mean_over(m, sw_settings, "correct"), ci=True),
-               _fmt(comp.mean_over(m, sw_settings, "grade"), 1, 2)]
+        row = [m, _fmt(comp.mean_over(m, sw_settings, "correct", key="stepwise/correct"), ci=True),
+               _fmt(comp.mean_over(m, sw_settings, "grade", key="stepwise/grade"), 1, 2)]
         row += [_fmt(comp.mean_over(m, sw_settings, f)) for f in FLAGS]
         row += [_fmt(cs.get(m, "broken", c)) for c in ("replace", "alter", "retry", "refuse", "other")]
         row += [_fmt(cs.get(m, f"unsolvable_{u}", "pass"), digits=0) for u in UNSOLVABLE_TYPES]
         rows.append(row)
-    tables.append(ReportTable(
+    tables.append(ReportTable(metrics=comp.take(), 
         title="Table 1b — Step-wise, Tool-Broken (%), Unsolvable refusal (%)",
         columns=["Model", "SW CR", "SW Grade", *[f"SW {f}" for f in FLAGS], "Rp", "Al", "Rt", "Rf", "Ot",
                  "Conf", "Info", "Tool", "Vis"],
@@ -423,11 +442,12 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
             tc = [u[0] * cs.n(m, s) for u, s in zip(uses, levels)]  # type: ignore[index]
             r = extraneous_robustness(b[0], [c[0] for c in crs], tc)  # type: ignore[index]
             delta = comp.paired(m, [(base, "correct"), *[(s, "correct") for s in levels]],
-                                lambda a: a[1:].mean(axis=0) - a[0], f"delta|{base}")
+                                lambda a: a[1:].mean(axis=0) - a[0], f"delta|{base}",
+                                key=f"{base.rsplit('_', 1)[0]}/delta")
             shown = f"{100 * r['Delta']:+.1f}" + (f" ±{100 * delta[1]:.1f}" if delta is not None else "")
             row += [f"{r['TC']:.0f}", _fmt(r["CR_B"]), _fmt(r["CR_E"]), shown]
         rows.append(row)
-    tables.append(ReportTable(title="Table 2 — Impact of extraneous tools",
+    tables.append(ReportTable(metrics=comp.take(), title="Table 2 — Impact of extraneous tools",
                               columns=["Model", "Hol TC", "Hol CR_B", "Hol CR_E", "Hol Δ", "SW TC", "SW CR_B",
                                        "SW CR_E", "SW Δ"], rows=rows,
                               note="CR_B on the same 150 bases without distractors; TC counts cases with ≥1 distractor use; "
@@ -441,13 +461,14 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
             continue
         cal = calibration({u: v[0] for u, v in trr.items()}, frr[0])  # type: ignore[index]
         spec = [*[(f"unsolvable_{u}", "pass") for u in UNSOLVABLE_TYPES], ("unsolvable_control", "refused")]
-        gap = comp.paired(m, spec, lambda a: a[:4].mean(axis=0) - a[4], "trr-frr")
-        cal_ci = comp.paired(m, spec, lambda a: 0.5 * (a[:4].mean(axis=0) + 1.0 - a[4]), "calibration")
+        gap = comp.paired(m, spec, lambda a: a[:4].mean(axis=0) - a[4], "trr-frr", key="refusal/trr_minus_frr")
+        cal_ci = comp.paired(m, spec, lambda a: 0.5 * (a[:4].mean(axis=0) + 1.0 - a[4]), "calibration",
+                             key="refusal/calibration")
         rows.append([m, *[_fmt(trr[u]) for u in UNSOLVABLE_TYPES], _fmt(cal["TRR"]), _fmt(frr),
                      _fmt(gap if gap is not None else cal["TRR"] - cal["FRR"], ci=gap is not None),
                      _fmt(cal_ci if cal_ci is not None else cal["Calibration"], ci=cal_ci is not None),
                      _fmt(cs.get(m, "holistic", "false_refusal"))])
-    tables.append(ReportTable(title="Refusal calibration (%)",
+    tables.append(ReportTable(metrics=comp.take(), title="Refusal calibration (%)",
                               columns=["Model", "Conf", "Info", "Tool", "Vis", "TRR", "FRR", "TRR−FRR", "Calibration",
                                        "Hol false refusal"], rows=rows,
                               note="FRR on the 100 solvable twins under the same prompt; Calibration = ½(TRR + 1 − FRR); "
@@ -467,13 +488,14 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
                         _fmt(cs.get(m, s, f"{h}_delta"), digits=2, ci=True),
                         _fmt(cs.get(m, s, f"{h}_over_correction")), _fmt(cs.get(m, s, f"{h}_repair"))]
             rows.append(row)
-    tables.append(ReportTable(title="Table 4 — Inference-time refinement (CR %)",
+    tables.append(ReportTable(metrics=comp.take(), title="Table 4 — Inference-time refinement (CR %)",
                               columns=["Model", "Method", "Hol Base", "Hol Refined", "Hol Δ", "Hol over-corr.",
                                        "Hol repair", "SW Base", "SW Refined", "SW Δ", "SW over-corr.", "SW repair"],
                               rows=rows, note="Δ is paired within each episode (initial vs refined answer)."))
 
     rows = []
     c_com = comp.common_cost(models)
+    comp.metrics.update({_key(m, "efficiency/c_com"): v for m, v in c_com.items() if math.isfinite(v)})
     for m in models:
         if (m, "efficiency") not in cs.by:
             continue
@@ -481,7 +503,7 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
                      _fmt(cs.get(m, "efficiency", "cost"), 1, 2), _fmt(cs.get(m, "efficiency", "cost_pass"), 1, 2),
                      _fmt(c_com.get(m), 1, 2), _fmt(cs.get(m, "efficiency", "cost_ratio"), 1, 3),
                      _fmt(cs.get(m, "efficiency", "optimal_rate"))])
-    tables.append(ReportTable(title="Table 5 — Efficiency-aware planning",
+    tables.append(ReportTable(metrics=comp.take(), title="Table 5 — Efficiency-aware planning",
                               columns=["Model", "CR", "Grade", "C_all", "C_pass", "C_com", "cost/optimal", "optimal %"],
                               rows=rows, note="C_com: mean cost over the cases every compared model solved "
                                               "(— when there is no such case, or no per-episode records)."))
@@ -494,7 +516,7 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
                 continue
             rows.append([m, label, _fmt(cs.get(m, s, "correct"), digits=2), _fmt(cs.get(m, s, "grade"), 1, 4),
                          *[_fmt(cs.get(m, s, f), digits=2) for f in FLAGS]])
-    tables.append(ReportTable(title="Tables 14/15 — Step-wise by horizon and stage",
+    tables.append(ReportTable(metrics=comp.take(), title="Tables 14/15 — Step-wise by horizon and stage",
                               columns=["Model", "Horizon/Stage", "CR", "Score", *[f"{f} %" for f in FLAGS]], rows=rows))
 
     rows = []
@@ -510,7 +532,7 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
                          _fmt(cs.get(m, s, "judge_flag_agree")), _fmt(cs.get(m, s, "judge_unreadable")),
                          _fmt(cs.get(m, s, "rule_correct")), _fmt(cs.get(m, s, "correct"))])
     if rows:
-        tables.append(ReportTable(
+        tables.append(ReportTable(metrics=comp.take(), 
             title="Table 7 analogue — LLM judge against the rule grader",
             columns=["Model graded", "Cases", "n", "Agreement %", "Precision %", "Recall %", "F1", "MAE", "Err-Type %",
                      "Unreadable %", "Rule CR", "Judge CR"],
@@ -527,6 +549,6 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
                     continue
                 rows.append([m, label, v, _fmt(cr),
                              _fmt(cs.get(m, "holistic", f"grade_{key}_{v}"), 1, 2)])
-    tables.append(ReportTable(title="Holistic breakdowns (Tabs. 12–13 analogues)",
+    tables.append(ReportTable(metrics=comp.take(), title="Holistic breakdowns (Tabs. 12–13 analogues)",
                               columns=["Model", "By", "Group", "CR", "Grade"], rows=rows))
     return tables
