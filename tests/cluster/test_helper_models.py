@@ -9,11 +9,15 @@ import socket
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
 from models_fake_server import FakeOpenAIServer, text_reply  # noqa: E402
 from toolsweep.cluster.config import SweepConfig  # noqa: E402
+from toolsweep.cluster.cli import main  # noqa: E402
 from toolsweep.cluster.driver import run_sweep  # noqa: E402
+from toolsweep.cluster.preflight import HelpersUnreachable  # noqa: E402
 from toolsweep.evaluator.types import Trajectory  # noqa: E402
 
 VERDICT = {"is_correct": "YES", "grade": 1.0, "error_list": [], "reasoning": "matches the expert example"}
@@ -63,12 +67,28 @@ def test_judge_and_critic_served_over_http_grade_a_sweep(ray_local, tmp_path):
     assert any(t["title"].startswith("Table 7 analogue") for t in summary["tables"])
 
 
-def test_unreachable_judge_loses_nothing_and_names_the_model(ray_local, tmp_path):
+def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def test_unreachable_judge_is_refused_before_any_unit_runs(ray_local, tmp_path, capsys):
+    cfg = _config(tmp_path, f"http://127.0.0.1:{_closed_port()}/v1", "refused")
+    with pytest.raises(HelpersUnreachable, match="helper 'judge' did not answer"):
+        run_sweep(cfg, progress=False, log=lambda m: None)
+    assert not list((tmp_path / "runs").rglob("*.parquet"))
+    path = tmp_path / "refused.yaml"
+    path.write_text(json.dumps(cfg.model_dump(mode="json")))  # JSON is YAML
+    assert main(["run", str(path), "--no-progress"]) == 3
+    err = capsys.readouterr().err
+    assert "preflight failed, nothing was run" in err and "start its server or fix its base_url" in err
+
+
+def test_judge_dying_mid_sweep_loses_nothing_and_names_the_model(ray_local, tmp_path):
     logs: list[str] = []
-    cfg = _config(tmp_path, f"http://127.0.0.1:{closed}/v1", "unreachable", max_attempts=2)
+    cfg = _config(tmp_path, f"http://127.0.0.1:{_closed_port()}/v1", "unreachable", max_attempts=2)
+    cfg = cfg.model_copy(update={"preflight": False})  # as if the server died after the preflight
     out = run_sweep(cfg, progress=False, log=logs.append)
     assert out.done == 0 and out.gave_up == 6
     failures = [json.loads(x) for x in (out.run_dir.path / "failures.jsonl").read_text().splitlines()]

@@ -228,6 +228,13 @@ def run_sweep(
     sink = None
     try:
         endpoints = runtime.start()
+        if config.preflight and config.helpers:
+            from toolsweep.cluster.preflight import HelpersUnreachable, check_helpers
+
+            log("preflight: checking that every helper model answers")
+            unreachable = check_helpers(list(config.helpers), endpoints)
+            if unreachable:
+                raise HelpersUnreachable(unreachable)
         if config.preflight and any(m.kind != "scripted" for m in config.models):
             from toolsweep.cluster.preflight import require_preflight
 

@@ -284,6 +284,39 @@ class PreflightFailed(RuntimeError):
         self.report = report
 
 
+class HelpersUnreachable(PreflightFailed):
+    """A helper model (a judge, a critic) does not answer: every unit that consults it would fail."""
+
+    def __init__(self, failures: dict[str, str]) -> None:
+        RuntimeError.__init__(self, "\n".join(
+            [f"helper {name!r} did not answer a one-line probe: {why}" for name, why in failures.items()]
+            + ["start its server or fix its base_url (a helper is consulted by every episode that needs it)"]))
+        self.report = PreflightReport(results=[])
+        self.failures = failures
+
+
+def check_helpers(helpers: list[Any], endpoints: dict[str, Any]) -> dict[str, str]:
+    """Send each served helper one short prompt; returns {name: why} for those that fail. Helpers
+    answer in text, so this checks reachability, not tool-call parsing. In-process (hf) helpers
+    are not probed: loading them in the driver would cost more than it tells."""
+    probe = [Message(role="user", content="Reply with the word OK.")]
+
+    async def one(model: Any) -> tuple[str, str | None]:
+        endpoint = endpoints.get(model.name) or static_endpoint(model)
+        policy = LLMPolicy(client_for(endpoint), Sampling(temperature=0.0, max_tokens=8), seed=0,
+                           session=f"preflight-{model.name}")
+        try:
+            await policy.act(probe, [])
+        except Exception as exc:  # noqa: BLE001 - any failure is the answer to "does it answer?"
+            return model.name, f"{type(exc).__name__}: {exc}"
+        return model.name, None
+
+    async def main() -> list[tuple[str, str | None]]:
+        return await asyncio.gather(*(one(m) for m in helpers if getattr(m, "kind", "") in ("openai", "vllm")))
+
+    return {name: why for name, why in asyncio.run(main()) if why is not None}
+
+
 def require_preflight(models: list[Any], benchmarks: list[Any], endpoints: dict[str, Any], **kw: Any) -> PreflightReport:
     """What `toolsweep run` calls after the model servers are up and before the first unit:
     raises `PreflightFailed` when a model fails."""

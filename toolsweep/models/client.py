@@ -195,7 +195,11 @@ class OpenAIClient:
                     # connector's sockets synchronously, it cannot be awaited any more.
                     del self._per_loop[key]
                     try:
-                        old_session.connector.close()
+                        # aiohttp >= 3.10 made close() a coroutine; its synchronous core is _close()
+                        closer = getattr(old_session.connector, "_close", None) or old_session.connector.close
+                        result = closer()
+                        if asyncio.iscoroutine(result):
+                            result.close()  # cannot run on a dead loop; do not leave it unawaited
                     except Exception:  # noqa: BLE001 - best effort on a dead loop
                         pass
             entry = self._per_loop.get(id(loop))
