@@ -70,6 +70,7 @@ def test_helper_answers_outside_the_agents_conversation():
     [consult] = result.trajectory.consults
     assert consult.role == "judge" and consult.reply.text() == "YES" and consult.usage.prompt_tokens == 7
     assert result.trajectory.prompt_tokens == 7  # the agent's tokens only; the judge's are on its consult
+    assert result.trajectory.helper_tokens == 7
 
 
 def test_failing_helper_gives_an_empty_answer_and_the_error_is_kept():

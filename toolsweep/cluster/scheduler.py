@@ -185,7 +185,8 @@ class Scheduler:
         for r in finished:
             stats.done += 1
             stats.terminations[r.termination.value] += 1
-            stats.tokens += r.trajectory.prompt_tokens + r.trajectory.completion_tokens
+            # every token the served models processed, the agents' and the helpers' alike
+            stats.tokens += r.trajectory.prompt_tokens + r.trajectory.completion_tokens + r.trajectory.helper_tokens
         if self.progress is not None:
             elapsed = max(time.monotonic() - start, 1e-9)
             self.progress.update(len(finished))

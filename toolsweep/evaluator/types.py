@@ -199,6 +199,11 @@ class Trajectory(BaseModel):
     def completion_tokens(self) -> int:
         return sum(s.usage.completion_tokens for s in self.steps)
 
+    @property
+    def helper_tokens(self) -> int:
+        """Prompt plus completion tokens of the helper models consulted (judge, critic)."""
+        return sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in self.consults)
+
 
 class EpisodeResult(BaseModel):
     """A finished unit: how it ended, what happened, and the metrics its paper defines."""
