@@ -11,6 +11,7 @@ user ran the command, whichever nodes the episodes ran on.
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import re
@@ -53,6 +54,13 @@ def cell_metrics(summary: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _as_params(values: dict[str, Any]) -> list[Any]:
+    """MLflow params (strings as they are, anything else as JSON), cut to MLflow's value limit."""
+    from mlflow.entities import Param
+
+    return [Param(k, (v if isinstance(v, str) else json.dumps(v, default=str))[:5900]) for k, v in sorted(values.items())]
+
+
 class MlflowMirror:
     """Mirrors cells of one run directory into MLflow: experiment = sweep, a parent run per sweep
     run, a nested child run per (model, benchmark, setting). Finds existing runs on resume."""
@@ -82,7 +90,7 @@ class MlflowMirror:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         if self.tracking_uri.startswith(("http://", "https://")):
             urllib.request.urlopen(self.tracking_uri.rstrip("/") + "/health", timeout=5).read()
-        from mlflow.entities import Param, RunTag
+        from mlflow.entities import RunTag
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
@@ -104,7 +112,7 @@ class MlflowMirror:
         )
         self.parent_id = run.info.run_id
         tags = [RunTag(f"manifest.{k}", json.dumps(v, default=str)[:4900]) for k, v in sorted(manifest.items())]
-        plist = [Param(k, json.dumps(v, default=str)[:5900] if not isinstance(v, str) else v[:5900]) for k, v in sorted(params.items())]
+        plist = _as_params(params)
         for i in range(0, max(len(plist), len(tags)), 90):
             self.client.log_batch(self.parent_id, params=plist[i : i + 90], tags=tags[i : i + 90])
 
@@ -124,12 +132,9 @@ class MlflowMirror:
                 },
             )
             self.children[cell] = run.info.run_id
-            from mlflow.entities import Param
-
             params = {"model": model, "benchmark": benchmark, "setting": setting}
             params.update({f"setting.{k}": v for k, v in self.setting_params.get((benchmark, setting), {}).items()})
-            plist = [Param(k, (v if isinstance(v, str) else json.dumps(v, default=str))[:5900])
-                     for k, v in sorted(params.items())]
+            plist = _as_params(params)
             for i in range(0, len(plist), 90):
                 self.client.log_batch(run.info.run_id, params=plist[i : i + 90])
         return self.children[cell]
@@ -140,7 +145,7 @@ class MlflowMirror:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        metrics = [Metric(k, float(v), now, 0) for k, v in sorted(values.items()) if v == v]
+        metrics = [Metric(k, float(v), now, 0) for k, v in sorted(values.items()) if math.isfinite(v)]
         for i in range(0, len(metrics), 900):
             self.client.log_batch(self.parent_id, metrics=metrics[i : i + 900])
 

@@ -274,13 +274,11 @@ def run_preflight(
 
 
 class PreflightFailed(RuntimeError):
-    """A model's replies do not parse into actions; the sweep would measure its template, not it."""
+    """The sweep would measure something broken, so it does not start: a model whose replies do not
+    parse into actions (`report` says which probes failed), or a helper that does not answer."""
 
-    def __init__(self, report: PreflightReport) -> None:
-        super().__init__(
-            report.text() + "\n\nfix the model config, or run anyway with the preflight disabled "
-            "(its episodes will likely all end as agent_format_error)"
-        )
+    def __init__(self, message: str, report: PreflightReport | None = None) -> None:
+        super().__init__(message)
         self.report = report
 
 
@@ -288,10 +286,9 @@ class HelpersUnreachable(PreflightFailed):
     """A helper model (a judge, a critic) does not answer: every unit that consults it would fail."""
 
     def __init__(self, failures: dict[str, str]) -> None:
-        RuntimeError.__init__(self, "\n".join(
+        super().__init__("\n".join(
             [f"helper {name!r} did not answer a one-line probe: {why}" for name, why in failures.items()]
             + ["start its server or fix its base_url (a helper is consulted by every episode that needs it)"]))
-        self.report = PreflightReport(results=[])
         self.failures = failures
 
 
@@ -322,7 +319,9 @@ def require_preflight(models: list[Any], benchmarks: list[Any], endpoints: dict[
     raises `PreflightFailed` when a model fails."""
     report = run_preflight(models, benchmarks, endpoints, **kw)
     if report.failed_models():
-        raise PreflightFailed(report)
+        raise PreflightFailed(
+            report.text() + "\n\nfix the model config, or run anyway with the preflight disabled "
+            "(its episodes will likely all end as agent_format_error)", report)
     return report
 
 

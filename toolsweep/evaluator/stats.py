@@ -666,10 +666,10 @@ def composite_estimate(
     if not math.isfinite(point):
         return Estimate(value=math.nan, ci_low=math.nan, ci_high=math.nan, n=n)
     stats = np.empty(n_resamples)
+    chunk = max(1, _CHUNK_DRAWS // (max(len(u) for u in universes) or 1))
     done = 0
     while done < n_resamples:
-        biggest = max(len(u) for u in universes) or 1
-        b = max(1, min(n_resamples - done, _CHUNK_DRAWS // biggest))
+        b = min(n_resamples - done, chunk)
         shared = rng.integers(0, len(universes[0]), (b, len(universes[0]))) if paired else None
         means = np.empty((len(strata), b))
         for i, ((sums, counts), u) in enumerate(zip(totals, universes)):

@@ -99,8 +99,13 @@ def test_model_critic_reviews_and_the_agent_sees_its_review():
     second_turn = result.trajectory.steps[0].observation[-1].text()
     assert second_turn.startswith("Review of your plan:\nStep 2 uses the wrong tool") and prompts.REFINE_FINAL in second_turn
     # step-wise critic gets the self-contained P7 with the initial prediction
-    sw, _ = play(bench, "refine_critic_minus", "oracle", {"critic": Judge("Fine.")}, index=0)
-    assert sw.termination == TerminationReason.ANSWERED
+    sw_index = next(i for i, t in enumerate(bench.tasks("refine_critic_minus")) if t.endswith("-sw"))
+    sw_critic = Judge("Fine.")
+    sw, sw_env = play(bench, "refine_critic_minus", "oracle", {"critic": sw_critic}, index=sw_index)
+    assert sw.termination == TerminationReason.ANSWERED and sw_env.half == "stepwise"
+    sw_initial = sw.trajectory.steps[0].reply.text()
+    assert sw_critic.asked == [prompts.render_p7(sw_env.query_block, sw_env.tool_lines, sw_env.prefix, sw_initial,
+                                                 metric=False)]
     rule_only, _ = play(APB(), "refine_critic_plus", "oracle", {})
     assert rule_only.trajectory.consults == [] and "Review of your plan:" in rule_only.trajectory.messages[3].text()
 

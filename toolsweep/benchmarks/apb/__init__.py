@@ -145,8 +145,8 @@ class APB(Benchmark):
         if setting is not None:
             self._check(setting)
             if setting == JUDGE_VALIDATION:
-                return judge_specs()
-            return setting_metrics(setting) + (judge_specs(setting) if self.judge_model else [])
+                return judge_specs(judged_cr=True)
+            return setting_metrics(setting) + (judge_specs() if self.judge_model else [])
         seen: dict[str, MetricSpec] = {}
         for s in self._settings:
             for m in self.metrics(s):

@@ -130,8 +130,10 @@ class APBEnv:
         self.done = False
         self.info: dict[str, Any] = {}
         # helper models (§6.5, §8.1): the LLM judge grades in place of the rules; the critic reviews
-        self.judge = options.grader.startswith("llm:")
-        self.critic_model = options.critic.startswith("model:")
+        self.uses_judge = options.grader.startswith("llm:")
+        self.uses_model_critic = options.critic.startswith("model:")
+        self.rule_result: PlanResult | None = None  # the rule grade of the final plan, kept when a judge grades
+        self.critique: str | None = None  # the critic model's review of the initial answer
         self._consults: list[tuple[str, list[Message], Callable[[str], None]]] = []
         self._after: Callable[[], Observation] | None = None
         self._build()
@@ -225,7 +227,7 @@ class APBEnv:
             return self._refine_step(text)
         self.results = self._grade_final(text)
         self.done = True
-        if self.judge:
+        if self.uses_judge:
             return self._consult([("judge", self.judge_messages(text), self._apply_judge)], self._final_obs)
         return self._final_obs()
 
@@ -271,7 +273,7 @@ class APBEnv:
                 judged = {"pass": float(verdict["correct"]), "correct": float(verdict["correct"])}
             m["rule_pass"] = m["pass"]
         else:
-            plan, readable = judged_plan(self._last_rule, verdict)
+            plan, readable = judged_plan(self.rule_result, verdict)
             judged = _plan_values(plan) if readable else None
             m["rule_grade"] = m["grade"]
         if judged is not None:
@@ -304,17 +306,15 @@ class APBEnv:
         if self.turn == 1:
             self.base_result = self._grade(text)
             self.base_judged: PlanResult | Judged = self.base_result
-            critique: dict[str, str] = {}
             requests: list[tuple[str, list[Message], Callable[[str], None]]] = []
-            if self.judge:
+            if self.uses_judge:
                 requests.append(("judge", self.judge_messages(text), self._judge_base))
-            if critic and self.critic_model:
-                requests.append(("critic", self.critic_messages(text, metric),
-                                 lambda reply: critique.update(text=reply.strip() or "(the critic gave no review)")))
+            if critic and self.uses_model_critic:
+                requests.append(("critic", self.critic_messages(text, metric), self._keep_critique))
 
             def second_turn() -> Observation:
                 if critic:
-                    review = critique.get("text") or self.rule_critique(self.base_result, metric)
+                    review = self.critique or self.rule_critique(self.base_result, metric)
                     msg = prompts.CRITIC_PREFIX.format(critique=review) + prompts.REFINE_FINAL
                 elif self.half == "holistic":
                     msg = prompts.render_p8(metric=metric, gui=self.base["source_style"] == "OpenCUA")
@@ -329,10 +329,13 @@ class APBEnv:
         self.results = self._refine_metrics(self.base_judged, final)
         self.done = True
         self.info = {"parsed": final.parsed, "flags": sorted(final.flags), "base_flags": sorted(self.base_result.flags)}
-        if self.judge:
+        if self.uses_judge:
             return self._consult([("judge", self.judge_messages(text), lambda r: self._judge_final(final, r))],
                                  self._final_obs)
         return Observation(done=True, termination=TerminationReason.ANSWERED, info=dict(self.info))
+
+    def _keep_critique(self, reply: str) -> None:
+        self.critique = reply.strip() or "(the critic gave no review)"
 
     def _judge_base(self, reply: str) -> None:
         self.base_judged, self._base_readable = judged_plan(self.base_result, parse_judge_verdict(reply))
@@ -360,10 +363,8 @@ class APBEnv:
     # ------------------------------------------------------------------ grading
     def _grade(self, text: str) -> PlanResult:
         if self.half == "stepwise":
-            self._last_rule = self.grader.stepwise(text, self.k, self.done_nodes, self.context)
-        else:
-            self._last_rule = self.grader.holistic(text)
-        return self._last_rule
+            return self.grader.stepwise(text, self.k, self.done_nodes, self.context)
+        return self.grader.holistic(text)
 
     def _grade_final(self, text: str) -> dict[str, float]:
         m: dict[str, float] = {}
@@ -382,7 +383,7 @@ class APBEnv:
             m = {"pass": float(passed), "pass_strict": float(strict), "correct": float(passed)}
             self.info = {"pass": passed, "parsed": True}
             return m
-        res = self._grade(text)
+        res = self.rule_result = self._grade(text)
         m = res.metrics()
         if self.half == "stepwise" or self.kind == "control":
             m.pop("coverage")

@@ -561,9 +561,10 @@ class _Builder:
             name = self.name(words)
             if name in self.tools:
                 continue
-            purposes[name] = (f"neutral:{'_'.join(split_words(words))}", purpose)
+            cap = f"neutral:{'_'.join(split_words(words))}"
+            purposes[name] = (cap, purpose)
             tool = make_tool(name, f"Does {purpose}.", [param_entry(pname, "string", True, pdesc)],
-                             "a JSON object with 'result'.", caps=[f"neutral:{'_'.join(split_words(words))}"],
+                             "a JSON object with 'result'.", caps=[cap],
                              words=split_words(words))
             tool["hidden"]["neutral"] = True
             self.tools[name] = tool

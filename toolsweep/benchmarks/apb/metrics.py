@@ -106,7 +106,7 @@ def setting_metrics(setting: str) -> list[MetricSpec]:
     return specs
 
 
-def judge_specs(setting: str | None = None) -> list[MetricSpec]:
+def judge_specs(*, judged_cr: bool = False) -> list[MetricSpec]:
     """Tab. 7's statistics of the LLM judge read against the rule grader (positive = correct; §6.5),
     plus the rule grader's own CR for comparison. Recorded in every setting when grader=llm."""
     specs = [MetricSpec(name="judge_agree", description="Agreement: judge verdict == rule verdict", scale=100.0),
@@ -121,7 +121,7 @@ def judge_specs(setting: str | None = None) -> list[MetricSpec]:
              MetricSpec(name="judge_flag_agree", description="Err-Type: mean per-flag agreement (E1-E6)", scale=100.0),
              _pct("judge_unreadable", "judge replies that were not a readable verdict (rule grade kept)", lower=True),
              _pct("rule_correct", "CR by the rule grader")]
-    if setting is None:  # judge_validation: the judged CR next to the rule CR
+    if judged_cr:  # judge_validation: the judged CR next to the rule CR
         specs.append(_pct("correct", "CR by the LLM judge"))
     return specs
 
@@ -295,15 +295,17 @@ class _Composites:
         out, self.metrics = self.metrics, {}
         return out
 
-    def _stratum(self, model: str, settings: Sequence[str], metric: str, by_base: bool) -> Stratum | None:
+    def _stratum(self, model: str, settings: Sequence[str], metric: str) -> Stratum | None:
+        """A cell's (or pooled cells') values keyed by base case, so a case's seeds move together and
+        settings built on the same bases can be paired."""
         keys: list[str] = []
         values: list[float] = []
         for setting in settings:
             eps = self.episodes.cells.get((model, setting))
             if eps is None or eps.n == 0:
                 return None
-            for task, seed, m in zip(eps.task_ids, eps.seeds, eps.metrics):
-                keys.append(base_key(task) if by_base else f"{task}|{seed}")
+            for task, m in zip(eps.task_ids, eps.metrics):
+                keys.append(base_key(task))
                 values.append(m.get(metric, math.nan))
         return Stratum(keys, values)
 
@@ -325,7 +327,7 @@ class _Composites:
         """Unweighted mean of per-setting values (the step-wise mean over horizons), stratified."""
         if self.episodes is None:
             return self.cs.mean_over(model, settings, metric)
-        strata = [self._stratum(model, [s], metric, by_base=True) for s in settings]
+        strata = [self._stratum(model, [s], metric) for s in settings]
         return self._estimate(strata, lambda a: a.mean(axis=0), False, f"mean|{model}|{settings}|{metric}",
                               _key(model, key))
 
@@ -333,7 +335,7 @@ class _Composites:
         """One pooled mean over several settings that share their base cases (an extraneous half)."""
         if self.episodes is None:
             return self.cs.mean_over(model, settings, metric)
-        return self._estimate([self._stratum(model, settings, metric, by_base=True)], lambda a: a[0], False,
+        return self._estimate([self._stratum(model, settings, metric)], lambda a: a[0], False,
                               f"pooled|{model}|{settings}|{metric}")
 
     def halves(self, model: str, first: Sequence[str], second: Sequence[str], metric: str,
@@ -342,7 +344,7 @@ class _Composites:
         if self.episodes is None:
             h, s = self.cs.mean_over(model, first, metric), self.cs.mean_over(model, second, metric)
             return None if h is None or s is None else combine_ci([h[0], s[0]], [h[1], s[1]], [1, 1])
-        strata = [self._stratum(model, first, metric, True), self._stratum(model, second, metric, True)]
+        strata = [self._stratum(model, first, metric), self._stratum(model, second, metric)]
         return self._estimate(strata, lambda a: 0.5 * a[0] + 0.5 * a[1], False, f"halves|{model}|{metric}",
                               _key(model, key))
 
@@ -351,7 +353,7 @@ class _Composites:
         """A statistic of several settings on the same base cases, paired over base_id (§7.8)."""
         if self.episodes is None:
             return None
-        strata = [self._stratum(model, [setting], metric, True) for setting, metric in strata_spec]
+        strata = [self._stratum(model, [setting], metric) for setting, metric in strata_spec]
         return self._estimate(strata, combine, True, f"{model}|{tag}", _key(model, key))
 
     def common_cost(self, models: Sequence[str]) -> dict[str, float]:
