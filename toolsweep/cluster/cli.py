@@ -129,6 +129,9 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
         print(f"{name}  v{bench.version}  ({target})")
         print(textwrap.fill("settings: " + ", ".join(settings), 100, initial_indent="  ", subsequent_indent="    "))
         print("  policies: " + ", ".join(f"{k} ({v})" for k, v in bench.scripted_policies().items()))
+        exploits = bench.exploit_policies()
+        if exploits:
+            print("  exploit policies: " + ", ".join(e.name for e in exploits))
         print("  metrics: " + ", ".join(s.name for s in bench.metrics(None)))
         print()
     return 0

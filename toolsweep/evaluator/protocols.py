@@ -86,6 +86,25 @@ class ReportTable(BaseModel):
     )
 
 
+class ExploitPolicy(BaseModel):
+    """A scripted policy that tries to score without doing the task, with the bounds its metrics must
+    respect. Every benchmark's exploit suite runs in the default tests; a new metric or benchmark must
+    pass it.
+
+    Bounds are in the metrics' data units (fractions, not percentages): `ceilings` for metrics where a
+    higher value is better (the exploit must stay at or below), `floors` for metrics where lower is
+    better (the exploit must stay at or above). `settings` limits where the bounds apply (None: all).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    ceilings: dict[str, float] = Field(default_factory=dict)
+    floors: dict[str, float] = Field(default_factory=dict)
+    settings: list[str] | None = None
+
+
 class Benchmark(ABC):
     """A benchmark plugin. Heavy data (a world, a dataset, an index) is built once per process in
     `__init__` or lazily and cached; never per episode.
@@ -129,6 +148,11 @@ class Benchmark(ABC):
             f"benchmark {self.name!r} has no scripted policy {name!r}; "
             f"available: {sorted(self.scripted_policies())}"
         )
+
+    def exploit_policies(self) -> list[ExploitPolicy]:
+        """Scripted policies that try to game the metrics, each with its asserted bounds. Each name is
+        also a scripted policy (`make_scripted_policy`)."""
+        return []
 
     def fingerprint(self) -> dict[str, Any]:
         """What identifies the benchmark's content for the run manifest (e.g. a world hash)."""
