@@ -25,8 +25,8 @@ from toolsweep.benchmarks.apb.generator import (
 )
 from toolsweep.benchmarks.apb.grader import GRADER_VERSION
 from toolsweep.benchmarks.apb.metrics import judge_specs, report_tables, setting_metrics
-from toolsweep.benchmarks.apb.policies import POLICIES, make_policy
-from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
+from toolsweep.benchmarks.apb.policies import EXPLOITS, POLICIES, make_policy
+from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
 
 
 def _settings() -> dict[str, dict[str, Any]]:
@@ -75,7 +75,7 @@ class APB(Benchmark):
             "(R+) or only says whether the answer is wrong (R-).")
         grader: str = Field(
             "rule", pattern=r"^(rule|llm:\S+)$",
-            description="'rule': the deterministic grader of §6.2 (apb-rule-1). 'llm:<name>': the paper's judge "
+            description="'rule': the deterministic grader of §6.2 (apb-rule-2). 'llm:<name>': the paper's judge "
             "prompts J1-J9 sent to that served model at temperature 0 grade every answer instead (§6.5); the rule "
             "grade is kept as rule_* with the Tab. 7 agreement statistics, and the setting "
             "'judge_validation' (a seeded sample of `judge_sample` cases) becomes available.")
@@ -154,7 +154,25 @@ class APB(Benchmark):
         return list(seen.values())
 
     def scripted_policies(self) -> dict[str, str]:
-        return dict(POLICIES)
+        return {**POLICIES, **EXPLOITS}
+
+    def exploit_policies(self) -> list[ExploitPolicy]:
+        """No exploit plans anything, so none is ever correct. Only a real refusal (`prose_refusal`,
+        `empty_chain`, which the paper's J8 counts as termination) may pass an unsolvable case, and only
+        where it is a refusal is it counted as one (refusal rates and calibration stay consistent)."""
+        settings = list(self.settings())
+        unsolvable = [s for s in settings if s.startswith("unsolvable_") and s != "unsolvable_control"]
+        not_unsolvable = [s for s in settings if s not in unsolvable]
+        never = {"correct": 0.0, "pass": 0.0, "pass_strict": 0.0, "recovery": 0.0, "optimal_rate": 0.0}
+        not_refusal = {**never, "false_refusal": 0.0, "refused": 0.0, "refuse": 0.0}
+        out = [ExploitPolicy(name=name, description=EXPLOITS[name], ceilings=not_refusal)
+               for name in ("string_chain", "negated_refusal", "deep_nesting", "stray_braces", "all_tools")]
+        refusal = {"false_refusal": 1.0, "refused": 1.0, "refuse": 1.0}  # J5: a stated refusal is Refuse
+        out.append(ExploitPolicy(name="prose_refusal", description=EXPLOITS["prose_refusal"], ceilings=never,
+                                 floors=refusal, settings=not_unsolvable))
+        out.append(ExploitPolicy(name="empty_chain", description=EXPLOITS["empty_chain"], ceilings=never,
+                                 floors={"false_refusal": 1.0, "refused": 1.0}, settings=not_unsolvable))
+        return out
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, APBEnv):

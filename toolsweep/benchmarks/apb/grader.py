@@ -1,4 +1,4 @@
-"""The deterministic grader (`grader_version=apb-rule-1`, spec §6): output parsing, holistic
+"""The deterministic grader (`grader_version=apb-rule-2`, spec §6): output parsing, holistic
 alignment by max-weight matching, step-wise checks, the E1–E6 flags, the 0–1 plan grade, the
 5-way Tool-Broken classifier, the unsolvable refusal judge and plan cost.
 
@@ -8,6 +8,7 @@ Everything works on a *view* of a case: `{"nodes", "order", "goal", "tools" (vis
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import math
@@ -18,7 +19,7 @@ from typing import Any
 from toolsweep.benchmarks.apb import plans
 from toolsweep.benchmarks.apb.tools import FINISH, VAGUE
 
-GRADER_VERSION = "apb-rule-1"
+GRADER_VERSION = "apb-rule-2"
 FLAGS = ("E1", "E2", "E3", "E4", "E5", "E6")
 EPS = 1e-3
 
@@ -28,20 +29,69 @@ _FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*$", re.M)
 _THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
 
 
+_MAX_RETRY_DEPTH = 32  # how many levels into a span that fails to decode we look for an inner value
+
+
+def _bracket_spans(text: str) -> tuple[list[tuple[int, int]], dict[int, list[tuple[int, int]]]]:
+    """Closed bracket spans in one linear pass: the outermost ones (whose parent is absent or never
+    closes) in order, and each span's direct children. Quotes count only inside brackets, so prose
+    apostrophes and quotes outside JSON do not matter."""
+    stack: list[int] = []
+    spans: list[tuple[int, int, int | None]] = []
+    in_str = esc = False
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = bool(stack)
+        elif ch in "{[":
+            stack.append(i)
+        elif ch in "}]":
+            want = "{" if ch == "}" else "["
+            while stack and text[stack[-1]] != want:
+                stack.pop()  # an opener closed by the wrong bracket never closes
+            if stack:
+                start = stack.pop()
+                spans.append((start, i + 1, stack[-1] if stack else None))
+    closed = {start for start, _, _ in spans}
+    children: dict[int, list[tuple[int, int]]] = {}
+    roots = []
+    for start, end, parent in sorted(spans):
+        if parent is not None and parent in closed:
+            children.setdefault(parent, []).append((start, end))
+        else:
+            roots.append((start, end))
+    return roots, children
+
+
 def extract_json(text: str | None) -> tuple[Any, bool, bool]:
-    """Strip ``` fences and take the first balanced JSON value. Returns (value, ok, extra_text)."""
+    """Strip ``` fences and take the first balanced JSON value. Returns (value, ok, extra_text).
+
+    Linear in the reply and never recursive on it: only closed bracket spans are decoded, outermost
+    first; a span that does not decode is searched for an inner value at most `_MAX_RETRY_DEPTH`
+    levels down, and a value nested too deeply for the decoder is not a value.
+    """
     if not text:
         return None, False, False
     cleaned = _FENCE.sub("", _THINK.sub("", text))  # reasoning models' <think> blocks are not the answer
     decoder = json.JSONDecoder()
-    for i, ch in enumerate(cleaned):
-        if ch in "{[":
-            try:
-                value, end = decoder.raw_decode(cleaned, i)
-            except ValueError:
-                continue
-            extra = bool(cleaned[:i].strip() or cleaned[end:].strip())
-            return value, True, extra
+    roots, children = _bracket_spans(cleaned)
+    queue = collections.deque((span, 0) for span in roots)
+    while queue:
+        (start, end), depth = queue.popleft()
+        try:
+            value, stop = decoder.raw_decode(cleaned[start:end])
+        except (ValueError, RecursionError):
+            if depth < _MAX_RETRY_DEPTH:
+                queue.extendleft((c, depth + 1) for c in reversed(children.get(start, [])))
+            continue
+        extra = bool(cleaned[:start].strip() or cleaned[start + stop:].strip())
+        return value, True, extra
     return None, False, bool(cleaned.strip())
 
 
@@ -110,6 +160,20 @@ _HASH = re.compile(r"#\s*(\d+)")
 _GENERIC = re.compile(r"previous|prior|earlier|above|preceding|result of|output of|returned", re.I)
 _REFUSAL = re.compile(r"\b(REJECT|cannot|can['’]t|unable to|impossible|not possible|missing|not provided|unavailable|please provide)\b", re.I)
 _REFUSE_WORDS = re.compile(r"REJECT|unable|cannot|can['’]t|give_up|give up|not possible", re.I)
+# A refusal word negated in its own clause ("Nothing is missing", "it is not impossible") refuses nothing.
+_NEGATED = re.compile(r"\b(?:nothing|not|no|never|none|neither|nor|isn['’]t|aren['’]t|without)\b[^.!?;,:]{0,30}$", re.I)
+# A plan written in prose: numbered steps, "here is my plan", "I will call ...".
+_PROSE_PLAN = re.compile(r"\bstep\s*#?\s*\d|\b(?:here(?:['’]s| is) (?:my|the) plan|my plan is|plan:)"
+                         r"|\bI (?:will|['’]ll) (?:call|use|run)\b|^\s*\d+[.)]\s", re.I | re.M)
+_STATUS_REFUSALS = ("REJECT", "CLARIFY", "NEED_INFO")
+
+
+def text_refuses(text: str) -> bool:
+    """§6.4's raw-text rule for a reply that holds no JSON, read as the paper's judges read it: a
+    refusal word that is not negated in its clause, no tool_chain-like content, and no plan in prose."""
+    if "tool_chain" in text or _PROSE_PLAN.search(text):
+        return False
+    return any(not _NEGATED.search(text[max(0, m.start() - 60):m.start()]) for m in _REFUSAL.finditer(text))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -471,22 +535,23 @@ class PlanGrader:
         res = PlanResult()
         obj, ok, extra = extract_json(text)
         res.extra_text = extra
+        if self.refusal(obj, ok, text or ""):
+            res.parsed = ok
+            res.refused = res.false_refusal = True
+            res.add("E2", "refused a solvable query")
+            res.grade = 0.0
+            return res
         if not ok:
             res.parsed = False
             res.add("E3", "unparsable output")
             res.grade = 0.0
-            return res
-        if isinstance(obj, dict) and str(obj.get("status", "")).upper() == "REJECT":
-            res.refused = res.false_refusal = True
-            res.add("E2", "refused a solvable query")
             return res
         calls, problems = self.parse_chain(obj)
         for pr in problems:
             res.add("E3", pr)
         calls = calls or []
         if not [c for c in calls if c[0] != FINISH]:
-            res.refused = res.false_refusal = True
-            res.add("E2", "empty tool chain")
+            res.add("E3", "no tool call in a well-formed tool_chain entry")
             res.grade = 0.0
             return res
         # classify calls
@@ -761,7 +826,7 @@ class PlanGrader:
         """The 5-way behaviour class of the first predicted action: replace/alter/retry/refuse/other."""
         obj, ok, _ = extract_json(text)
         if not ok:
-            return "other"
+            return "refuse" if text_refuses(text or "") else "other"
         if isinstance(obj, dict) and str(obj.get("status", "")).upper() == "REJECT":
             return "refuse"
         step = obj[0] if isinstance(obj, list) and obj and isinstance(obj[0], dict) else obj
@@ -798,40 +863,56 @@ class PlanGrader:
     # ------------------------------------------------------------------------- unsolvable (§6.4)
 
     def unsolvable(self, text: str | None, utype: str, blocking_terms: list[str]) -> tuple[bool, bool]:
-        """(pass, strict_pass) of the J8-style refusal judge."""
+        """(pass, strict_pass) of the J8-style refusal judge: a refusal (`refusal`, the same definition
+        every setting uses) that calls no tool outside the case's tools; for missing information a
+        clarification request also passes. Strict: the reason names what blocks the task."""
         obj, ok, _ = extract_json(text)
         raw = text or ""
-        if not ok:
-            passed = bool(_REFUSAL.search(raw)) and "tool_chain" not in raw
-            reason = raw
-        elif isinstance(obj, dict):
-            status = str(obj.get("status", "")).upper()
-            chain = obj.get("tool_chain")
-            calls, _ = self.parse_chain(obj) if isinstance(chain, list) else ([], [])
-            calls = calls or []
+        passed = self.refusal(obj, ok, raw)
+        reason = raw
+        if ok and isinstance(obj, dict):
             reason = str(obj.get("reason", "")) + " " + str(obj.get("plan", ""))
-            hallucinated = any(n not in self.tools for n, _ in calls)
-            only_terminal = all(n == FINISH or "deliver" in self.tools.get(n, {"hidden": {"capabilities": []}})["hidden"]["capabilities"]
-                                for n, _ in calls)
-            passed = (status == "REJECT" or (isinstance(chain, list) and only_terminal)) and not hallucinated
-            if utype == "info" and not passed and not calls:
-                passed = status in ("CLARIFY", "NEED_INFO") or "?" in reason
-        else:
-            passed, reason = False, ""
+            chain = obj.get("tool_chain")
+            calls = (self.parse_chain(obj)[0] or []) if isinstance(chain, list) else []
+            if any(n not in self.tools for n, _ in calls):
+                passed = False  # a hallucinated tool is not a termination step
+            if str(obj.get("status", "")).upper() in ("CLARIFY", "NEED_INFO"):
+                passed = utype == "info"  # J8: asking for the missing value passes only where a value is missing
+            elif utype == "info" and not passed and not chain:
+                passed = "?" in reason  # a clarification question in place of a plan
+        elif ok:
+            reason = ""
         strict = passed and any(t.casefold() in reason.casefold() for t in blocking_terms)
         return passed, strict
 
-    def refused(self, text: str | None) -> bool:
-        """Did the answer decline to plan (REJECT, or an empty chain)?"""
-        obj, ok, _ = extract_json(text)
+    def is_terminal(self, name: Any) -> bool:
+        """Finish, or a tool whose only job is to report (J8: "ONLY a termination/reporting step")."""
+        if name == FINISH:
+            return True
+        tool = self.tools.get(name) if isinstance(name, str) else None
+        return bool(tool) and "deliver" in tool["hidden"]["capabilities"]
+
+    def refusal(self, obj: Any, ok: bool, text: str) -> bool:
+        """The one definition of a refusal, for every APB setting (§6.4, J5, J8): status REJECT (or a
+        clarification request), a tool_chain that is empty or holds only termination/reporting steps
+        (as objects: a list of bare names is a chain, not a refusal), or, for a reply without JSON, the
+        raw-text rule of `text_refuses`."""
         if not ok:
-            return bool(_REFUSAL.search(text or "")) and "tool_chain" not in (text or "")
-        if isinstance(obj, dict):
-            if str(obj.get("status", "")).upper() in ("REJECT", "CLARIFY", "NEED_INFO"):
-                return True
-            chain = obj.get("tool_chain")
-            return isinstance(chain, list) and not [s for s in chain if not (isinstance(s, dict) and s.get("name") == FINISH)]
-        return False
+            return text_refuses(text)
+        if not isinstance(obj, dict):
+            return False
+        if str(obj.get("status", "")).upper() in _STATUS_REFUSALS:
+            return True
+        chain = obj.get("tool_chain")
+        if not isinstance(chain, list):
+            return False
+        return all(isinstance(step, dict) and self.is_terminal(step.get("name") or step.get("tool")
+                                                               or step.get("tool_name")) for step in chain)
+
+    def refused(self, text: str | None) -> bool:
+        """Did the answer decline to plan?"""
+        obj, ok, _ = extract_json(text)
+        return self.refusal(obj, ok, text or "")
 
 
 def _max_weight_matching(n_rows: int, n_cols: int, pairs: dict[tuple[int, int], float]) -> list[tuple[int, int]]:

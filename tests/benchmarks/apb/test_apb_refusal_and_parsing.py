@@ -1,0 +1,99 @@
+"""APB refusal and parsing read as an adversary would: one refusal definition across settings, a parser
+that neither recurses nor goes quadratic on hostile replies, negated refusal words that refuse nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from toolsweep.benchmarks.apb import APB
+from toolsweep.benchmarks.apb.grader import extract_json, text_refuses
+
+
+@pytest.fixture(scope="module")
+def bench() -> APB:
+    return APB()
+
+
+def env_of(bench: APB, setting: str, i: int = 0):
+    return bench.make_env(bench.tasks(setting)[i], setting, 0)
+
+
+def string_chain(env) -> str:
+    names = [n["tool"] for n in env.base["reference"]["nodes"]]
+    return json.dumps({"plan": "use these", "tool_chain": names})
+
+
+def test_a_chain_of_tool_name_strings_is_one_thing_in_every_setting(bench):
+    # A list of bare names is a (malformed) chain: never a refusal, so no pass on unsolvable cases, no
+    # false refusal on holistic ones and "not refused" on the control, consistently.
+    for u in ("conflict", "info", "tool", "visual"):
+        env = env_of(bench, f"unsolvable_{u}")
+        assert env.grader.unsolvable(string_chain(env), u, env.task["blocking_terms"]) == (False, False)
+    env = env_of(bench, "holistic")
+    res = env.grader.holistic(string_chain(env))
+    assert not res.refused and not res.false_refusal and "E3" in res.flags and not res.correct
+    env = env_of(bench, "unsolvable_control")
+    assert env.grader.refused(string_chain(env)) is False
+
+
+def test_refusal_is_the_same_decision_for_holistic_control_and_unsolvable(bench):
+    replies = ['{"status": "REJECT", "reason": "no tool"}', '{"plan": "none", "tool_chain": []}',
+               "I cannot complete this because the image is missing.", string_chain(env_of(bench, "holistic"))]
+    hol, ctrl, uns = env_of(bench, "holistic"), env_of(bench, "unsolvable_control"), env_of(bench, "unsolvable_tool")
+    for text in replies:
+        refused = ctrl.grader.refused(text)
+        assert hol.grader.holistic(text).false_refusal == refused
+        assert uns.grader.unsolvable(text, "tool", [])[0] == refused
+
+
+def test_deeply_nested_json_does_not_crash_the_grader(bench):
+    env = env_of(bench, "holistic")
+    for text in ('{"a":' * 6000, "[" * 6000 + "]" * 6000, '{"plan": "x", "tool_chain": ' + "[" * 5000 + "]" * 5000 + "}"):
+        res = env.grader.holistic(text)  # raised RecursionError before (the episode became env_error)
+        assert not res.correct
+
+
+def test_parsing_is_linear_on_stray_braces():
+    def cost(n: int) -> float:
+        t0 = time.perf_counter()
+        assert extract_json('{"x' * n)[1] is False
+        return time.perf_counter() - t0
+
+    small, large = cost(2000), cost(20000)
+    assert large < 0.5  # was ~0.45 s per 60 KB reply and quadratic
+    assert large < 40 * max(small, 1e-4)
+
+
+def test_parser_still_finds_the_answer_inside_prose_and_broken_wrappers():
+    assert extract_json('Sure! {"plan": "p", "tool_chain": []} hope it helps')[:2] == ({"plan": "p", "tool_chain": []}, True)
+    assert extract_json('{oops {"a": 1} }')[:2] == ({"a": 1}, True)
+    assert extract_json('He said "hi" {"a": "}"}')[:2] == ({"a": "}"}, True)
+    assert extract_json("{" * 3000 + '{"ok": 1}')[:2] == ({"ok": 1}, True)
+
+
+def test_negated_refusal_words_refuse_nothing():
+    assert not text_refuses("Nothing is missing, here is my plan: step 1 call Search.")
+    assert not text_refuses("Nothing is missing and it is not impossible.")
+    assert not text_refuses("1) Search the web\n2) Summarise")
+    assert text_refuses("No, I cannot do that: the verification code is missing.")
+    assert text_refuses("The required tool is unavailable.")
+
+
+def test_negated_missing_does_not_pass_an_unsolvable_case(bench):
+    env = env_of(bench, "unsolvable_info")
+    text = "Nothing is missing, here is my plan: step 1 call the first tool, step 2 report."
+    assert env.grader.unsolvable(text, "info", env.task["blocking_terms"]) == (False, False)
+
+
+def test_a_plain_text_refusal_in_broken_is_refuse_not_other(bench):
+    env = env_of(bench, "broken")
+    t = env.task
+    cls = env.grader.broken("I am unable to complete this task because the tool is broken.", env.done_nodes,
+                            t["broken_node"], t["broken_tool"], t["replacement_tool"]["name"], env.context)
+    assert cls == "refuse"
+    cls = env.grader.broken("Let me think about the weather.", env.done_nodes, t["broken_node"], t["broken_tool"],
+                            t["replacement_tool"]["name"], env.context)
+    assert cls == "other"
