@@ -103,6 +103,8 @@ class ExploitPolicy(BaseModel):
     ceilings: dict[str, float] = Field(default_factory=dict)
     floors: dict[str, float] = Field(default_factory=dict)
     settings: list[str] | None = None
+    pooled: bool = Field(False, description="Check the bounds once on every applicable setting's episodes "
+                         "pooled (a random policy's per-setting value is noisy on a small sample).")
 
 
 class Benchmark(ABC):

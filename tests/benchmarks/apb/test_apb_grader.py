@@ -488,7 +488,7 @@ def test_malformed_output_is_graded_never_raised(bench):
         assert r.termination in (TerminationReason.ANSWERED, TerminationReason.AGENT_FORMAT_ERROR)
         m = r.metrics
         if s.startswith("unsolvable_info"):
-            assert m["pass"] in (0.0, 1.0)
+            assert m["pass"] == 0.0  # none of these refuses, and none is a plan that could pass
             continue
         if s == "broken":
             assert m["other"] == 1.0

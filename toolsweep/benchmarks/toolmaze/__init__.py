@@ -18,10 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from toolsweep.benchmarks.toolmaze.environment import ToolMazeEnv
 from toolsweep.benchmarks.toolmaze.metrics import JudgeOptions, composite_avg, metric_specs, trust_gap
 from toolsweep.benchmarks.toolmaze.perturbation import Profile, build_profile
-from toolsweep.benchmarks.toolmaze.policies import POLICIES, make_policy
+from toolsweep.benchmarks.toolmaze.policies import EXPLOITS, POLICIES, make_policy
 from toolsweep.benchmarks.toolmaze.tasks import LEVELS, TaskSet, build_tasks, canonical_tasks
 from toolsweep.benchmarks.toolmaze.tools import seeded_int
-from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
+from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
 
 MODES = ("P0", "P1", "P2", "P3", "P4")
 PERTURBED = ("P1", "P2", "P3", "P4")
@@ -134,7 +134,19 @@ class ToolMaze(Benchmark):
         return metric_specs(p != "P0")
 
     def scripted_policies(self) -> dict[str, str]:
-        return dict(POLICIES)
+        return {**POLICIES, **EXPLOITS}
+
+    def exploit_policies(self) -> list[ExploitPolicy]:
+        """PRR credits a recovery only when the recovery call does the faulted node's job with valid
+        arguments (spec §6.2), so random and junk calls earn (almost) none; no task is solved without tools."""
+        perturbed = [s for s in self.settings() if "-P0-" not in s]
+        return [
+            ExploitPolicy(name="random", description=POLICIES["random"], ceilings={"prr": 0.08, "tsr": 0.02},
+                          settings=perturbed, pooled=True),
+            ExploitPolicy(name="junk_recovery", description=EXPLOITS["junk_recovery"],
+                          ceilings={"prr": 0.05, "tsr": 0.0}, settings=perturbed),
+            ExploitPolicy(name="no_tools", description=EXPLOITS["no_tools"], ceilings={"tsr": 0.0}),
+        ]
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, ToolMazeEnv):

@@ -196,6 +196,9 @@ def acknowledges_failure(text: str | None) -> bool:
     return bool(text) and bool(_ACK.search(text))
 
 
+RECOVERY_WINDOW = 3  # calls after a fault within which a retry or reroute counts as its recovery
+
+
 def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord], answered: bool,
           corpus: Corpus, final_text: str | None = None, options: JudgeOptions | None = None) -> Verdict:
     """The deterministic judge of spec §6.2."""
@@ -235,11 +238,16 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
     if exposed:
         recovered = True
         rules = {r.rule_id: r for r in profile.rules}
+        # A recovery call must do the faulted node's job: a clean call that satisfies a node of some
+        # valid path with valid arguments (bound to the user's slots and upstream outputs). Calling the
+        # right tool with junk arguments is not a recovery.
+        # It must also answer the fault: among the next RECOVERY_WINDOW calls, not stumbled on later.
+        satisfying = {k for s in sats for idxs in s.values() for k in idxs}
         for rule_id in sorted({c.rule_id for c in perturbed}):
             r = rules[rule_id]
             k = min(c.idx for c in perturbed if c.rule_id == rule_id)
             assigned = engine.assigned[rule_id]
-            later = [c for c in calls if c.idx > k and c.clean]
+            later = [c for c in calls if k < c.idx <= k + RECOVERY_WINDOW and c.idx in satisfying]
             if rule_id in prop_rules:
                 ok = False
             elif not profile.permanent:
@@ -250,8 +258,12 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
                 ok = any(c.tool in alt_tools and c.tool != assigned and c.tool not in before for c in later)
                 ok = ok or aborted_ok
             else:
+                # a wise abort: the agent reached the fault on the task's own path (every step the faulty
+                # tool depends on done first), then stopped without calling anything downstream
                 after_k = [c for c in calls if c.idx > k]
-                ok = answered and not any(c.tool in downstream for c in after_k) and ack_ok
+                reached = all(t in sats[task.default_index] and min(sats[task.default_index][t]) < k
+                              for t in task.ancestors(assigned, task.default_index))
+                ok = answered and reached and not any(c.tool in downstream for c in after_k) and ack_ok
             recovered = recovered and ok
 
     c = c_star = 0

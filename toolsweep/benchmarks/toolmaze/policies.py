@@ -33,6 +33,10 @@ POLICIES = {
     "reroute": "switches to the cheapest alternative on any fault, never retries",
     "random": "random tool calls with plausible or junk arguments",
 }
+EXPLOITS = {
+    "junk_recovery": "calls every tool of the task and every alternative twice with junk arguments, then answers",
+    "no_tools": "answers at once without calling a tool",
+}
 _PLACEHOLDER = "unavailable"
 
 
@@ -224,11 +228,48 @@ def _json_type(v: Any) -> str:
     return "string" if isinstance(v, str) else "other"
 
 
+class JunkRecoveryAgent:
+    """Fishes for recovery credit: after every call, calls the same tool again, then every member of
+    every alternative group, always with junk arguments (it reads the task's structure, as an adversary
+    who knows the graph would). A recovery must satisfy the faulted node's slot, so this earns none."""
+
+    def __init__(self, env: ToolMazeEnv) -> None:
+        task = env.task
+        tools = list(task.default_path)
+        for pos in task.groups:
+            tools += [t for t in pos.tools if t not in tools]
+        self.queue = [t for t in tools for _ in range(2)]
+        self.env = env
+        self.n = 0
+
+    async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        visible = {t["function"]["name"]: t["function"] for t in tools}
+        while self.queue:
+            name = self.queue.pop(0)
+            if name in visible:
+                self.n += 1
+                args = {p: "junk" for p in visible[name]["parameters"].get("properties", {})}
+                call = ToolCall(id=f"j{self.n}", function=FunctionCall(name=name, arguments=json.dumps(args)))
+                return AgentReply(message=Message(role="assistant", content=None, tool_calls=[call]))
+        return AgentReply(message=Message(role="assistant", content="Done: everything was retried."))
+
+
+class NoToolsAgent:
+    """Answers at once, without calling a tool."""
+
+    async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        return AgentReply(message=Message(role="assistant", content="The task is complete."))
+
+
 def make_policy(name: str, env: ToolMazeEnv, seed: int):
     if name == "random":
         return RandomAgent(env, seed)
+    if name == "junk_recovery":
+        return JunkRecoveryAgent(env)
+    if name == "no_tools":
+        return NoToolsAgent()
     if name not in POLICIES:
-        raise KeyError(f"toolmaze has no scripted policy {name!r}; available: {sorted(POLICIES)}")
+        raise KeyError(f"toolmaze has no scripted policy {name!r}; available: {sorted(POLICIES) + sorted(EXPLOITS)}")
     return ScriptedAgent(env, name, seed)
 
 

@@ -116,6 +116,18 @@ class Task:
             out |= reach - {tool}
         return out
 
+    def ancestors(self, tool: str, path_index: int) -> set[str]:
+        """Nodes `tool` depends on (transitively) on one path."""
+        deps = self.deps(path_index)
+        out: set[str] = set()
+        todo = list(deps.get(tool, ()))
+        while todo:
+            t = todo.pop()
+            if t not in out:
+                out.add(t)
+                todo.extend(deps.get(t, ()))
+        return out
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["positions"] = [asdict(p) for p in self.positions]
