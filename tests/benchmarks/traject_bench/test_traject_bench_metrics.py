@@ -99,6 +99,43 @@ def test_paper_compat_caps_inclusion_below_one_on_repeated_tools(par):
     assert m["usage_den"] == 3  # one pair per distinct shared name
 
 
+def test_paper_compat_scores_as_the_authors_scripts_and_keeps_the_multiset_readings(par):
+    # retrieval rate: distinct gold tools shown / gold LIST length (4 here, one tool repeated)
+    shown = {"Hotels: search", "Weather: forecast", "Flights: airlines"}
+    m = score_episode(par, [pred_of(c) for c in par.calls], par.final_answer, shown, paper_compat=True)
+    assert m["retrieval_rate"] == pytest.approx(3 / 4) and m["retrieval_rate_distinct"] == 1.0
+    assert m["em_multiset"] == m["inclusion_multiset"] == 1.0 and m["usage_multiset_num"] == 4
+    # Usage: the share of equal pairs per query (a mean over queries, not pooled pairs)
+    wrong_hotel = [pred_of(par.calls[0], city="Oslo")] + [pred_of(c) for c in par.calls[1:]]
+    m = score(par, wrong_hotel, paper_compat=True)
+    assert m["usage"] == pytest.approx(2 / 3)
+    assert math.isnan(score(par, [PredCall(name="Other: tool")], paper_compat=True)["usage"])  # no shared tool
+    plain = score_episode(par, [pred_of(c) for c in par.calls], par.final_answer, shown)
+    assert plain["retrieval_rate"] == 1.0 and "usage" not in plain
+
+
+def test_paper_compat_usage_is_a_mean_over_queries(par, seq):
+    from toolsweep.evaluator.exploits import aggregate
+    from toolsweep.evaluator.protocols import MetricSpec
+    from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
+
+    one_wrong_of_three = score(par, [pred_of(par.calls[0], city="Oslo")] + [pred_of(c) for c in par.calls[1:]],
+                               paper_compat=True)
+    all_right = score(seq, [pred_of(c) for c in seq.calls], paper_compat=True)
+    unit = WorkUnit(sweep="s", model="m", benchmark="traject_bench", setting="x", task_id="t", seed=0)
+    results = [EpisodeResult(unit=unit, termination=TerminationReason.ANSWERED, metrics=m)
+               for m in (one_wrong_of_three, all_right)]
+    # per query 2/3 and 1 -> 5/6; pooled pairs would give (2 + 4) / (3 + 4) = 6/7
+    assert aggregate([MetricSpec(name="usage")], results)["usage"] == pytest.approx(5 / 6)
+
+
+def test_country_codes_match_in_any_case():
+    assert args_key([("loc", "Paris, fr")]) == args_key([("loc", "Paris,France")])
+    assert args_key([("loc", "Rome, ITALY")]) == args_key([("loc", "Rome, IT")])
+    assert args_key([("loc", "Rome, it")]) == args_key([("loc", "Rome,Italy")])
+    assert args_key([("loc", "Rome, Oslo")]) != args_key([("loc", "Rome,Italy")])
+
+
 def test_key_facts_are_tool_grounded_values_of_the_gold_answer(par):
     facts = {v for _, v in key_facts(par)}
     # "H-77812" yields the id and its number; values absent from the outputs are not facts.

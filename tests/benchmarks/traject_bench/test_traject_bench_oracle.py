@@ -108,3 +108,17 @@ def test_paper_compat_caps_the_oracle_on_repeated_tools():
     res = run_oracle(b, setting, [t.task_id for t in tasks])
     assert all(r.metrics["inclusion"] < 1.0 for r in res)
     assert all(r.metrics["em"] == 1.0 for r in res)
+    # the multiset readings stay available under their own names, where the oracle scores 1
+    assert all(r.metrics["inclusion_multiset"] == r.metrics["em_multiset"] == 1.0 for r in res)
+    specs = {s.name: s for s in b.metrics(setting)}
+    assert specs["usage"].kind == "mean" and specs["usage_multiset"].kind == "ratio"
+
+
+def test_the_paper_grid_config_scores_as_the_paper():
+    import yaml
+
+    from tests.conftest import REPO
+
+    config = yaml.safe_load((REPO / "configs" / "sweeps" / "traject_bench.yaml").read_text())
+    options = next(b["options"] for b in config["benchmarks"] if b["name"] == "traject_bench")
+    assert options["paper_compat"] is True

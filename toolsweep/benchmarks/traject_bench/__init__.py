@@ -181,17 +181,33 @@ class TrajectBench(Benchmark):
     # -- metrics -------------------------------------------------------------------------------------
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         seq = None if setting is None else self.spec(setting).split == "seq"
-        out = [
-            MetricSpec(name="em", description="Exact match of tool names (ordered for sequential tasks)"),
-            MetricSpec(name="inclusion", description="Share of gold tools the prediction includes (multiset)"),
-            MetricSpec(name="usage", kind="ratio", numerator="usage_num", denominator="usage_den",
-                       description="Share of gold/predicted call pairs with equal normalised arguments, pooled"),
+        if self.options.paper_compat:
+            out = [
+                MetricSpec(name="em", description="Exact match of tool names: sets for parallel tasks (authors' code)"),
+                MetricSpec(name="inclusion", description="Distinct gold tools included / gold list length (authors' code)"),
+                MetricSpec(name="usage", description="Mean over queries of the share of shared tools with equal "
+                           "arguments, one pair per shared name; queries sharing no tool left out (authors' code)"),
+                MetricSpec(name="em_multiset", description="Exact match of tool names as multisets"),
+                MetricSpec(name="inclusion_multiset", description="Share of gold tools included (multiset)"),
+                MetricSpec(name="usage_multiset", kind="ratio", numerator="usage_multiset_num",
+                           denominator="usage_multiset_den", description="Usage over multiset pairs, pooled"),
+                MetricSpec(name="retrieval_rate_distinct", description="Distinct gold tools among the tools shown"),
+            ]
+        else:
+            out = [
+                MetricSpec(name="em", description="Exact match of tool names (ordered for sequential tasks)"),
+                MetricSpec(name="inclusion", description="Share of gold tools the prediction includes (multiset)"),
+                MetricSpec(name="usage", kind="ratio", numerator="usage_num", denominator="usage_den",
+                           description="Share of gold/predicted call pairs with equal normalised arguments, pooled"),
+            ]
+        out += [
             MetricSpec(name="usage_strict", kind="ratio", numerator="usage_strict_num",
                        denominator="usage_strict_den", description="Usage with placeholders never equal"),
             MetricSpec(name="traj_satisfy_proxy", description="Deterministic Traj-Satisfy proxy, 0-10"),
             MetricSpec(name="acc", description="Final answer recalls >= 80% of the gold answer's tool facts"),
             MetricSpec(name="fact_recall", description="Share of gold answer facts in the final answer"),
-            MetricSpec(name="retrieval_rate", description="Share of gold tools among the tools shown"),
+            MetricSpec(name="retrieval_rate", description="Share of gold tools among the tools shown (paper_compat: "
+                       "distinct gold tools shown / gold list length, the authors' code)"),
             MetricSpec(name="format_errors", higher_is_better=False, description="Unparseable replies per episode"),
             MetricSpec(name="replay_miss", higher_is_better=False,
                        description="Share of executed calls with no recorded response"),

@@ -35,6 +35,10 @@ COUNTRY_CODES = {
     "HU": "Hungary", "RO": "Romania", "BG": "Bulgaria", "HR": "Croatia", "SI": "Slovenia",
     "SK": "Slovakia", "LT": "Lithuania", "LV": "Latvia", "EE": "Estonia",
 }  # fmt: skip
+# Codes in any case ("fr", "Fr"), and full names in any case ("FRANCE") to their canonical spelling.
+_COUNTRY_ANY_CASE = {**{k.upper(): v for k, v in COUNTRY_CODES.items() if k.isascii() and len(k) <= 3},
+                     **{v.casefold(): v for v in COUNTRY_CODES.values()},
+                     **{k.casefold(): v for k, v in COUNTRY_CODES.items() if len(k) > 3}}
 
 _DATE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$")
 _DIGITS = re.compile(r"^[+-]?\d+$")
@@ -42,11 +46,20 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
+def _country(part: str) -> str:
+    """A comma part that is a country code or name, case-insensitively, as its canonical full name
+    (the authors' `normalize_location`: "fr" and "France" and "FRANCE" are one country)."""
+    key = part.strip()
+    if len(key) <= 3:
+        return _COUNTRY_ANY_CASE.get(key.upper(), part)
+    return _COUNTRY_ANY_CASE.get(key.casefold(), part)
+
+
 def _norm_str(s: str) -> Any:
     s = re.sub(r"\s*,\s*", ",", s)
     s = re.sub(r"\s+", " ", s).strip()
     if "," in s:
-        s = ",".join(COUNTRY_CODES.get(part.strip(), part) for part in s.split(","))
+        s = ",".join(_country(part) for part in s.split(","))
     if _DATE.match(s):
         try:
             s = datetime.strptime(s, "%Y-%m-%d").strftime("%Y-%m-%d")
