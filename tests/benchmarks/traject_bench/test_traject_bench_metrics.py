@@ -289,3 +289,14 @@ def test_native_calls_compare_the_merged_parameter_set(par):
     rest = [pred_of(x) for x in par.calls[1:]]
     assert usage(score(par, [merged, *rest])) == 1.0
     assert usage(score(par, [split_wrong, *rest])) == pytest.approx(3 / 4)  # text method: lists differ
+
+
+def test_pasted_tool_outputs_are_not_an_answer(par):
+    # Before, Acc was fact recall alone: raw outputs contain every fact and scored Acc = 1.
+    calls = [pred_of(c) for c in par.calls]
+    pasted = "\n".join(c.output for c in par.calls)
+    assert score(par, calls, pasted)["fact_recall"] == 1.0 and score(par, calls, pasted)["acc"] == 0.0
+    prose = "The hotel H-77812 is 143.5 per night; Rome will reach 29.4 and Paris 21.9."
+    assert score(par, calls, prose)["acc"] == 1.0
+    dump = prose + " Also " + ", ".join(str(1000 + 7 * i) for i in range(40))  # every value the tools gave
+    assert score(par, calls, dump)["fact_precision"] < 0.2 and score(par, calls, dump)["acc"] == 0.0

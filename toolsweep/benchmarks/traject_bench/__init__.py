@@ -37,10 +37,18 @@ from toolsweep.benchmarks.traject_bench.environment import (
     TrajectEnv,
     valid_combination,
 )
-from toolsweep.benchmarks.traject_bench.policies import SCRIPTED, oracle_policy, random_policy
+from toolsweep.benchmarks.traject_bench.policies import (
+    EXPLOITS,
+    SCRIPTED,
+    all_tools_policy,
+    echo_outputs_policy,
+    no_tools_policy,
+    oracle_policy,
+    random_policy,
+)
 from toolsweep.benchmarks.traject_bench.replay import Replayer
 from toolsweep.benchmarks.traject_bench.retrieval import ToolRetriever
-from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
+from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
 
 __all__ = ["TrajectBench", "SettingSpec", "TrajectEnv", "DataError", "DataLayoutError", "EXPECTED_LAYOUT"]
 
@@ -167,7 +175,18 @@ class TrajectBench(Benchmark):
 
     # -- policies ------------------------------------------------------------------------------------
     def scripted_policies(self) -> dict[str, str]:
-        return dict(SCRIPTED)
+        return {**SCRIPTED, **EXPLOITS}
+
+    def exploit_policies(self) -> list[ExploitPolicy]:
+        """Pasting the tools' raw outputs is not an answer (Acc); no tools solve nothing; calling every
+        visible tool is never an exact match."""
+        return [
+            ExploitPolicy(name="echo_outputs", description=EXPLOITS["echo_outputs"], ceilings={"acc": 0.1}),
+            ExploitPolicy(name="no_tools", description=EXPLOITS["no_tools"],
+                          ceilings={"em": 0.0, "inclusion": 0.0, "acc": 0.0, "traj_satisfy_proxy": 0.0}),
+            ExploitPolicy(name="all_tools", description=EXPLOITS["all_tools"],
+                          ceilings={"em": 0.0, "acc": 0.0, "traj_satisfy_proxy": 7.0}),
+        ]
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, TrajectEnv):
@@ -176,6 +195,9 @@ class TrajectBench(Benchmark):
             return oracle_policy(env)
         if name == "random":
             return random_policy(env, seed)
+        exploits = {"echo_outputs": echo_outputs_policy, "no_tools": no_tools_policy, "all_tools": all_tools_policy}
+        if name in exploits:
+            return exploits[name](env)
         return super().make_scripted_policy(name, env, seed)
 
     # -- metrics -------------------------------------------------------------------------------------
@@ -204,7 +226,9 @@ class TrajectBench(Benchmark):
             MetricSpec(name="usage_strict", kind="ratio", numerator="usage_strict_num",
                        denominator="usage_strict_den", description="Usage with placeholders never equal"),
             MetricSpec(name="traj_satisfy_proxy", description="Deterministic Traj-Satisfy proxy, 0-10"),
-            MetricSpec(name="acc", description="Final answer recalls >= 80% of the gold answer's tool facts"),
+            MetricSpec(name="acc", description="Final answer recalls >= 80% of the gold answer's tool facts, "
+                       "is not pasted tool output, and >= 20% of its numbers and ids are the gold answer's"),
+            MetricSpec(name="fact_precision", description="Share of the answer's numbers and ids in the gold answer"),
             MetricSpec(name="fact_recall", description="Share of gold answer facts in the final answer"),
             MetricSpec(name="retrieval_rate", description="Share of gold tools among the tools shown (paper_compat: "
                        "distinct gold tools shown / gold list length, the authors' code)"),

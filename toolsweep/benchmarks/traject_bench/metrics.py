@@ -13,8 +13,8 @@
   equal. Micro-averaged: the benchmark aggregates Σ scores / Σ pairs (ratio metric). `usage` accepts
   a placeholder naming the tool the gold binds that parameter from; `usage_strict` does not.
 - order_lcs, dep_sat: order and data-flow diagnostics for sequential tasks.
-- Traj-Satisfy proxy (0-10) and Acc (fact recall >= 0.8): deterministic stand-ins for the paper's
-  LLM judges. The release has no capability families, so the proxy's "capability" is the tool itself.
+- Traj-Satisfy proxy (0-10) and Acc (fact recall >= 0.8, fact precision >= 0.2, not pasted tool
+  output): deterministic stand-ins for the paper's LLM judges. The release has no capability families, so the proxy's "capability" is the tool itself.
 """
 
 from __future__ import annotations
@@ -299,6 +299,29 @@ def key_facts(task: Task) -> tuple[tuple[str, str], ...]:
     return result
 
 
+_STRUCTURE = re.compile(r"\"\s*:|\{\s*\"|'\s*:\s")  # "key": / {" / 'key': markers of raw JSON or dicts
+MIN_FACT_PRECISION = 0.2
+
+
+def is_raw_output(task: Task, answer: str) -> bool:
+    """Tool output pasted as the answer: several key/value markers, well beyond the gold answer's own.
+    (98.6% of the release's pasted outputs have 3 or more; 1.4% of its gold answers do.)"""
+    n = len(_STRUCTURE.findall(answer))
+    return n >= 3 and n > 2 * len(_STRUCTURE.findall(task.final_answer)) + 2
+
+
+def fact_precision(task: Task, answer: str) -> float:
+    """Share of the answer's numbers and identifiers that the gold answer or the query contains: an
+    answer that lists every value the tools returned is not the answer (the paper's judge checks factual
+    consistency with the gold answer, not only coverage)."""
+    tokens = _numbers(answer) + _ids(answer)
+    if not tokens:
+        return 1.0
+    known = set(_numbers(task.final_answer)) | set(_ids(task.final_answer)) | set(_numbers(task.query)) | set(
+        _ids(task.query))
+    return sum(1 for t in tokens if t in known) / len(tokens)
+
+
 def fact_recall(task: Task, answer: str) -> float:
     if answer == task.final_answer:
         return 1.0  # the facts are drawn from the gold answer itself (saves extracting them)
@@ -377,7 +400,10 @@ def score_episode(
     c = sum((p_mult & g_mult).values()) / max(1, n_gold)
     proxy = 3 * r + 4 * q + 3 * c
 
-    recall = fact_recall(task, final_answer or "")
+    answer = final_answer or ""
+    recall = fact_recall(task, answer)
+    precision = 1.0 if answer == task.final_answer else fact_precision(task, answer)
+    answered = recall >= ACC_THRESHOLD and precision >= MIN_FACT_PRECISION and not is_raw_output(task, answer)
     if retrieved is None or not gold_set:
         rr = NAN
     elif paper_compat:  # the authors' retrieval_rate: distinct gold tools retrieved / gold list length
@@ -395,7 +421,8 @@ def score_episode(
         "dep_sat": dep_sat,
         "traj_satisfy_proxy": proxy,
         "fact_recall": recall,
-        "acc": float(recall >= ACC_THRESHOLD),
+        "fact_precision": precision,
+        "acc": float(answered),
         "retrieval_rate": rr,
         "n_pred_calls": float(len(pred)),
         "n_gold_calls": float(n_gold),

@@ -121,6 +121,34 @@ def random_policy(env: TrajectEnv, seed: int) -> _Scripted:
     return _Scripted(env, groups, RANDOM_ANSWER, "Let me try some tools.")
 
 
+def echo_outputs_policy(env: TrajectEnv) -> _Scripted:
+    """The gold calls, then the raw recorded outputs pasted as the final answer."""
+    oracle = oracle_policy(env)
+    oracle.answer = "\n".join(c.output for c in env.task.calls)
+    return oracle
+
+
+def no_tools_policy(env: TrajectEnv) -> _Scripted:
+    """No tool call; the query restated as the answer."""
+    return _Scripted(env, [], f"Here is the answer to your request: {env.task.query}", "No tools needed.")
+
+
+def all_tools_policy(env: TrajectEnv) -> _Scripted:
+    """Every visible tool once, with its example arguments (maximal length), then a fixed answer."""
+    cat = env.ctx.dataset.catalog
+    calls = [{"tool name": name, "required_parameters": [{"name": p.name, "value": p.default} for p in cat[name].required],
+              "optional_parameters": []} for name in env.pool]
+    method = env.spec.method
+    groups = [calls] if method in TEXT_METHODS or method == "native" else _chunks(calls, _turn_budget(env))
+    return _Scripted(env, groups, RANDOM_ANSWER, "Call everything.")
+
+
+EXPLOITS = {
+    "echo_outputs": "the gold calls, then the raw tool outputs pasted as the answer",
+    "no_tools": "answers without calling a tool, restating the query",
+    "all_tools": "calls every visible tool once with example arguments",
+}
+
 SCRIPTED = {
     "oracle": "replays the gold trajectory (gold tools, arguments and order) and answers with the gold final answer",
     "random": "calls 3-10 random visible tools with their example arguments and gives a fixed answer",
