@@ -15,6 +15,7 @@ from toolsweep.benchmarks.planbench_xl.environment import (
 )
 from toolsweep.benchmarks.planbench_xl.policies import answer_text, call_text, retrieve_text
 from toolsweep.benchmarks.planbench_xl.tasks import _make_task, dt_mask
+from toolsweep.benchmarks.planbench_xl.world import norm_value
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.types import AgentReply, Message, TerminationReason, WorkUnit
@@ -181,7 +182,8 @@ def test_implicit_failure_value_as_answer_is_wrong_and_enforced_feedback_is_boun
     # Fig. 17: the target reached only through an implicit failure; its value as the answer is wrong.
     last = ctx["chain"][2]
     imp_last = b.world.blockers_of[last.id]["imp"]
-    env.state.have.add("return_audit_id")
+    env.state.have.add("return_audit_id")  # as if obtained from a trusted call
+    env.state.grounded.add(norm_value(ctx["rec"]["return_audit_id"]))
     env.state.retrieved[imp_last.name] = imp_last
     env.step(Message(role="assistant", content=call_text(imp_last.name, {imp_last.params[0][0]: ctx["rec"]["return_audit_id"]})))
     obs = env.step(Message(role="assistant", content=answer_text(imp_last.fixed_output)))
@@ -272,3 +274,21 @@ def test_fig11_default_payment_method_trap_is_not_a_correct_answer():
     assert res.metrics["accuracy"] == 0 and res.metrics["failure_target_datatype_not_reached"] == 1
     assert res.metrics["invalid_calls"] == 1
     assert res.metrics["egt_precision"] < 1.0  # the default-method detour is off every GT path
+
+
+def test_a_guessed_value_is_never_used_or_credited():
+    # Before value-level provenance, an agent that got an implicit failure's value and then used (or
+    # answered) the real ID it guessed scored correct: 41 of 42 such episodes in one_path_implicit.
+    b, guessed, answered = bench(), 0, 0
+    for setting in ("one_path_implicit", "default"):
+        for tid in b.tasks(setting)[:15]:
+            env = b.make_env(tid, setting, 0)
+            policy = b.make_scripted_policy("guess_ids", env, 0)
+            unit = WorkUnit(sweep="t", model="g", benchmark="planbench_xl", setting=setting, task_id=tid, seed=0)
+            r = asyncio.run(run_episode(env, policy, unit, max_turns=b.max_turns(setting)))
+            assert r.metrics["accuracy"] == 0.0, (setting, tid)
+            answers = [x for x in env.state.log if x.get("action") == "final_answer"]
+            assert all(a["norm_match"] and not a["answer_grounded"] for a in answers), (setting, tid)
+            answered += bool(answers)
+            guessed += env.state.ungrounded
+    assert guessed > 0 and answered > 0  # guessed arguments were refused, and guessed answers not credited

@@ -56,7 +56,7 @@ class APB(Benchmark):
     """The APB plugin: 4,209 generated cases over the paper's settings, plus its extra studies."""
 
     name = "apb"
-    version = "1.0.0"
+    version = "1.1.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")

@@ -16,18 +16,25 @@ from toolsweep.benchmarks.planbench_xl.analysis import report_tables as _report_
 from toolsweep.benchmarks.planbench_xl.blocking import K_BLK, POOL_CAP, SETTINGS, Blocker
 from toolsweep.benchmarks.planbench_xl.environment import MAX_INVALID_CALLS, MAX_TURNS, PlanBenchEnv
 from toolsweep.benchmarks.planbench_xl.metrics import all_metrics
-from toolsweep.benchmarks.planbench_xl.policies import POLICIES, OraclePolicy, PlannerPolicy, RandomPolicy
+from toolsweep.benchmarks.planbench_xl.policies import (
+    EXPLOITS,
+    POLICIES,
+    GuessIdsPolicy,
+    OraclePolicy,
+    PlannerPolicy,
+    RandomPolicy,
+)
 from toolsweep.benchmarks.planbench_xl.retriever import Retriever
 from toolsweep.benchmarks.planbench_xl.tasks import TaskSet, build_tasks
 from toolsweep.benchmarks.planbench_xl.world import N_CASES, World, build_world
-from toolsweep.evaluator.protocols import Benchmark, Environment, MetricSpec, Policy, ReportTable
+from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
 
 __all__ = ["PlanBenchXL", "PlanBenchEnv", "lstar_of"]
 
 
 class PlanBenchXL(Benchmark):
     name = "planbench_xl"
-    version = "1.0.0"
+    version = "1.1.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -99,7 +106,18 @@ class PlanBenchXL(Benchmark):
         return all_metrics()
 
     def scripted_policies(self) -> dict[str, str]:
-        return dict(POLICIES)
+        return {**POLICIES, **EXPLOITS}
+
+    def exploit_policies(self) -> list[ExploitPolicy]:
+        """Guessed values and implicit-failure values are never grounded, so none of these is ever correct."""
+        implicit = [s for s in self.settings() if "implicit" in s]
+        return [
+            ExploitPolicy(name="guess_ids", description=EXPLOITS["guess_ids"], ceilings={"accuracy": 0.0},
+                          settings=implicit),
+            ExploitPolicy(name="answer_implicit", description=EXPLOITS["answer_implicit"],
+                          ceilings={"accuracy": 0.0}),
+            ExploitPolicy(name="no_tools", description=EXPLOITS["no_tools"], ceilings={"accuracy": 0.0}),
+        ]
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if name == "oracle":
@@ -108,6 +126,8 @@ class PlanBenchXL(Benchmark):
             return RandomPolicy(seed)
         if name == "planner":
             return PlannerPolicy()
+        if name in EXPLOITS:
+            return GuessIdsPolicy(env, name)  # type: ignore[arg-type]
         return super().make_scripted_policy(name, env, seed)
 
     def fingerprint(self) -> dict[str, Any]:

@@ -282,6 +282,8 @@ class EpisodeState:
     executed: set[str] = field(default_factory=set)  # D_exec
     trusted_vals: dict[str, set[str]] = field(default_factory=dict)
     untrusted_vals: set[str] = field(default_factory=set)
+    grounded: set[str] = field(default_factory=set)  # norm_value of every value the query gave or a trusted call returned
+    ungrounded: int = 0  # calls rejected for an argument no trusted source produced (a guess)
     log: list[dict[str, Any]] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     correct: bool = False
@@ -317,6 +319,7 @@ class PlanBenchEnv:
         self.state = EpisodeState(have=set(self.task.inputs))
         for d, v in zip(self.task.inputs, self.task.input_values):
             self.state.trusted_vals.setdefault(v, set()).add(d)
+            self.state.grounded.add(norm_value(v))
         return Observation(messages=[Message(role="system", content=system_prompt(self.meta_tool_addendum)),
                                      Message(role="user", content=self.task.query)], tools=[])
 
@@ -435,12 +438,22 @@ class PlanBenchEnv:
                                 rec), rec
         values = {p: str(args[p]).strip() for p in required}
         for p, v in values.items():
-            if v in st.untrusted_vals and v not in st.trusted_vals:
-                err = f"untrusted input: argument '{p}' uses a value returned by an unreliable tool"
-                return self._reject(name, err, rec, untrusted=True), rec
+            if v in st.untrusted_vals and norm_value(v) not in st.grounded:  # the paper's UIRR
+                return self._reject(name, NO_OUTPUT, rec, untrusted=True), rec
         missing = [d for d in tool.inputs if d not in st.have]
         if missing:
             return self._reject(name, "missing required datatype " + json.dumps(missing), rec), rec
+        # Value-level provenance: an argument must have come from the query or a trusted call of this
+        # episode. A value from an unreliable tool (UIRR) or a guess is refused like a lookup that finds
+        # nothing; the environment does not say why (the paper's agent has to notice on its own).
+        for p, v in values.items():
+            if norm_value(v) in st.grounded:
+                continue
+            rec["ungrounded_arg"] = p
+            st.ungrounded += 1
+            rec["outcome"] = "ungrounded"
+            rec["error"] = NO_OUTPUT
+            return json.dumps({"tool_name": name, "status": "rejected", "error": NO_OUTPUT}), rec
         # The call is valid: decide progress-related diagnostics before the state changes.
         capable = self.progress_capable()
         rec["capable_before"] = bool(capable)
@@ -456,6 +469,7 @@ class PlanBenchEnv:
             st.have.add(tool.output)
             st.executed.add(tool.output)
             st.trusted_vals.setdefault(out, set()).add(tool.output)
+            st.grounded.add(norm_value(out))
             out_dt, trusted = tool.output, True
         else:
             out, out_dt, trusted = tool.fixed_output or "", tool.output, False
@@ -480,9 +494,10 @@ class PlanBenchEnv:
         st.answers.append(answer)
         reached = self.task.target in st.have
         match = norm_value(self.task.gold) in norm_value(answer)
-        correct = match and reached
+        grounded = norm_value(self.task.gold) in st.grounded  # obtained, not guessed
+        correct = match and reached and grounded
         rec = {"action": "final_answer", "answer": answer, "norm_match": match, "target_reached": reached,
-               "correct": correct}
+               "answer_grounded": grounded, "correct": correct}
         if (not correct and st.enf_used < self.spec.enf
                 and not (self.enf_only_if_target_unreached and reached)):
             st.enf_used += 1

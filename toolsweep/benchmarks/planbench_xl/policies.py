@@ -76,6 +76,52 @@ class OraclePolicy:
         return _reply(self.script.pop(0) if self.script else answer_text(self.env.task.gold))
 
 
+EXPLOITS = {
+    "guess_ids": "the ground-truth path, but a blocked step is replaced by its implicit-failure twin and the "
+                 "real value it should have returned is guessed",
+    "answer_implicit": "calls the implicit-failure twin of the final tool and answers with what it returned",
+    "no_tools": "answers the gold value at once, without retrieving or calling anything",
+}
+
+
+class GuessIdsPolicy:
+    """The guessing agent of spec §6.2's implicit failures: it walks the task's ground-truth path; where a
+    step is blocked it calls the implicit-failure twin instead (same interface, plausible wrong value)
+    and then carries on with the real value, as if it had guessed the ID. Only values obtained from
+    trusted calls may be used or answered, so this must score 0 wherever it guessed."""
+
+    def __init__(self, env: PlanBenchEnv, mode: str) -> None:
+        self.env, self.mode = env, mode
+        self.script: list[str] | None = None
+
+    def _build(self) -> list[str]:
+        env, task = self.env, self.env.task
+        ex, rec = env.world.executable, env.world.records[task.case - 1]
+        path = [ex[i] for i in task.gt_path]
+        if self.mode == "no_tools":
+            return [answer_text(task.gold)]
+        if self.mode == "answer_implicit":
+            path = path[-1:]
+        # where nothing on the path is blocked, the last step is the one it guesses past
+        guess_at = {t.id for t in path if t.id in env.blocked} or {path[-1].id}
+        script, answer = [], task.gold
+        for t in path:
+            script.append(retrieve_text("by_io_info", [datatype_phrase(d) for d in t.inputs],
+                                        [datatype_phrase(t.output)]))
+            twin = env.world.blockers_of.get(t.id, {}).get("imp")
+            use = twin if twin is not None and t.id in guess_at else t
+            script.append(call_text(use.name, {p: rec[d] for p, d in t.params}))
+            if self.mode == "answer_implicit" and twin is not None:
+                answer = twin.fixed_output or ""
+        script.append(answer_text(answer))
+        return script
+
+    async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        if self.script is None:
+            self.script = self._build()
+        return _reply(self.script.pop(0) if self.script else answer_text(self.env.task.gold))
+
+
 def _dt_index(name: str) -> int:
     from toolsweep.benchmarks.planbench_xl.world import DT
 

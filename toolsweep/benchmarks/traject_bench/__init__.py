@@ -57,7 +57,7 @@ _contexts: dict[tuple[str, bool], Context] = {}
 
 class TrajectBench(Benchmark):
     name: ClassVar[str] = "traject_bench"
-    version: ClassVar[str] = "1.0"
+    version: ClassVar[str] = "1.1"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
