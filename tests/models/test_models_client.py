@@ -12,6 +12,7 @@ from models_fake_server import FakeOpenAIServer, text_reply, tool_reply
 
 from toolsweep.evaluator import ContextExceeded, InfraError, Message, Observation, Sampling, WorkUnit, run_episode
 from toolsweep.evaluator.types import TerminationReason
+from toolsweep.evaluator.protocols import EndpointConfigError
 from toolsweep.models.client import Endpoint, ModelRequestError, OpenAIClient, pick_replica
 from toolsweep.models.config import OpenAIModelConfig
 from toolsweep.models.factory import build_policy
@@ -140,7 +141,7 @@ def test_api_key_read_from_named_env_var(server, monkeypatch):
     assert server.headers[0]["Authorization"] == "Bearer sk-secret"
     assert "sk-secret" not in repr(c.endpoint)
     monkeypatch.delenv("TS_TEST_KEY")
-    with pytest.raises(ModelRequestError, match="TS_TEST_KEY"):
+    with pytest.raises(EndpointConfigError, match="TS_TEST_KEY"):
         run(c.chat([{"role": "user", "content": "hi"}]))
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import ray
 
 from toolsweep.evaluator.episode import run_episode
-from toolsweep.evaluator.protocols import InfraError
+from toolsweep.evaluator.protocols import EndpointConfigError, InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
 from toolsweep.models.factory import build_helpers, build_policy
@@ -164,7 +164,8 @@ class RolloutWorker:
         return done
 
     async def run(self, unit: WorkUnit) -> EpisodeResult:
-        """Play one unit. Never raises: infrastructure failures come back as `infra_error`."""
+        """Play one unit. Never raises: infrastructure failures come back as `infra_error` (or `timeout`),
+        a configuration the endpoint refuses as `config_error`."""
         try:
             bench = await self._benchmark(unit.benchmark)
             executor = self._offload_for(unit.benchmark)
@@ -191,6 +192,8 @@ class RolloutWorker:
                 self._step_cost[unit.benchmark] = 0.9 * old + 0.1 * timed.seconds / timed.calls
         except InfraError as exc:
             result = EpisodeResult(unit=unit, termination=TerminationReason.INFRA_ERROR, error=str(exc))
+        except EndpointConfigError as exc:
+            result = EpisodeResult(unit=unit, termination=TerminationReason.CONFIG_ERROR, error=str(exc))
         except Exception:  # noqa: BLE001 - building the env or policy failed: the environment's fault
             result = EpisodeResult(
                 unit=unit, termination=TerminationReason.ENV_ERROR, error=traceback.format_exc(limit=8)

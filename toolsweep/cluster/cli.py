@@ -11,8 +11,22 @@ from pathlib import Path
 
 from toolsweep.cluster.config import ConfigError, load_config, resolve_plans
 
+EXIT_UNITS_FAILED = 1
 EXIT_CONFIG = 2
 EXIT_PREFLIGHT = 3
+EXIT_ENDPOINT_CONFIG = 4
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+EXIT_CODES = """\
+exit codes:
+  0    done
+  1    some units failed on infrastructure after max_attempts (listed in failures.jsonl; re-run to retry)
+  2    bad config (nothing started)
+  3    a model or helper failed the preflight (nothing was run)
+  4    an endpoint refused the configuration during the run (bad key, unknown model, unusable URL):
+       the run stopped; finished episodes are kept, nothing else was scored
+  130  interrupted by Ctrl-C (progress kept)    143  stopped by SIGTERM (progress kept)
+"""
 
 MAIN_HELP = """\
 toolsweep runs (model x benchmark x setting x task x seed) sweeps of LLM tool-use agents on Ray,
@@ -37,8 +51,6 @@ config fields (YAML): name, seeds, models[{name, kind: scripted|openai|vllm|hf, 
 benchmarks[{name, options, settings, tasks: {limit|ids}, seeds}], sampling{temperature, top_p,
 max_tokens}, concurrency{workers, worker_cpus, episodes_per_worker}, bootstrap{n_resamples,
 confidence}, episode_timeout_s, max_attempts, output_dir, run_id, ray_address, tracking_uri, mlflow.
-Exit codes: 0 done, 1 units failed on infrastructure, 2 bad config, 3 a model failed the preflight,
-130 interrupted (progress kept).
 """
 
 
@@ -47,8 +59,18 @@ def _fail_config(err: Exception) -> int:
     return EXIT_CONFIG
 
 
+def _on_sigterm(signum: int, frame: object) -> None:
+    from toolsweep.cluster.scheduler import Terminated
+
+    raise Terminated()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from toolsweep.cluster.driver import run_sweep
+    import signal
+
+    from toolsweep.cluster.driver import EndpointMisconfigured, run_sweep
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
 
     try:
         config = load_config(
@@ -62,6 +84,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = run_sweep(config, progress=not args.no_progress)
     except ConfigError as err:
         return _fail_config(err)
+    except EndpointMisconfigured as err:
+        print(f"error: the run stopped: {err}\nfinished episodes are kept; fix the model's config and run the same "
+              "command again", file=sys.stderr)
+        return EXIT_ENDPOINT_CONFIG
     except Exception as err:  # noqa: BLE001 - a model that fails the preflight is not a crash
         from toolsweep.cluster.preflight import PreflightFailed
 
@@ -71,9 +97,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_PREFLIGHT
     print(outcome.table_text)
     print(f"\nrun directory: {outcome.run_dir.path}  (report: {outcome.run_dir.report_path})")
+    if outcome.timeouts:
+        print("wall-clock expiries (retried, never scored): "
+              + ", ".join(f"{m} {n}" for m, n in sorted(outcome.timeouts.items())), file=sys.stderr)
     if outcome.interrupted:
-        return 130
-    return 1 if outcome.gave_up else 0
+        return EXIT_TERMINATED if outcome.terminated else EXIT_INTERRUPTED
+    return EXIT_UNITS_FAILED if outcome.gave_up else 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -143,12 +172,13 @@ def _delegate(module: str, argv: list[str]) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="toolsweep", description=MAIN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="toolsweep", description=MAIN_HELP, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     raw = argparse.RawDescriptionHelpFormatter
 
-    p = sub.add_parser("run", help="run or resume a sweep", description=RUN_HELP, formatter_class=raw)
+    p = sub.add_parser("run", help="run or resume a sweep", description=RUN_HELP, epilog=EXIT_CODES,
+                       formatter_class=raw)
     p.add_argument("config", help="sweep YAML, e.g. configs/sweeps/quickstart.yaml")
     p.add_argument("--address", help='Ray cluster address ("auto" for `ray start --head`); default: embedded Ray')
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
@@ -211,9 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        if type(exc).__name__ == "Terminated":
+            print("terminated (SIGTERM)", file=sys.stderr)
+            return EXIT_TERMINATED
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -20,10 +21,24 @@ class ConfigError(ValueError):
     """A config problem, phrased for the user; the CLI prints it and exits with code 2."""
 
 
+MAX_SEEDS = 100_000
+MAX_UNITS = 20_000_000
+"""Expansions larger than this are refused before anything is allocated (a typo like 50000000 seeds)."""
+
+
+def _reject_bools(value: Any) -> Any:
+    """YAML's `true` is not a number of seeds (pydantic would read it as 1)."""
+    if isinstance(value, bool) or (isinstance(value, list) and any(isinstance(x, bool) for x in value)):
+        raise ValueError(f"must be a number of seeds or a list of seeds, got {value!r}")
+    return value
+
+
 def _seed_list(value: int | list[int]) -> list[int]:
     if isinstance(value, int):
         if value < 1:
             raise ValueError(f"must be a positive number of seeds or a list of seeds, got {value}")
+        if value > MAX_SEEDS:
+            raise ValueError(f"{value} seeds is more than the {MAX_SEEDS:,} a sweep takes; is it a typo?")
         return list(range(value))
     if not value:
         raise ValueError("must list at least one seed")
@@ -52,10 +67,22 @@ class BenchmarkEntry(_Strict):
     tasks: TaskFilter = Field(default_factory=TaskFilter)
     seeds: int | list[int] | None = Field(None, description="Overrides the sweep's seeds for this benchmark.")
 
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _no_bool_seeds(cls, v: Any) -> Any:
+        return _reject_bools(v)
+
     @field_validator("seeds")
     @classmethod
     def _check_seeds(cls, v: int | list[int] | None) -> list[int] | None:
         return None if v is None else _seed_list(v)
+
+    @field_validator("settings")
+    @classmethod
+    def _some_settings(cls, v: list[str] | str) -> list[str] | str:
+        if isinstance(v, list) and not v:
+            raise ValueError('is empty: list setting names or write "all"')
+        return v
 
 
 class Concurrency(_Strict):
@@ -104,7 +131,10 @@ class SweepConfig(_Strict):
     sampling: Sampling = Field(default_factory=Sampling)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     bootstrap: Bootstrap = Field(default_factory=Bootstrap)
-    episode_timeout_s: float = Field(600.0, gt=0, description="Wall-clock bound per episode.")
+    episode_timeout_s: float = Field(
+        3600.0, gt=0, description="Infrastructure guard on an episode's working wall-clock time (waits for a "
+        "slot, backoffs and failed attempts excluded); an expiry is retried, never scored. The benchmarks' own "
+        "budgets are in turns and tokens.")
     max_attempts: int = Field(3, ge=1, description="Tries per unit on infrastructure errors.")
     output_dir: str = Field("runs", description="Parent of runs/<sweep>/<run-id>/.")
     run_id: str | None = Field(None, description="Default: derived from the config, so re-running resumes.")
@@ -124,6 +154,11 @@ class SweepConfig(_Strict):
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
             raise ValueError("must be letters, digits, '_', '-' or '.', starting with a letter or digit")
         return v
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _no_bool_seeds(cls, v: Any) -> Any:
+        return _reject_bools(v)
 
     @field_validator("seeds")
     @classmethod
@@ -182,6 +217,8 @@ def load_config(path: str | Path, **overrides: Any) -> SweepConfig:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
+    if not path.is_file():
+        raise ConfigError(f"{path} is a directory, not a sweep config file (e.g. configs/sweeps/quickstart.yaml)")
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
@@ -247,4 +284,38 @@ def resolve_plans(config: SweepConfig) -> list[BenchmarkPlan]:
                 task_ids = task_ids[: entry.tasks.limit]
             tasks_by_setting[setting] = task_ids
         plans.append(BenchmarkPlan(entry.name, tasks_by_setting, entry.seeds or list(config.seeds)))
+    n_units = len(config.models) * sum(len(p.seeds) * sum(map(len, p.tasks_by_setting.values())) for p in plans)
+    if n_units > MAX_UNITS:
+        raise ConfigError(f"the sweep expands to {n_units:,} units, more than the {MAX_UNITS:,} one run takes; "
+                          "split it, or check seeds and tasks for a typo")
+    check_models(config)
     return plans
+
+
+def check_models(config: SweepConfig) -> None:
+    """What can be known about each model before anything starts: a usable base URL, a set API key
+    variable, a model path that exists. Raises ConfigError naming the field."""
+    from urllib.parse import urlparse
+
+    entries = [("models", i, m) for i, m in enumerate(config.models)]
+    entries += [("helpers", i, m) for i, m in enumerate(config.helpers)]
+    for group, i, model in entries:
+        where = f"{group}.{i}"
+        base_url = getattr(model, "base_url", None)
+        if base_url is not None:
+            url = urlparse(base_url)
+            if url.scheme not in ("http", "https") or not url.hostname:
+                raise ConfigError(f"{where}.base_url: {base_url!r} is not an http(s) URL "
+                                  "(e.g. http://127.0.0.1:8000/v1)")
+            try:
+                url.port
+            except ValueError:
+                raise ConfigError(f"{where}.base_url: {base_url!r} has an invalid port") from None
+        key_env = getattr(model, "api_key_env", None)
+        if key_env and not os.environ.get(key_env):
+            raise ConfigError(f"{where}.api_key_env: the environment variable {key_env} is not set "
+                              f"(export {key_env}=... before running)")
+        path = getattr(model, "path", None)
+        if path is not None and model.kind in ("vllm", "hf") and not Path(path).exists():
+            raise ConfigError(f"{where}.path: {path} does not exist (no hub downloads at run time; "
+                              "`toolsweep models prepare` fetches the small test model)")

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable
@@ -174,6 +174,13 @@ class RunOutcome:
     table_text: str
     worker_restarts: int = 0
     wall_s: float = 0.0
+    timeouts: dict[str, int] = field(default_factory=dict)
+    terminated: bool = False
+
+
+class EndpointMisconfigured(RuntimeError):
+    """A model's endpoint refused the configuration (bad key, unknown model, unusable URL): the run
+    stopped at its first such answer; episodes already finished are kept, none of it was scored."""
 
 
 def _connect_ray(address: str | None, log: Log) -> bool:
@@ -270,8 +277,11 @@ def run_sweep(
                 scheduler.progress = bar
                 stats = scheduler.run(todo)
             workers = scheduler.workers
-            if stats.gave_up:
-                _record_failures(run_dir, stats.gave_up, config.max_attempts, log)
+        _update_failures(run_dir, stats.gave_up if stats else [], config.max_attempts, log)
+        if stats is not None and stats.config_error is not None:
+            sink.close(None, status="FAILED")
+            sink = None
+            raise EndpointMisconfigured(stats.config_error)
         sink.writer.flush_part()
         cells, text = finalize_run(run_dir, config, benchmarks)
         sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
@@ -281,6 +291,7 @@ def run_sweep(
             done=stats.done if stats else 0, interrupted=bool(stats and stats.interrupted),
             gave_up=len(stats.gave_up) if stats else 0, cells=cells, table_text=text,
             worker_restarts=stats.worker_restarts if stats else 0, wall_s=stats.wall_s if stats else 0.0,
+            timeouts=dict(stats.timeouts) if stats else {}, terminated=bool(stats and stats.terminated),
         )
     finally:
         if sink is not None:
@@ -375,13 +386,31 @@ def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:
     return endpoints
 
 
-def _record_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:
+def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:
+    """failures.jsonl lists the units given up on infrastructure and not recorded since: a re-run
+    retries them, and one that is now recorded leaves the file."""
     failures = run_dir.path / "failures.jsonl"
-    with failures.open("a") as f:
-        for r in gave_up:
-            f.write(json.dumps({"unit_id": r.unit_id, "unit": r.unit.model_dump(mode="json"), "error": r.error}) + "\n")
-    log(f"{len(gave_up)} units failed on infrastructure after {max_attempts} attempts "
-        f"(see {failures}); re-run the same command to retry them")
+    if not gave_up and not failures.exists():
+        return
+    recorded = run_dir.finished_unit_ids() if run_dir.exists() else set()
+    entries: dict[str, str] = {}
+    if failures.exists():
+        for line in failures.read_text().splitlines():
+            try:
+                unit_id = json.loads(line)["unit_id"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            entries[unit_id] = line
+    for r in gave_up:
+        entries[r.unit_id] = json.dumps({"unit_id": r.unit_id, "unit": r.unit.model_dump(mode="json"),
+                                         "termination": r.termination.value, "error": r.error})
+    left = {k: v for k, v in entries.items() if k not in recorded}
+    tmp = failures.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in left.values()))
+    tmp.replace(failures)
+    if gave_up:
+        log(f"{len(gave_up)} units failed on infrastructure after {max_attempts} attempts "
+            f"(see {failures}); re-run the same command to retry them")
 
 
 def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: dict[str, Any]) -> None:

@@ -12,7 +12,10 @@ sends each model a few canned prompts and reports, per probe, whether the reply 
   (invalid = `agent_format_error` or a parse error flagged in the step info), and native tool
   calls must name a visible tool with JSON-object arguments.
 
-`toolsweep preflight CONFIG` prints the table and exits 1 when a model fails.
+Each probe has its own timeout and the client retries at most once, so an unreachable or hung
+endpoint is told in seconds; each failure names its cause (auth, not found, unreachable, slow,
+format, ...) and the fix for that cause. `toolsweep preflight CONFIG` prints a line per probe as it
+finishes, then the table, and exits 1 when a model fails.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from toolsweep.evaluator.protocols import Benchmark
+from toolsweep.evaluator.failures import FIXES
+from toolsweep.evaluator.protocols import Benchmark, ContextExceeded, EndpointConfigError, InfraError
 from toolsweep.evaluator.types import Message, Sampling, TerminationReason
-from toolsweep.models.client import client_for
+from toolsweep.models.client import Endpoint, client_for
 from toolsweep.models.config import ScriptedModelConfig
 from toolsweep.models.factory import static_endpoint
 from toolsweep.models.policy import LLMPolicy
@@ -65,6 +69,8 @@ class ProbeResult(BaseModel):
     probe: str
     ok: bool
     detail: str = ""
+    cause: str = Field("", description="Why it failed (evaluator.failures causes): auth, not_found, unreachable, "
+                       "slow, overloaded, server, bad_body, context, request, format.")
     latency_s: float = 0.0
     reply: str = Field("", description="The reply, shortened, for the report.")
 
@@ -89,11 +95,11 @@ class PreflightReport(BaseModel):
         lines = ["  ".join(c.ljust(w) for c, w in zip(row[:4], widths)) + "  " + row[4] for row in rows]
         failed = self.failed_models()
         lines.append("")
-        lines.append(
-            "all models passed" if not failed else
-            f"FAILED: {', '.join(failed)} — check the chat template and tool parser (engine_args.tool_call_parser, "
-            "engine_args.chat_template) before running a sweep"
-        )
+        if not failed:
+            lines.append("all models passed")
+        for model in failed:
+            causes = list(dict.fromkeys(r.cause or "format" for r in self.results if r.model == model and not r.ok))
+            lines.append(f"FAILED: {model}: " + "; ".join(f"{c.replace('_', ' ')} — {FIXES[c]}" for c in causes))
         return "\n".join(lines)
 
 
@@ -137,11 +143,29 @@ def find_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def env_verdict(obs: Any) -> tuple[bool, str]:
-    """The environment's judgement of a reply, as a sweep would record it."""
+def _format_errors(env: Any) -> int:
+    """The environment's own count of replies it could not parse, where it keeps one."""
+    for holder in (env, getattr(env, "state", None)):
+        n = getattr(holder, "format_errors", None)
+        if isinstance(n, int):
+            return n
+    return 0
+
+
+def env_verdict(obs: Any, format_errors_before: int = 0, env: Any = None) -> tuple[bool, str]:
+    """The environment's judgement of a reply, as a sweep would record it: a termination as a format
+    error, an error in the step info, an `invalid...` action or outcome, or one more unparseable reply
+    in the environment's own count."""
     if obs.termination == TerminationReason.AGENT_FORMAT_ERROR:
         return False, "environment: agent_format_error"
+    if env is not None and _format_errors(env) > format_errors_before:
+        return False, "environment: the reply did not parse as an action"
     info = obs.info or {}
+    for key in ("action", "outcome"):
+        if str(info.get(key, "")).startswith(("invalid", "parse")):
+            return False, f"environment: {key} {info[key]}"
+    if info.get("error"):
+        return False, f"environment: {str(info['error'])[:80]}"
     for key in _INFO_ERROR_KEYS:
         if info.get(key):
             return False, f"environment: {key}: {str(info[key])[:80]}"
@@ -153,18 +177,43 @@ def env_verdict(obs: Any) -> tuple[bool, str]:
     return True, "environment accepted the reply" + (" (episode ended)" if obs.done else "")
 
 
-async def _probe(model: str, name: str, policy: LLMPolicy, messages: list[Message], tools: list[dict[str, Any]], judge) -> ProbeResult:
+def _probe_endpoint(endpoint: Any, timeout_s: float) -> Endpoint:
+    """The endpoint as probed: one retry at most and a request timeout within the probe's, so a dead
+    or hung endpoint is told in seconds."""
+    ep = endpoint if isinstance(endpoint, Endpoint) else Endpoint.model_validate(endpoint)
+    return ep.model_copy(update={"max_retries": min(ep.max_retries, 1), "timeout_s": min(ep.timeout_s, timeout_s)})
+
+
+def failure_cause(exc: BaseException) -> str:
+    """The failures-table cause of an exception a probe raised."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return "slow"
+    if isinstance(exc, ContextExceeded):
+        return "context"
+    return getattr(exc, "cause", None) or "request"
+
+
+async def _probe(model: str, name: str, policy: LLMPolicy, messages: list[Message], tools: list[dict[str, Any]],
+                 judge, timeout_s: float, on_result: Any = None) -> ProbeResult:
     start = time.monotonic()
     try:
-        reply = await policy.act(messages, tools)
+        reply = await asyncio.wait_for(policy.act(messages, tools), timeout_s)
     except Exception as exc:  # noqa: BLE001 - an unreachable or rejecting model fails its probe
-        return ProbeResult(model=model, probe=name, ok=False, detail=f"{type(exc).__name__}: {str(exc)[:300]}", latency_s=time.monotonic() - start)
-    latency = time.monotonic() - start
-    try:
-        ok, detail = await asyncio.to_thread(judge, reply.message)
-    except Exception as exc:  # noqa: BLE001 - an environment that crashes on the reply
-        ok, detail = False, f"environment raised {type(exc).__name__}: {exc}"
-    return ProbeResult(model=model, probe=name, ok=ok, detail=detail, latency_s=latency, reply=_short(reply.message))
+        detail = f"no reply within {timeout_s:.0f} s" if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) \
+            else f"{type(exc).__name__}: {str(exc)[:300]}"
+        result = ProbeResult(model=model, probe=name, ok=False, detail=detail, cause=failure_cause(exc),
+                             latency_s=time.monotonic() - start)
+    else:
+        latency = time.monotonic() - start
+        try:
+            ok, detail = await asyncio.to_thread(judge, reply.message)
+        except Exception as exc:  # noqa: BLE001 - an environment that crashes on the reply
+            ok, detail = False, f"environment raised {type(exc).__name__}: {exc}"
+        result = ProbeResult(model=model, probe=name, ok=ok, detail=detail, latency_s=latency,
+                             reply=_short(reply.message), cause="" if ok else "format")
+    if on_result is not None:
+        on_result(result)
+    return result
 
 
 def _benchmark_probes(bench: Benchmark, settings: list[str], max_settings: int) -> list[tuple[str, Any]]:
@@ -178,8 +227,9 @@ def _benchmark_probes(bench: Benchmark, settings: list[str], max_settings: int) 
     return out
 
 
-async def _run_model(model: Any, endpoint: Any, benchmarks: list[tuple[Benchmark, list[str]]], sampling: Sampling, max_settings: int) -> list[ProbeResult]:
-    client = client_for(endpoint)
+async def _run_model(model: Any, endpoint: Any, benchmarks: list[tuple[Benchmark, list[str]]], sampling: Sampling,
+                     max_settings: int, timeout_s: float = 120.0, on_result: Any = None) -> list[ProbeResult]:
+    client = client_for(_probe_endpoint(endpoint, timeout_s))
     system_prompt = getattr(model, "system_prompt", None)
 
     def policy() -> LLMPolicy:
@@ -200,8 +250,8 @@ async def _run_model(model: Any, endpoint: Any, benchmarks: list[tuple[Benchmark
         return True, f"JSON action {obj.get('action')!r}"
 
     jobs = [
-        _probe(model.name, "native_tool_call", policy(), NATIVE_PROMPT, [WEATHER_TOOL], native),
-        _probe(model.name, "json_action", policy(), JSON_PROMPT, [], json_action),
+        _probe(model.name, "native_tool_call", policy(), NATIVE_PROMPT, [WEATHER_TOOL], native, timeout_s, on_result),
+        _probe(model.name, "json_action", policy(), JSON_PROMPT, [], json_action, timeout_s, on_result),
     ]
     for bench, settings in benchmarks:
         for name, make_env in _benchmark_probes(bench, settings, max_settings):
@@ -209,13 +259,14 @@ async def _run_model(model: Any, endpoint: Any, benchmarks: list[tuple[Benchmark
             obs = await asyncio.to_thread(env.reset)
 
             def judge(message: Message, env=env, tools=obs.tools) -> tuple[bool, str]:
-                if tools:
-                    ok, detail = check_native(message, tools, required=False)
+                if tools:  # a first reply in prose where tools are offered is a parser that does not work
+                    ok, detail = check_native(message, tools, required=True)
                     if not ok:
                         return ok, detail
-                return env_verdict(env.step(message))
+                before = _format_errors(env)
+                return env_verdict(env.step(message), before, env)
 
-            jobs.append(_probe(model.name, name, policy(), list(obs.messages), obs.tools, judge))
+            jobs.append(_probe(model.name, name, policy(), list(obs.messages), obs.tools, judge, timeout_s, on_result))
     return list(await asyncio.gather(*jobs))
 
 
@@ -226,12 +277,16 @@ def run_preflight(
     *,
     sampling: Sampling | None = None,
     max_settings: int = 3,
+    probe_timeout_s: float = 120.0,
+    on_result: Any = None,
 ) -> PreflightReport:
     """Probe every LLM model (scripted ones need no check).
 
     `benchmarks`: Benchmark instances, names, or (name or instance, settings) pairs, or config
     entries with `name`, `options` and `settings`. `endpoints`: from a running `ModelRuntime`;
-    without them, a runtime is started for the vLLM models and stopped afterwards.
+    without them, a runtime is started for the vLLM models and stopped afterwards. Each probe has
+    `probe_timeout_s` (the probes of all models run at once, so the whole preflight takes about one probe
+    timeout more than the slowest probe); `on_result` is called with each probe's result as it finishes.
     """
     from toolsweep.evaluator.registry import get_benchmark
 
@@ -263,11 +318,17 @@ def run_preflight(
     try:
         async def main() -> list[ProbeResult]:
             groups = await asyncio.gather(*(
-                _run_model(m, endpoints.get(m.name) or static_endpoint(m), resolved, sampling, max_settings) for m in llms
+                _run_model(m, endpoints.get(m.name) or static_endpoint(m), resolved, sampling, max_settings,
+                           probe_timeout_s, on_result) for m in llms
             ))
             return [r for g in groups for r in g]
 
-        return PreflightReport(results=asyncio.run(main()))
+        bound = 2 * probe_timeout_s + 30  # the probes run concurrently; this bounds a stuck environment too
+
+        async def bounded() -> list[ProbeResult]:
+            return await asyncio.wait_for(main(), bound)
+
+        return PreflightReport(results=asyncio.run(bounded()))
     finally:
         if runtime is not None:
             runtime.stop()
@@ -292,20 +353,21 @@ class HelpersUnreachable(PreflightFailed):
         self.failures = failures
 
 
-def check_helpers(helpers: list[Any], endpoints: dict[str, Any]) -> dict[str, str]:
+def check_helpers(helpers: list[Any], endpoints: dict[str, Any], probe_timeout_s: float = 120.0) -> dict[str, str]:
     """Send each served helper one short prompt; returns {name: why} for those that fail. Helpers
     answer in text, so this checks reachability, not tool-call parsing. In-process (hf) helpers
     are not probed: loading them in the driver would cost more than it tells."""
     probe = [Message(role="user", content="Reply with the word OK.")]
 
     async def one(model: Any) -> tuple[str, str | None]:
-        endpoint = endpoints.get(model.name) or static_endpoint(model)
+        endpoint = _probe_endpoint(endpoints.get(model.name) or static_endpoint(model), probe_timeout_s)
         policy = LLMPolicy(client_for(endpoint), Sampling(temperature=0.0, max_tokens=8), seed=0,
                            session=f"preflight-{model.name}")
         try:
-            await policy.act(probe, [])
+            await asyncio.wait_for(policy.act(probe, []), probe_timeout_s)
         except Exception as exc:  # noqa: BLE001 - any failure is the answer to "does it answer?"
-            return model.name, f"{type(exc).__name__}: {exc}"
+            cause = failure_cause(exc)
+            return model.name, f"{cause.replace('_', ' ')}: {type(exc).__name__}: {exc}; fix: {FIXES[cause]}"
         return model.name, None
 
     async def main() -> list[tuple[str, str | None]]:
@@ -339,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-settings", type=int, default=3, help="settings probed per benchmark (default 3)")
     parser.add_argument("--address", help="Ray cluster address for vLLM models (default: embedded Ray)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--probe-timeout", type=float, default=120.0,
+                        help="seconds each probe may take (default 120); the whole check takes at most about twice that")
     args = parser.parse_args(argv)
 
     from toolsweep.cluster.config import ConfigError, load_config
@@ -364,7 +428,15 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         if not ray.is_initialized():
             ray.init(address=args.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    report = run_preflight(models, list(config.benchmarks), max_settings=args.max_settings, sampling=Sampling(temperature=0.0, max_tokens=min(config.sampling.max_tokens, 512)))
+    def line(r: ProbeResult) -> None:
+        if not args.json:
+            print(f"  {r.model}  {r.probe}  {'ok' if r.ok else 'FAIL (' + (r.cause or 'format') + ')'}  "
+                  f"{r.latency_s:.1f}s  {r.detail[:80]}", file=sys.stderr, flush=True)
+
+    print(f"preflight: probing {len(models)} model(s), {args.probe_timeout:.0f} s per probe", file=sys.stderr)
+    report = run_preflight(models, list(config.benchmarks), max_settings=args.max_settings,
+                           sampling=Sampling(temperature=0.0, max_tokens=min(config.sampling.max_tokens, 512)),
+                           probe_timeout_s=args.probe_timeout, on_result=line)
     print(report.model_dump_json(indent=2) if args.json else report.text())
     return 1 if report.failed_models() else 0
 

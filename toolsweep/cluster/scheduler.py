@@ -1,8 +1,9 @@
 """The scheduler: leases units to rollout workers and keeps enough episodes in flight.
 
 Bounded in-flight units per worker and per model (so every model replica sees large continuous
-batches without drowning), requeue of the units of a dead worker, `infra_error` retried up to
-`max_attempts` and never recorded as a result, a progress bar, and a clean stop on Ctrl-C.
+batches without drowning), requeue of the units of a dead worker, `infra_error` and `timeout` (a
+wall-clock expiry) retried up to `max_attempts` and never recorded as a result, a stop at the first
+`config_error` (the endpoint refuses the configuration), a progress bar, and a clean stop on Ctrl-C.
 Units go out in one `submit` call per worker and come back through one long-polling `collect`
 per worker: an actor call per episode cost a measurable share of the sweep (bench/scheduler.py).
 No benchmark name appears here.
@@ -27,6 +28,10 @@ POLL_S = 0.5
 driver responsive to Ctrl-C and to dead workers)."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the driver by the CLI's handler: handled like Ctrl-C (everything finished is kept)."""
+
+
 @dataclass
 class SchedulerStats:
     done: int = 0
@@ -34,6 +39,9 @@ class SchedulerStats:
     worker_restarts: int = 0
     gave_up: list[EpisodeResult] = field(default_factory=list)
     interrupted: bool = False
+    terminated: bool = False  # the interrupt was SIGTERM
+    config_error: str | None = None  # the endpoint refused the configuration: the run stopped
+    timeouts: Counter = field(default_factory=Counter)  # wall-clock expiries per model (retried, never scored)
     terminations: Counter = field(default_factory=Counter)
     tokens: int = 0
     wall_s: float = 0.0
@@ -93,6 +101,15 @@ class Scheduler:
         finished: list[EpisodeResult] = []
         try:
             while pending or in_flight or finished:
+                if stats.config_error is not None:
+                    # every unit of the model would fail the same way: stop, drop what is in flight
+                    pending.clear()
+                    for lease in in_flight.values():
+                        self._release(lease, worker_load, model_load)
+                    in_flight.clear()
+                    if finished:
+                        self._record(finished, stats, start)
+                    break
                 pending = self._lease(pending, in_flight, worker_load, model_load)
                 # Record only after the freed slots are leased again: the workers never wait on
                 # the driver's bookkeeping.
@@ -121,6 +138,13 @@ class Scheduler:
                         if lease is None or lease.worker != w:
                             continue  # a unit already requeued elsewhere; the sink keeps one copy
                         self._release(in_flight.pop(result.unit_id), worker_load, model_load)
+                        if result.termination == TerminationReason.CONFIG_ERROR:
+                            stats.config_error = stats.config_error or result.error or "configuration error"
+                            continue
+                        if result.termination == TerminationReason.TIMEOUT:
+                            stats.timeouts[lease.unit.model] += 1
+                            self._retry(lease, pending, stats, result.error or "timeout", result)
+                            continue
                         if result.termination == TerminationReason.INFRA_ERROR:
                             if self.on_infra_error is not None:
                                 endpoints = self.on_infra_error(lease.unit.model)
@@ -131,8 +155,9 @@ class Scheduler:
                             continue
                         result.attempts = lease.attempts
                         finished.append(result)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             stats.interrupted = True
+            stats.terminated = isinstance(exc, Terminated)
             if finished:
                 self._record(finished, stats, start)  # finished episodes are kept, always
             self.log(

@@ -8,13 +8,14 @@ scheduler can retry the unit elsewhere.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from toolsweep.evaluator.protocols import ContextExceeded, Environment, InfraError, Policy
+from toolsweep.evaluator.protocols import ContextExceeded, EndpointConfigError, Environment, InfraError, Policy
 from toolsweep.evaluator.types import (
     AgentReply,
     ConsultStep,
@@ -28,6 +29,19 @@ from toolsweep.evaluator.types import (
 )
 
 T = TypeVar("T")
+
+_DEADLINE: contextvars.ContextVar[Any] = contextvars.ContextVar("toolsweep_episode_deadline", default=None)
+
+
+def exclude_from_deadline(seconds: float) -> None:
+    """Give the running episode's wall-clock guard `seconds` back: time spent waiting for a connection
+    slot, in a backoff or in a failed attempt is the infrastructure's, not the model's (a no-op outside
+    an episode)."""
+    deadline = _DEADLINE.get()
+    if deadline is not None and seconds > 0:
+        when = deadline.when()
+        if when is not None:
+            deadline.reschedule(when + seconds)
 
 
 async def _call(fn: Callable[..., T], *args: Any, offload: bool | Executor) -> T:
@@ -56,9 +70,10 @@ async def run_episode(
     `max_turns` is a hard cap on top of the environment's own budget (a buggy environment that never
     ends stops as `max_turns`). `offload` runs reset/step in a thread (True: the default pool; or
     a given executor). Exceptions from the environment end the episode as `env_error`;
-    `ContextExceeded` from the policy as `context_exceeded`; `InfraError` propagates. With
-    `timeout_s`, an episode still running after that wall-clock time ends as `timeout` and is scored
-    by the environment like any other unfinished episode (a timeout is a result, not a lost unit).
+    `ContextExceeded` from the policy as `context_exceeded`; `InfraError` and `EndpointConfigError`
+    propagate. `timeout_s` is an infrastructure guard, not a budget of the model's: an episode still
+    running after that much working time (waits for a slot, backoffs and failed attempts excluded,
+    see `exclude_from_deadline`) ends as `timeout`, which the scheduler retries and never scores.
 
     `helpers` answer the environment's consults (`Observation.consult`) by role, e.g. an LLM judge:
     the exchange goes into `trajectory.consults`, never into the agent's conversation. A helper
@@ -85,7 +100,7 @@ async def run_episode(
             failure = None
             try:
                 answer = await helper.act(list(request.messages), [])
-            except (InfraError, asyncio.CancelledError):
+            except (InfraError, EndpointConfigError, asyncio.CancelledError):
                 raise
             except Exception as exc:  # noqa: BLE001 - a helper's failure is the environment's to score
                 failure = f"{type(exc).__name__}: {exc}"
@@ -102,7 +117,7 @@ async def run_episode(
         try:
             obs: Observation = await _call(env.reset, offload=offload)
             obs, shown = await consult_helpers(obs)
-        except (InfraError, asyncio.CancelledError):
+        except (InfraError, EndpointConfigError, asyncio.CancelledError):
             raise
         except Exception:  # noqa: BLE001 - any environment failure is a result, not a crash
             error = traceback.format_exc(limit=8)
@@ -117,7 +132,7 @@ async def run_episode(
             except ContextExceeded as exc:
                 error = str(exc)
                 return TerminationReason.CONTEXT_EXCEEDED
-            except (InfraError, asyncio.CancelledError):
+            except (InfraError, EndpointConfigError, asyncio.CancelledError):
                 raise
             except Exception:  # noqa: BLE001 - a broken policy is reported, not fatal to the sweep
                 error = traceback.format_exc(limit=8)
@@ -126,7 +141,7 @@ async def run_episode(
             try:
                 obs = await _call(env.step, reply.message, offload=offload)
                 obs, shown = await consult_helpers(obs)
-            except (InfraError, asyncio.CancelledError):
+            except (InfraError, EndpointConfigError, asyncio.CancelledError):
                 raise
             except Exception:  # noqa: BLE001
                 error = traceback.format_exc(limit=8)
@@ -138,12 +153,17 @@ async def run_episode(
                 tools = obs.tools
         return obs.termination or TerminationReason.ANSWERED
 
-    # One deadline for the whole episode (cheaper than a timer per turn).
+    # One deadline for the whole episode (cheaper than a timer per turn), pushed back by the time the
+    # client reports as spent waiting on infrastructure.
     try:
-        async with asyncio.timeout(timeout_s):
-            termination = await play()
+        async with asyncio.timeout(timeout_s) as deadline:
+            token = _DEADLINE.set(deadline)
+            try:
+                termination = await play()
+            finally:
+                _DEADLINE.reset(token)
     except TimeoutError:
-        error = f"episode exceeded {timeout_s:.0f} s wall-clock"
+        error = f"episode exceeded {timeout_s:.0f} s of working wall-clock time (an infrastructure guard: retried, not scored)"
         termination = TerminationReason.TIMEOUT
     return finish(termination)
 

@@ -43,7 +43,22 @@ class ContextExceeded(Exception):
 
 
 class InfraError(Exception):
-    """Infrastructure failed (dead actor, unreachable server): the unit is retried, never scored."""
+    """Infrastructure failed (dead actor, unreachable server): the unit is retried, never scored.
+    `cause` is one of `evaluator.failures`' transient causes."""
+
+    def __init__(self, message: str = "", cause: str = "unreachable") -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class EndpointConfigError(Exception):
+    """The endpoint refuses the sweep's configuration (a bad key, an unknown model name, a bad URL):
+    every unit would fail the same way, so the run stops, and nothing is scored. `cause`: auth,
+    not_found or unreachable (an unusable URL)."""
+
+    def __init__(self, message: str = "", cause: str = "auth") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class MetricSpec(BaseModel):

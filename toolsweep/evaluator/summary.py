@@ -17,11 +17,14 @@ import numpy as np
 
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.stats import cell_summary, paired_difference
-from toolsweep.evaluator.types import EpisodeResult, TerminationReason, stable_seed
+from toolsweep.evaluator.types import UNSCORED, EpisodeResult, TerminationReason, stable_seed
 
 Cell = tuple[str, str, str]
 SpecsFor = Callable[[str, str], Sequence[MetricSpec]]
 """(benchmark, setting) -> the metrics of that setting."""
+
+
+_UNSCORED = frozenset(t.value for t in UNSCORED)
 
 
 @dataclass
@@ -35,7 +38,7 @@ class CellEpisodes:
 
     def add(self, task_id: str, seed: int, termination: str, metrics: dict[str, float]) -> None:
         self.terminations[termination] += 1
-        if termination == TerminationReason.INFRA_ERROR.value:
+        if termination in _UNSCORED:
             return  # infrastructure failures never enter a metric
         self.task_ids.append(task_id)
         self.seeds.append(seed)

@@ -53,7 +53,10 @@ class Message(BaseModel):
 
 
 class TerminationReason(str, Enum):
-    """Why an episode ended. Only INFRA_ERROR is retried, and it never enters a metric."""
+    """Why an episode ended. ANSWERED, MAX_TURNS, AGENT_FORMAT_ERROR, CONTEXT_EXCEEDED and ENV_ERROR
+    are the model's (or environment's) own and are scored. INFRA_ERROR and TIMEOUT (a wall-clock
+    expiry: the machine, not the model) are retried and never enter a metric; CONFIG_ERROR stops the
+    run. See docs/failures.md."""
 
     ANSWERED = "answered"
     MAX_TURNS = "max_turns"
@@ -62,6 +65,11 @@ class TerminationReason(str, Enum):
     TIMEOUT = "timeout"
     ENV_ERROR = "env_error"
     INFRA_ERROR = "infra_error"
+    CONFIG_ERROR = "config_error"
+
+
+UNSCORED = frozenset({TerminationReason.INFRA_ERROR, TerminationReason.TIMEOUT, TerminationReason.CONFIG_ERROR})
+"""Terminations that are never a result: retried (infra_error, timeout) or stopping the run."""
 
 
 class Consult(BaseModel):

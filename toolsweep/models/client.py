@@ -1,10 +1,14 @@
 """The async chat client every LLM is reached through, and the endpoint specs workers receive.
 
 One interface (`ChatClient.chat`) for a hosted API, a vLLM server the cluster started, and the
-in-process transformers backend. Transport failures (5xx, 429, refused or dropped connections,
-timeouts) are retried with exponential backoff and become `InfraError` when the retries run out, so
-the scheduler requeues the unit; a 4xx is the request's fault and is never retried; a context
-overflow becomes `ContextExceeded`, which the episode records as a result.
+in-process transformers backend. Failures follow `evaluator.failures`: transport failures (5xx, 429,
+408, refused or dropped connections, a request timeout, an invalid body) are retried with exponential
+backoff (Retry-After honoured) and become `InfraError` when the retries run out, so the scheduler
+requeues the unit; 401/403/404, an unset key and an unusable URL are `EndpointConfigError`, which
+stops the run; a context overflow becomes `ContextExceeded`, which the episode records as a result;
+another 4xx is the request's fault and is never retried. Time spent waiting for a slot, in a backoff
+or in a failed attempt is handed back to the episode's wall-clock guard. Error texts never carry the
+API key.
 """
 
 from __future__ import annotations
@@ -13,20 +17,21 @@ import asyncio
 import json
 import os
 import random
-import re
 import threading
 import time
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolsweep.evaluator.protocols import ContextExceeded, InfraError
+from toolsweep.evaluator.episode import exclude_from_deadline
+from toolsweep.evaluator.failures import classify_status, describe, is_config, redact, retry_after_seconds
+from toolsweep.evaluator.protocols import ContextExceeded, EndpointConfigError, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
 
 
 class ModelRequestError(Exception):
-    """The endpoint rejected the request (4xx other than 429 and context overflow): a bad config or
-    request, not a transient failure; retrying would get the same answer."""
+    """The endpoint rejected the request (400/422, not a context overflow): retrying would get the
+    same answer; the episode records it as the agent's error. 401/403/404 are `EndpointConfigError`."""
 
     def __init__(self, status: int, body: str, url: str) -> None:
         super().__init__(f"HTTP {status} from {url}: {body[:500]}")
@@ -88,18 +93,16 @@ class Endpoint(BaseModel):
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
 
 
-_CONTEXT_PATTERNS = re.compile(
-    r"maximum context length|context length|context_length_exceeded|longer than the maximum model"
-    r"|exceeds the model's maximum|prompt is too long|too many tokens|max_model_len",
-    re.IGNORECASE,
-)
-_RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+CHARS_PER_TOKEN_BOUND = 16
+"""A reply longer than max_tokens x this many characters came from a server that ignored max_tokens;
+it is cut there (and flagged truncated), so one endpoint cannot grow a trajectory without bound."""
 
 
 class _Retryable(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(self, reason: str, retry_after: float | None = None, cause: str = "server") -> None:
         super().__init__(reason)
         self.retry_after = retry_after
+        self.cause = cause
 
 
 def parse_message(raw: dict[str, Any]) -> Message:
@@ -180,8 +183,9 @@ class OpenAIClient:
         if not env:
             return None
         key = os.environ.get(env)
-        if key is None:
-            raise ModelRequestError(0, f"environment variable {env} (api_key_env) is not set", self.endpoint.name)
+        if not key:
+            raise EndpointConfigError(describe(self.endpoint.name, "auth", f"environment variable {env} is not set"),
+                                      "auth")
         return key
 
     def _session(self) -> tuple[Any, asyncio.Semaphore]:
@@ -247,22 +251,30 @@ class OpenAIClient:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         http, semaphore = self._session()
-        last = ""
+        last, last_cause, hung = "", "unreachable", 0
+        waited = time.monotonic()
         async with semaphore:
+            exclude_from_deadline(time.monotonic() - waited)  # waiting for a slot is not the model's time
             for attempt in range(self.endpoint.max_retries + 1):
                 url = pick_replica(self.endpoint.base_urls, session, attempt).rstrip("/") + "/chat/completions"
                 start = time.monotonic()
                 try:
                     data = await self._post(http, url, body, headers)
                 except _Retryable as exc:
-                    last = f"{url}: {exc}"
-                    if attempt < self.endpoint.max_retries:
-                        await asyncio.sleep(self._delay(attempt, exc.retry_after))
+                    last, last_cause = f"{url}: {exc}", exc.cause
+                    if exc.cause == "slow":
+                        hung += 1
+                        if hung > 1:  # a request that hung twice will hang again: bound the cost at 2 x timeout_s
+                            exclude_from_deadline(time.monotonic() - start)
+                            break
+                    backoff = self._delay(attempt, exc.retry_after) if attempt < self.endpoint.max_retries else 0.0
+                    await asyncio.sleep(backoff)
+                    exclude_from_deadline(time.monotonic() - start)  # a failed attempt and its backoff
                     continue
-                return self._response(data, url, time.monotonic() - start, attempt + 1)
-        raise InfraError(
-            f"model {self.endpoint.name!r} unreachable after {self.endpoint.max_retries + 1} attempts; last: {last}"
-        )
+                return self._response(data, url, time.monotonic() - start, attempt + 1, sampling.max_tokens)
+        raise InfraError(redact(
+            f"model {self.endpoint.name!r} unreachable after {attempt + 1} attempts; last: {last}",
+            [key]), last_cause)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -274,43 +286,54 @@ class OpenAIClient:
         import aiohttp
 
         timeout = aiohttp.ClientTimeout(total=self.endpoint.timeout_s)
+        key = headers.get("Authorization", "").removeprefix("Bearer ")
         try:
             async with http.post(url, json=body, headers=headers, timeout=timeout) as resp:
                 text = await resp.text()
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError, OSError) as exc:
-            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
-        if status in _RETRYABLE_STATUS:
-            try:
-                after = float(retry_after) if retry_after else None
-            except ValueError:
-                after = None
-            raise _Retryable(f"HTTP {status}: {text[:200]}", after)
-        if 400 <= status < 500:
-            if _CONTEXT_PATTERNS.search(text):
+        except (aiohttp.InvalidURL, ValueError) as exc:
+            raise EndpointConfigError(describe(self.endpoint.name, "unreachable", f"unusable URL {url}: {exc}"),
+                                      "unreachable") from exc
+        except asyncio.TimeoutError as exc:
+            raise _Retryable(f"no response within {self.endpoint.timeout_s:.0f} s", cause="slow") from exc
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
+            raise _Retryable(f"{type(exc).__name__}: {exc}", cause="unreachable") from exc
+        text = redact(text, [key])
+        if status >= 400:
+            cause = classify_status(status, text)
+            if is_config(cause):
+                raise EndpointConfigError(describe(self.endpoint.name, cause, f"HTTP {status} from {url}: {text[:200]}"),
+                                          cause)
+            if cause == "context":
                 raise ContextExceeded(f"HTTP {status} from {url}: {text[:500]}")
-            raise ModelRequestError(status, text, url)
-        if status >= 500:
-            raise _Retryable(f"HTTP {status}: {text[:200]}")
+            if cause == "request":
+                raise ModelRequestError(status, text, url)
+            raise _Retryable(f"HTTP {status}: {text[:200]}", retry_after_seconds(retry_after), cause=cause)
         try:
             data = json.loads(text)
             data["choices"][0]["message"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            # A proxy's HTML page or a truncated body: the server is not answering properly.
-            raise _Retryable(f"malformed response body: {text[:200]!r}") from exc
+            # A proxy's HTML page, an empty `choices` or a truncated body: the server is not answering properly.
+            raise _Retryable(f"malformed response body: {text[:200]!r}", cause="bad_body") from exc
         return data
 
     @staticmethod
-    def _response(data: dict[str, Any], url: str, latency: float, attempts: int) -> ChatResponse:
+    def _response(data: dict[str, Any], url: str, latency: float, attempts: int, max_tokens: int) -> ChatResponse:
         choice = data["choices"][0]
         usage = data.get("usage") or {}
+        message = parse_message(choice["message"])
+        finish = choice.get("finish_reason")
+        bound = max(1, max_tokens) * CHARS_PER_TOKEN_BOUND
+        if isinstance(message.content, str) and len(message.content) > bound:
+            message = message.model_copy(update={"content": message.content[:bound]})
+            finish = "length"  # the server ignored max_tokens; the reply is the model's, cut to its budget
         return ChatResponse(
-            message=parse_message(choice["message"]),
+            message=message,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             latency_s=latency,
-            finish_reason=choice.get("finish_reason"),
+            finish_reason=finish,
             replica=url.rsplit("/chat/completions", 1)[0],
             attempts=attempts,
         )
