@@ -7,6 +7,7 @@ import json
 from models_fake_server import FakeOpenAIServer, text_reply, tool_reply
 
 from toolsweep.cluster.preflight import check_native, env_verdict, find_json_object, main, run_preflight
+from toolsweep.evaluator.failures import FIXES
 from toolsweep.evaluator.types import FunctionCall, Message, Observation, TerminationReason, ToolCall
 from toolsweep.models.config import OpenAIModelConfig, ScriptedModelConfig
 
@@ -96,3 +97,51 @@ def test_require_preflight_raises_with_the_report():
         with pytest.raises(PreflightFailed, match="FAILED: bad") as info:
             require_preflight([g, b], [("fake", ["small"])], {})
     assert info.value.report.failed_models() == ["bad"]
+
+
+def test_a_hung_endpoint_fails_each_probe_within_its_timeout_with_the_cause():
+    import time
+
+    with FakeOpenAIServer(delay_s=3) as hung:
+        models = [OpenAIModelConfig(name="hung", base_url=hung.base_url, model="x", timeout_s=600)]
+        seen = []
+        start = time.monotonic()
+        report = run_preflight(models, [], probe_timeout_s=0.5, on_result=seen.append)
+        elapsed = time.monotonic() - start
+    assert elapsed < 3  # printed nothing for 15 minutes before
+    assert len(seen) == 2 and all(not r.ok and r.cause == "slow" for r in report.results)
+    assert "FAILED: hung: slow" in report.text() and "chat template" not in report.text()
+
+
+def test_each_failure_names_its_cause_and_its_fix():
+    cases = {"auth": (401, {"error": "bad key"}), "not_found": (404, {"error": "no model"}),
+             "server": (500, {"error": "boom"}), "bad_body": (200, "<html>")}
+    for cause, reply in cases.items():
+        with FakeOpenAIServer() as server:
+            server.default = lambda body, reply=reply: reply
+            models = [OpenAIModelConfig(name="m", base_url=server.base_url, model="x", max_retries=0)]
+            report = run_preflight(models, [], probe_timeout_s=5)
+        assert {r.cause for r in report.results} == {cause}, (cause, report.results)
+        assert FIXES[cause] in report.text()
+    down = run_preflight([OpenAIModelConfig(name="down", base_url="http://127.0.0.1:9/v1", model="x")], [],
+                         probe_timeout_s=5)
+    assert {r.cause for r in down.results} == {"unreachable"}
+
+
+def test_the_benchmark_probe_uses_the_environments_own_verdict():
+    # replies that a generic check passed but the benchmarks reject
+    from toolsweep.benchmarks.planbench_xl import PlanBenchXL
+
+    env = PlanBenchXL().make_env(PlanBenchXL().tasks("default")[0], "default", 0)
+    env.reset()
+    ok, detail = env_verdict(env.step(Message(role="assistant", content="Let me think.")), 0, env)
+    assert not ok and "did not parse" in detail  # its own count of unparseable replies went up
+    env.reset()
+    ok, detail = env_verdict(env.step(Message(role="assistant", content="Let me think.")))  # no count given
+    assert not ok and "invalid_format" in detail  # the step's info says so too
+    with FakeOpenAIServer() as server:
+        server.default = lambda body: text_reply("I would use a tool here.")  # prose where tools are offered
+        models = [OpenAIModelConfig(name="prose", base_url=server.base_url, model="x", max_retries=0)]
+        report = run_preflight(models, [("fake", ["small"])], probe_timeout_s=5)
+    probe = next(r for r in report.results if r.probe == "fake/small")
+    assert not probe.ok and probe.cause == "format"

@@ -350,12 +350,16 @@ def _start_workers(
         cpus = 0  # a cluster whose CPUs are held by model servers still runs environments
     models = {m.name: m for m in config.served_models()}
     options = {e.name: e.options for e in config.benchmarks}
+    # API keys the driver was given reach the workers on every node (validated as set before Ray started)
+    keys = {m.api_key_env: os.environ[m.api_key_env] for m in models.values()
+            if getattr(m, "api_key_env", None) and os.environ.get(m.api_key_env)}
 
     def make_worker(i: int) -> Any:
         # Named so operators (and the fault tests) can find a sweep's workers.
         return RemoteRolloutWorker.options(
             name=f"toolsweep:{config.name}:{config.resolved_run_id()}:worker-{i}:{uuid.uuid4().hex[:6]}",
             num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=10_000,
+            runtime_env={"env_vars": keys} if keys else None,
         ).remote(
             f"worker-{i}", models, options, endpoints, extra_benchmarks,
             config.episode_timeout_s, config.concurrency.offload_env,

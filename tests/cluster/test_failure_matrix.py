@@ -1,0 +1,153 @@
+"""Whose fault is it: a misbehaving OpenAI-compatible endpoint (real HTTP on 127.0.0.1) through the
+whole run path. Configuration errors stop the run and score nothing; transient failures and
+wall-clock expiries are retried, then listed in failures.jsonl, never in the episodes; the model's own
+replies are scored. docs/failures.md has the table these tests check."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+
+from conftest import FAKE_TARGET  # noqa: E402
+from models_fake_server import FakeOpenAIServer, text_reply  # noqa: E402
+from test_llm_sweep import adder  # noqa: E402
+from toolsweep.cluster.cli import main  # noqa: E402
+from toolsweep.cluster.config import SweepConfig  # noqa: E402
+from toolsweep.cluster.driver import EndpointMisconfigured, run_sweep  # noqa: E402
+
+N_TASKS = 3
+KEY = "sk-test-4f9a1c77e2"
+
+
+def config(tmp_path: Path, base_url: str, **model: object) -> SweepConfig:
+    overrides = {k: model.pop(k) for k in ("episode_timeout_s", "sampling") if k in model}
+    return SweepConfig.model_validate({
+        "name": "faults", "seeds": 1,
+        "models": [{"name": "served", "kind": "openai", "base_url": base_url, "model": "m", "max_retries": 1,
+                    **model}],
+        "benchmarks": [{"name": "fake", "options": {"n_tasks": N_TASKS}, "settings": ["small"]}],
+        "concurrency": {"workers": 1, "episodes_per_worker": 4},
+        "bootstrap": {"n_resamples": 200, "live_n_resamples": 50},
+        "output_dir": str(tmp_path / "runs"), "mlflow": False, "preflight": False, "max_attempts": 2,
+        **overrides,
+    })
+
+
+def sweep(cfg: SweepConfig):
+    return run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lambda m: None)
+
+
+def episodes(cfg: SweepConfig) -> list[str]:
+    parts = list(cfg.run_path().glob("episodes/*.parquet"))
+    if not parts:
+        return []
+    import pyarrow.parquet as pq
+
+    return [t for p in parts for t in pq.read_table(p, columns=["termination"]).column("termination").to_pylist()]
+
+
+def failures(cfg: SweepConfig) -> list[dict]:
+    path = cfg.run_path() / "failures.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize(("status", "cause"), [(401, "auth"), (404, "not found")])
+def test_a_refused_configuration_stops_the_run_scores_nothing_and_a_fixed_rerun_scores_all(
+        ray_local, tmp_path, status, cause, capsys):
+    with FakeOpenAIServer() as server:
+        server.default = lambda body: (status, {"error": {"message": "no such key or model"}})
+        cfg = config(tmp_path, server.base_url)
+        with pytest.raises(EndpointMisconfigured, match=f"'served'.*{cause}"):
+            sweep(cfg)
+        assert episodes(cfg) == [] and failures(cfg) == []  # nothing scored, nothing to retry
+        path = tmp_path / "sweep.yaml"
+        path.write_text(json.dumps(cfg.model_dump(mode="json")))
+        assert main(["run", str(path), "--no-progress"]) == 4
+        assert "fix:" in capsys.readouterr().err
+        server.default = adder  # the key or model name fixed
+        out = sweep(cfg)
+    assert out.done == N_TASKS and episodes(cfg) == ["answered"] * N_TASKS
+
+
+@pytest.mark.parametrize("reply", [(500, {"error": "boom"}), (200, "<html>proxy error</html>"),
+                                   (200, {"choices": []}), (503, "")])
+def test_transient_failures_go_to_failures_jsonl_never_to_episodes(ray_local, tmp_path, reply):
+    with FakeOpenAIServer() as server:
+        server.default = lambda body: reply
+        cfg = config(tmp_path, server.base_url)
+        out = sweep(cfg)
+        assert out.gave_up == N_TASKS and episodes(cfg) == []
+        assert len(failures(cfg)) == N_TASKS and all("infra" in f["termination"] for f in failures(cfg))
+        server.default = adder  # the endpoint recovers: a re-run retries them and clears the list
+        out = sweep(cfg)
+    assert out.done == N_TASKS and episodes(cfg) == ["answered"] * N_TASKS and failures(cfg) == []
+
+
+def test_429_with_retry_after_is_waited_out_and_scored(ray_local, tmp_path):
+    with FakeOpenAIServer() as server:
+        server.default = adder
+        server.script.extend([(429, {"error": "slow down"})] * 2)
+        cfg = config(tmp_path, server.base_url, max_retries=3)
+        out = sweep(cfg)
+    assert out.done == N_TASKS and out.gave_up == 0 and episodes(cfg) == ["answered"] * N_TASKS
+
+
+def test_a_hung_endpoint_costs_a_bounded_time_and_is_never_scored(ray_local, tmp_path):
+    with FakeOpenAIServer(delay_s=3) as server:
+        cfg = config(tmp_path, server.base_url, timeout_s=0.5)
+        start = time.monotonic()
+        out = sweep(cfg)
+        elapsed = time.monotonic() - start
+    # per unit: at most 2 hung requests x 0.5 s, x 2 attempts; the rest is Ray and worker start-up
+    assert out.gave_up == N_TASKS and episodes(cfg) == []
+    assert elapsed < 45, elapsed
+    assert all("no response within" in f["error"] for f in failures(cfg))
+
+
+def test_a_wall_clock_expiry_is_infrastructure_retried_and_never_scored(ray_local, tmp_path):
+    with FakeOpenAIServer(delay_s=1.5) as server:
+        server.default = adder
+        cfg = config(tmp_path, server.base_url, episode_timeout_s=1.0)
+        out = sweep(cfg)
+    assert out.gave_up == N_TASKS and episodes(cfg) == [] and out.timeouts == {"served": 2 * N_TASKS}
+    assert {f["termination"] for f in failures(cfg)} == {"timeout"}
+
+
+def test_waiting_for_a_retry_does_not_count_against_the_episode(ray_local, tmp_path):
+    # two 503s with Retry-After 0.05 s and a 0.5 s backoff ahead of each episode's first reply: the
+    # working time stays under the 1.2 s guard only because waits and failed attempts are excluded
+    with FakeOpenAIServer() as server:
+        server.default = adder
+        server.script.extend([(503, {"error": "warming up"})] * 2)
+        cfg = config(tmp_path, server.base_url, max_retries=3, episode_timeout_s=1.2)
+        out = sweep(cfg)
+    assert out.done == N_TASKS and episodes(cfg) == ["answered"] * N_TASKS
+
+
+def test_a_reply_past_max_tokens_is_cut_and_scored(ray_local, tmp_path):
+    with FakeOpenAIServer() as server:
+        server.default = lambda body: text_reply("x" * 200_000)
+        cfg = config(tmp_path, server.base_url, sampling={"max_tokens": 8})
+        out = sweep(cfg)
+        results = out.run_dir.read_results()
+    assert out.done == N_TASKS and len(results) == N_TASKS
+    for r in results:
+        replies = [s.reply for s in r.trajectory.steps]
+        assert replies and all(len(m.content or "") <= 8 * 16 and m.truncated for m in replies)
+
+
+def test_an_error_body_that_echoes_the_key_is_redacted(ray_local, tmp_path, monkeypatch):
+    monkeypatch.setenv("TS_FAULTS_KEY", KEY)
+    with FakeOpenAIServer() as server:
+        server.default = lambda body: (500, {"error": f"upstream rejected Authorization: Bearer {KEY}"})
+        cfg = config(tmp_path, server.base_url, api_key_env="TS_FAULTS_KEY")
+        out = sweep(cfg)
+    assert out.gave_up == N_TASKS
+    text = (cfg.run_path() / "failures.jsonl").read_text()
+    assert KEY not in text and "[REDACTED]" in text
