@@ -183,6 +183,24 @@ class EndpointMisconfigured(RuntimeError):
     stopped at its first such answer; episodes already finished are kept, none of it was scored."""
 
 
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A host:port address that nothing listens on fails in seconds (Ray itself retries for minutes)."""
+    import socket
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot reach a Ray cluster at {address!r} ({exc.strerror or exc}); start one with `ray start --head` "
+            "and pass the address it prints, use --address auto on that machine, or leave out --address to use "
+            "an embedded Ray"
+        ) from None
+
+
 def _connect_ray(address: str | None, log: Log) -> bool:
     """Connect to a cluster or start an embedded one; returns True when this call started Ray."""
     import ray
@@ -191,6 +209,7 @@ def _connect_ray(address: str | None, log: Log) -> bool:
         return False
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     if address:
+        _check_reachable(address)
         try:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         except ConnectionError as exc:
