@@ -151,3 +151,30 @@ def test_an_error_body_that_echoes_the_key_is_redacted(ray_local, tmp_path, monk
     assert out.gave_up == N_TASKS
     text = (cfg.run_path() / "failures.jsonl").read_text()
     assert KEY not in text and "[REDACTED]" in text
+
+
+def test_a_worker_dying_during_warm_up_is_replaced(ray_local, tmp_path):
+    raw = config(tmp_path, "http://127.0.0.1:9/v1").model_dump(mode="json")
+    raw["models"] = [{"name": "oracle", "kind": "scripted", "policy": "oracle"}]
+    raw["benchmarks"] = [{"name": "fake", "options": {"n_tasks": N_TASKS, "die_once_marker": str(tmp_path / "died")},
+                          "settings": ["small"]}]
+    cfg = SweepConfig.model_validate(raw)
+    out = sweep(cfg)
+    assert (tmp_path / "died").exists() and out.done == N_TASKS
+
+
+def test_a_second_run_on_the_same_run_directory_is_refused_with_a_message(ray_local, tmp_path, capsys):
+    from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory
+
+    with FakeOpenAIServer() as server:
+        server.default = adder
+        cfg = config(tmp_path, server.base_url)
+        path = tmp_path / "sweep.yaml"
+        path.write_text(json.dumps(cfg.model_dump(mode="json")))
+        holder = EpisodeWriter(RunDirectory(cfg.run_path()))  # as if another `toolsweep run` were writing
+        try:
+            assert main(["run", str(path), "--no-progress"]) == 2
+        finally:
+            holder.close()
+    err = capsys.readouterr().err
+    assert "another toolsweep process is writing" in err and "Traceback" not in err

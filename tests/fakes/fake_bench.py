@@ -7,6 +7,7 @@ Options let tests slow steps down or make chosen tasks raise inside `step`.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from typing import Any
@@ -91,6 +92,15 @@ class RandomPolicy:
         return AgentReply(message=Message(role="assistant", content=str(self.rng.randint(0, 20))))
 
 
+def _in_ray_actor() -> bool:
+    try:
+        import ray
+
+        return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+    except Exception:  # noqa: BLE001
+        return False
+
+
 class FakeBench(Benchmark):
     name = "fake"
     version = "1"
@@ -100,6 +110,14 @@ class FakeBench(Benchmark):
         n_tasks: int = 10
         delay_s: float = 0.0
         fail_tasks: list[str] = []
+        die_once_marker: str | None = None  # a rollout worker building this dies once (the marker file says it did)
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        marker = self.options.die_once_marker
+        if marker and not os.path.exists(marker) and _in_ray_actor():
+            open(marker, "w").close()
+            os._exit(1)
 
     def settings(self) -> dict[str, dict[str, Any]]:
         return {"small": {"max": 5}, "large": {"max": 10}}

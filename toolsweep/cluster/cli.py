@@ -68,7 +68,8 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     import signal
 
-    from toolsweep.cluster.driver import EndpointMisconfigured, run_sweep
+    from toolsweep.cluster.driver import EndpointMisconfigured, WorkersFailed, run_sweep
+    from toolsweep.evaluator.rundir import RunDirectoryBusy
 
     signal.signal(signal.SIGTERM, _on_sigterm)
 
@@ -84,6 +85,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = run_sweep(config, progress=not args.no_progress)
     except ConfigError as err:
         return _fail_config(err)
+    except RunDirectoryBusy as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_CONFIG
+    except WorkersFailed as err:
+        print(f"error: {err}\nfinished episodes are kept; run the same command again", file=sys.stderr)
+        return EXIT_UNITS_FAILED
     except EndpointMisconfigured as err:
         print(f"error: the run stopped: {err}\nfinished episodes are kept; fix the model's config and run the same "
               "command again", file=sys.stderr)
@@ -141,6 +148,10 @@ def cmd_sync_mlflow(args: argparse.Namespace) -> int:
         n = sync_run_dir(Path(args.run_dir), args.tracking_uri)
     except FileNotFoundError as err:
         return _fail_config(err)
+    except Exception as err:  # noqa: BLE001 - MLflow down or refusing: the run directory is untouched
+        print(f"error: could not mirror {args.run_dir} into MLflow ({type(err).__name__}: {str(err)[:300]}); the run "
+              "directory is the record and is untouched: run sync-mlflow again when MLflow is up", file=sys.stderr)
+        return EXIT_UNITS_FAILED
     print(f"mirrored {n} cells of {args.run_dir} into MLflow")
     return 0
 

@@ -290,7 +290,7 @@ def run_sweep(
 
         stats = None
         if scheduler is not None and todo:
-            ray.get(warmups)
+            _await_warmups(scheduler, warmups, log)
             with tqdm(total=len(todo), desc=config.name, unit="ep", disable=not progress, dynamic_ncols=True) as bar:
                 scheduler.record = sink.add
                 scheduler.progress = bar
@@ -397,7 +397,34 @@ def _start_workers(
         settings.setdefault(u.benchmark, set()).add(u.setting)
     plan = {b: sorted(s) for b, s in settings.items()}
     log(f"preparing {n_workers} rollout workers ({', '.join(plan)})")
+    scheduler.warmup_plan = plan
     return scheduler, [w.warmup.remote(plan) for w in scheduler.workers]
+
+
+class WorkersFailed(RuntimeError):
+    """Rollout workers could not start (a worker died twice while building its benchmarks)."""
+
+
+def _await_warmups(scheduler: Any, warmups: list[Any], log: Log) -> None:
+    """Wait for the workers' warm-up; a worker that dies meanwhile is replaced once, then reported."""
+    import ray
+    from ray.exceptions import RayActorError
+
+    for i, ref in enumerate(warmups):
+        try:
+            ray.get(ref)
+            continue
+        except RayActorError as exc:
+            log(f"rollout worker {i} died while warming up ({type(exc).__name__}); starting a new one")
+        scheduler.workers[i] = scheduler.make_worker(i)
+        try:
+            ray.get(scheduler.workers[i].warmup.remote(scheduler.warmup_plan))
+        except RayActorError as exc:
+            raise WorkersFailed(
+                f"rollout worker {i} died twice while building its benchmarks ({type(exc).__name__}: "
+                f"{str(exc)[:300]}); check the workers' memory (a benchmark's data is loaded in each worker) "
+                "and the Ray logs under /tmp/ray/session_latest/logs"
+            ) from None
 
 
 def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:

@@ -117,6 +117,10 @@ def row_to_result(row: dict[str, Any]) -> EpisodeResult:
     )
 
 
+class RunDirectoryBusy(RuntimeError):
+    """Another process holds the run directory's writer lock (a second `run` of the same sweep)."""
+
+
 class RunDirectory:
     """Read access to a run directory (any process may read while a writer appends)."""
 
@@ -194,7 +198,7 @@ class EpisodeWriter:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock_file.close()
-            raise RuntimeError(
+            raise RunDirectoryBusy(
                 f"another toolsweep process is writing to {run_dir.path}; wait for it to finish "
                 "(or stop it) before running the same sweep again"
             ) from None
