@@ -178,3 +178,26 @@ def test_a_second_run_on_the_same_run_directory_is_refused_with_a_message(ray_lo
             holder.close()
     err = capsys.readouterr().err
     assert "another toolsweep process is writing" in err and "Traceback" not in err
+
+
+def test_sigterm_stops_the_run_like_ctrl_c_and_exits_143(tmp_path):
+    import os
+    import signal
+    import subprocess
+
+    raw = {"name": "term", "seeds": 3, "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"}],
+           "benchmarks": [{"name": "toolmaze", "settings": "all"}], "mlflow": False,
+           "output_dir": str(tmp_path / "runs"), "concurrency": {"workers": 1}}
+    path = tmp_path / "term.yaml"
+    path.write_text(json.dumps(raw))
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "toolsweep.cluster.cli", "run", str(path), "--no-progress"],
+                            stderr=subprocess.PIPE, text=True, env=env)
+    for line in proc.stderr:  # wait until the rollout workers are being prepared
+        if "rollout workers" in line:
+            break
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 143, rest[-2000:]
+    assert "Traceback" not in rest

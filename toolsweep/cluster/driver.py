@@ -10,8 +10,10 @@ import inspect
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -248,7 +250,10 @@ def run_sweep(
     if run_dir.exists():
         _check_resumable(run_dir, config, fingerprints)
 
+    sigterm = signal.getsignal(signal.SIGTERM)
     started_ray = _connect_ray(config.ray_address, log)
+    if callable(sigterm) and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
     runtime = ModelRuntime(config.served_models())
     workers: list[Any] = []
     sink = None
@@ -265,7 +270,8 @@ def run_sweep(
             from toolsweep.cluster.preflight import require_preflight
 
             log("preflight: checking that every model's replies parse into valid actions")
-            require_preflight(list(config.models), list(config.benchmarks), endpoints)
+            require_preflight(list(config.models), list(config.benchmarks), endpoints, on_result=lambda r: log(
+                f"  {r.model}  {r.probe}  {'ok' if r.ok else 'FAIL (' + (r.cause or 'format') + ')'}  {r.latency_s:.1f}s"))
         if not run_dir.exists():
             run_dir.write_manifest(build_manifest(config, fingerprints, runtime.manifest()))
 
