@@ -158,7 +158,7 @@ def test_runtime_replicas_sticky_endpoints_restart_and_clean_stop(ray_local, mod
     try:
         ep = endpoints["tiny"]
         assert set(endpoints) == {"tiny"}
-        assert len(ep["base_urls"]) == 2 and ep["max_in_flight"] == 8 and ep["model"] == "tiny"
+        assert len(ep["base_urls"]) == 2 and ep["max_in_flight"] == 16 and ep["model"] == "tiny"  # 8 per replica
         ports = {chat(ep, f"unit-{i}")["port"] for i in range(8)}
         assert len(ports) == 2  # sessions spread over both replicas
         assert chat(ep, "unit-3")["port"] == chat(ep, "unit-3")["port"]

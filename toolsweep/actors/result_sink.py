@@ -61,6 +61,23 @@ def _as_params(values: dict[str, Any]) -> list[Any]:
     return [Param(k, (v if isinstance(v, str) else json.dumps(v, default=str))[:5900]) for k, v in sorted(values.items())]
 
 
+
+MAX_TAG_CHARS = 4900
+
+
+def manifest_tags(manifest: dict[str, Any]) -> list[Any]:
+    """Short manifest entries as `manifest.<key>` tags; a longer one is not cut into invalid JSON but
+    left to the `manifest.json` artifact, which its tag names."""
+    from mlflow.entities import RunTag
+
+    tags = []
+    for key, value in sorted(manifest.items()):
+        text = json.dumps(value, default=str)
+        if len(text) > MAX_TAG_CHARS:
+            text = json.dumps({"in_artifact": "manifest.json", "key": key, "chars": len(text)})
+        tags.append(RunTag(f"manifest.{key}", text))
+    return tags
+
 class MlflowMirror:
     """Mirrors cells of one run directory into MLflow: experiment = sweep, a parent run per sweep
     run, a nested child run per (model, benchmark, setting). Finds existing runs on resume."""
@@ -111,7 +128,7 @@ class MlflowMirror:
             self._experiment_id, run_name=f"{self.experiment}-{self.run_id}", tags={PARENT_TAG: self.run_id}
         )
         self.parent_id = run.info.run_id
-        tags = [RunTag(f"manifest.{k}", json.dumps(v, default=str)[:4900]) for k, v in sorted(manifest.items())]
+        tags = manifest_tags(manifest)
         plist = _as_params(params)
         for i in range(0, max(len(plist), len(tags)), 90):
             self.client.log_batch(self.parent_id, params=plist[i : i + 90], tags=tags[i : i + 90])

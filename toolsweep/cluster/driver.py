@@ -53,7 +53,10 @@ def _git_sha() -> str | None:
         return None
 
 
-def build_manifest(config: SweepConfig, fingerprints: dict[str, Any], models_manifest: dict[str, Any]) -> dict[str, Any]:
+def build_manifest(config: SweepConfig, fingerprints: dict[str, Any], models_manifest: dict[str, Any],
+                   stop_sequences: dict[str, dict[str, list[str]]] | None = None) -> dict[str, Any]:
+    """`stop_sequences`: the benchmark settings' own stop sequences, sent with every request on top of
+    `config.sampling.stop`."""
     return {
         "sweep": config.name,
         "run_id": config.resolved_run_id(),
@@ -72,6 +75,8 @@ def build_manifest(config: SweepConfig, fingerprints: dict[str, Any], models_man
         "git_sha": _git_sha(),
         "benchmarks": fingerprints,
         "models": models_manifest,
+        "sampling": config.sampling.model_dump(mode="json"),
+        "stop_sequences": stop_sequences or {},
     }
 
 
@@ -273,7 +278,10 @@ def run_sweep(
             require_preflight(list(config.models), list(config.benchmarks), endpoints, on_result=lambda r: log(
                 f"  {r.model}  {r.probe}  {'ok' if r.ok else 'FAIL (' + (r.cause or 'format') + ')'}  {r.latency_s:.1f}s"))
         if not run_dir.exists():
-            run_dir.write_manifest(build_manifest(config, fingerprints, runtime.manifest()))
+            stops = {p.benchmark: {s: benchmarks[p.benchmark].stop_sequences(s) for s in p.tasks_by_setting
+                                   if benchmarks[p.benchmark].stop_sequences(s)} for p in plans}
+            run_dir.write_manifest(build_manifest(config, fingerprints, runtime.manifest(),
+                                                  {b: s for b, s in stops.items() if s}))
 
         done_ids = run_dir.finished_unit_ids() if run_dir.exists() else set()
         todo = [u for u in units if u.unit_id not in done_ids]
@@ -393,7 +401,7 @@ def _start_workers(
     scheduler = Scheduler(
         make_worker, n_workers, lambda results: None,
         per_worker=config.concurrency.episodes_per_worker,
-        per_model={m.name: m.max_in_flight for m in config.models},
+        per_model={m.name: m.in_flight_cap() for m in config.models},
         max_attempts=config.max_attempts,
         on_infra_error=lambda model: _heal(runtime, [model, *(h.name for h in config.helpers)]),
         log=log,

@@ -114,7 +114,7 @@ class ModelRuntime:
             name=model.name,
             model=model.served_model_name,
             base_urls=[r.address["base_url"] for r in self._replicas[model.name]],
-            max_in_flight=model.max_in_flight,
+            max_in_flight=model.in_flight_cap(),
             timeout_s=model.timeout_s,
             max_retries=model.max_retries,
             extra_body=model.extra_body,

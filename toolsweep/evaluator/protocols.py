@@ -175,6 +175,11 @@ class Benchmark(ABC):
         """What identifies the benchmark's content for the run manifest (e.g. a world hash)."""
         return {"version": self.version}
 
+    def stop_sequences(self, setting: str) -> list[str]:
+        """Stop sequences the setting's text protocol needs (e.g. ReAct stops where the environment's
+        observation begins, so a model cannot write its own); sent with every model request."""
+        return []
+
     def helper_models(self) -> dict[str, str]:
         """Models this benchmark's environments consult, by role (e.g. {"judge": "qwen-72b"}), as its
         options configure them; each must be a served model of the sweep (`models` or `helpers`)."""

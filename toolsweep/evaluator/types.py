@@ -129,6 +129,13 @@ class Sampling(BaseModel):
     temperature: float = Field(0.0, ge=0.0, description="0 = greedy, as most agent papers decode.")
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(1024, gt=0, description="Cap on tokens per model reply.")
+    stop: list[str] = Field(
+        default_factory=list, max_length=8,
+        description="Stop sequences; a benchmark's own (e.g. ReAct's observation marker) are added to these.")
+
+    def with_stop(self, extra: list[str]) -> Sampling:
+        """These parameters with more stop sequences (no duplicates, the configured ones first)."""
+        return self if not extra else self.model_copy(update={"stop": list(dict.fromkeys([*self.stop, *extra]))})
 
 
 def canonical_json(obj: Any) -> str:

@@ -239,6 +239,8 @@ class OpenAIClient:
             "top_p": sampling.top_p,
             "max_tokens": sampling.max_tokens,
         }
+        if sampling.stop:
+            body["stop"] = list(sampling.stop)
         if seed is not None:
             body["seed"] = seed
         if tools:

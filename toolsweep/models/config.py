@@ -24,7 +24,17 @@ class _ModelBase(BaseModel):
     model_config = ConfigDict(extra="forbid", protected_namespaces=())
 
     name: str = Field(description="Label of this model in results, MLflow and reports; unique in a sweep.")
-    max_in_flight: int = Field(64, gt=0, description="Cap on this model's requests in flight.")
+    max_in_flight: int = Field(
+        64, gt=0, description="Cap on requests in flight per replica (vllm: default the engine's max_num_seqs, so "
+        "every replica's batch stays full); the sweep keeps at most this x replicas in flight for the model.")
+
+    def in_flight_cap(self) -> int:
+        """Requests in flight for the whole model: the per-replica cap times the replicas."""
+        per_replica = self.max_in_flight
+        engine = getattr(self, "engine_args", None)
+        if "max_in_flight" not in self.model_fields_set and engine is not None and engine.max_num_seqs:
+            per_replica = engine.max_num_seqs
+        return per_replica * int(getattr(self, "replicas", 1))
 
 
 class ScriptedModelConfig(_ModelBase):

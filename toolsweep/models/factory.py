@@ -25,7 +25,7 @@ def static_endpoint(model: Any) -> Endpoint | None:
             model=model.model,
             base_urls=[model.base_url],
             api_key_env=model.api_key_env,
-            max_in_flight=model.max_in_flight,
+            max_in_flight=model.in_flight_cap(),
             timeout_s=model.timeout_s,
             max_retries=model.max_retries,
             extra_body=model.extra_body,
@@ -36,7 +36,7 @@ def static_endpoint(model: Any) -> Endpoint | None:
             kind="hf",
             name=model.name,
             model=model.name,
-            max_in_flight=model.max_in_flight,
+            max_in_flight=model.in_flight_cap(),
             timeout_s=model.timeout_s,
             extra_body=model.extra_body,
             system_prompt=model.system_prompt,
@@ -75,7 +75,7 @@ def build_policy(
     endpoint = _endpoint_for(model, endpoints)
     return LLMPolicy(
         client_for(endpoint),
-        unit.sampling,
+        unit.sampling.with_stop(benchmark.stop_sequences(unit.setting) if benchmark is not None else []),
         seed=unit.rng_seed,
         session=unit.unit_id,
         system_prompt=endpoint.system_prompt,

@@ -266,6 +266,9 @@ class HFClient:
                     new, finish = new[: i + 1], "stop"
                     break
             text = tok.decode(new, skip_special_tokens=True)
+            cut = min((i for i in (text.find(s) for s in req.sampling.stop) if i >= 0), default=-1)
+            if cut >= 0:  # a stop sequence, as an OpenAI server applies it: excluded from the reply
+                text, finish = text[:cut], "stop"
             content, calls = parse_hermes(text) if (req.tools and self.config.tool_parser == "hermes") else (text, [])
             if calls:
                 finish = "tool_calls"

@@ -30,6 +30,7 @@ from toolsweep.benchmarks.traject_bench.data import (
 )
 from toolsweep.benchmarks.traject_bench.environment import (
     METHODS,
+    REACT_METHODS,
     POOLS,
     TEXT_METHODS,
     Context,
@@ -199,6 +200,11 @@ class TrajectBench(Benchmark):
         if name in exploits:
             return exploits[name](env)
         return super().make_scripted_policy(name, env, seed)
+
+    def stop_sequences(self, setting: str) -> list[str]:
+        """ReAct stops where the environment's observation begins (spec: `\\nObservation i:`), so a model
+        cannot write its own observations into the history and run on to max_tokens."""
+        return ["\nObservation"] if self.spec(setting).method in REACT_METHODS else []
 
     # -- metrics -------------------------------------------------------------------------------------
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
