@@ -236,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--options", help="JSON options passed to every benchmark (e.g. a data_dir)")
     p.set_defaults(func=cmd_benchmarks)
 
+    p = sub.add_parser("plan", help="token budget of every cell against each model's context window", add_help=False)
+    p.set_defaults(func=lambda a: _delegate("toolsweep.cluster.plan", a.rest))
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+
     p = sub.add_parser(
         "preflight", help="check that each model's replies parse into valid actions", add_help=False,
     )

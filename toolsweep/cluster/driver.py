@@ -256,6 +256,9 @@ def run_sweep(
         _check_resumable(run_dir, config, fingerprints)
 
     sigterm = signal.getsignal(signal.SIGTERM)
+    from toolsweep.cluster.plan import check_budgets
+
+    check_budgets(config, log)  # before any engine starts
     started_ray = _connect_ray(config.ray_address, log)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins

@@ -68,6 +68,8 @@ class OpenAIModelConfig(_LLMBase):
     base_url: str = Field(description="e.g. http://127.0.0.1:8000/v1")
     model: str = Field(description="Model name the endpoint expects.")
     api_key_env: str | None = Field(None, description="Environment variable holding the API key (never logged).")
+    context_window: int | None = Field(None, gt=0, description="The endpoint's context length, for `toolsweep plan` "
+                                       "and the budget check; None = unknown.")
 
 
 class VLLMEngineArgs(BaseModel):
