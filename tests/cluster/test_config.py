@@ -61,13 +61,28 @@ def test_run_with_bad_config_exits_2_without_starting_ray(tmp_path, capsys):
     assert "tiny" in capsys.readouterr().err
 
 
-def test_run_id_follows_identity_not_runtime_fields(tmp_path):
-    p = _write(tmp_path, GOOD)
-    a = load_config(p)
-    b = load_config(p, ray_address="auto", output_dir=str(tmp_path / "elsewhere"))
-    assert a.resolved_run_id() == b.resolved_run_id()
-    c = load_config(_write(tmp_path, GOOD.replace("seeds: 2", "seeds: 3")))
-    assert c.resolved_run_id() != a.resolved_run_id()
+def test_one_run_directory_per_sweep_and_unit_ids_cover_what_decides_an_episode(tmp_path):
+    from toolsweep.cluster.driver import current_units
+
+    def ids(text: str) -> set[str]:
+        return {u.unit_id for u in current_units(load_config(_write(tmp_path, text)))[0]}
+
+    a = load_config(_write(tmp_path, GOOD))
+    b = load_config(_write(tmp_path, GOOD.replace("seeds: 2", "seeds: 3")), output_dir=str(tmp_path / "x"))
+    assert a.resolved_run_id() == b.resolved_run_id() == "main"  # a grown config grows the same directory
+    base = ids(GOOD)
+    assert base < ids(GOOD.replace("seeds: 2", "seeds: 3"))  # a seed more: the old units are all reused
+    # how a model is served (replicas, caps, timeouts, its URL) does not change its episodes
+    served = GOOD.replace("{name: oracle, kind: scripted, policy: oracle}",
+                          "{name: m, kind: openai, base_url: 'http://h:1/v1', model: x, max_in_flight: 4}")
+    moved = served.replace("http://h:1/v1", "http://other:2/v1").replace("max_in_flight: 4", "timeout_s: 9")
+    assert ids(served) == ids(moved)
+    # what it is does: the served model's name, the sampling, the benchmark's options
+    assert ids(served).isdisjoint(ids(served.replace("model: x", "model: y")))
+    assert base.isdisjoint(ids(GOOD + "sampling: {temperature: 0.7}\n"))
+    # a benchmark's content, as its fingerprint states it (ToolMaze's includes its options)
+    maze = GOOD.replace("name: fake\n    settings: [small]", "name: toolmaze\n    settings: [C1-P0-std]\n    tasks: {limit: 2}")
+    assert ids(maze).isdisjoint(ids(maze.replace("tasks:", "options: {n_distractors: 3}\n    tasks:")))
 
 
 def test_task_filter_ids_are_checked(tmp_path):

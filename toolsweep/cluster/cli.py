@@ -127,7 +127,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from toolsweep.cluster.driver import config_from_run_dir, finalize_run, load_benchmarks
+    from toolsweep.cluster.driver import config_from_run_dir, current_units, finalize_run, load_benchmarks
     from toolsweep.evaluator.rundir import RunDirectory
 
     run_dir = RunDirectory(args.run_dir)
@@ -135,7 +135,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         config = config_from_run_dir(run_dir)
     except FileNotFoundError as err:
         return _fail_config(err)
-    _, text = finalize_run(run_dir, config, load_benchmarks(config))
+    benchmarks = load_benchmarks(config)
+    units, _ = current_units(config, benchmarks)
+    _, text = finalize_run(run_dir, config, benchmarks, unit_ids={u.unit_id for u in units})
     print(text)
     print(f"\nwrote {run_dir.summary_path} and {run_dir.report_path}")
     return 0

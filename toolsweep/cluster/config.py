@@ -17,6 +17,9 @@ from toolsweep.evaluator.types import Sampling, canonical_json
 from toolsweep.models.config import ModelConfig, ScriptedModelConfig
 
 
+DEFAULT_RUN_ID = "main"
+
+
 class ConfigError(ValueError):
     """A config problem, phrased for the user; the CLI prints it and exits with code 2."""
 
@@ -137,7 +140,8 @@ class SweepConfig(_Strict):
         "budgets are in turns and tokens.")
     max_attempts: int = Field(3, ge=1, description="Tries per unit on infrastructure errors.")
     output_dir: str = Field("runs", description="Parent of runs/<sweep>/<run-id>/.")
-    run_id: str | None = Field(None, description="Default: derived from the config, so re-running resumes.")
+    run_id: str | None = Field(None, description="Default 'main': re-running resumes, and an edited config grows "
+                               "the same run directory (unchanged units are reused).")
     ray_address: str | None = Field(None, description='None = embedded Ray; "auto" = a `ray start` cluster.')
     tracking_uri: str | None = Field(None, description="MLflow; default sqlite:///mlflow.db (env MLFLOW_TRACKING_URI).")
     mlflow: bool = Field(True, description="Mirror results to MLflow.")
@@ -196,7 +200,9 @@ class SweepConfig(_Strict):
         return hashlib.sha256(canonical_json(self.identity()).encode()).hexdigest()
 
     def resolved_run_id(self) -> str:
-        return self.run_id or self.config_sha256()[:12]
+        """One run directory per sweep name by default: it grows as the config grows (finished units
+        whose ids are unchanged are reused); pass `run_id` for a separate one."""
+        return self.run_id or DEFAULT_RUN_ID
 
     def run_path(self) -> Path:
         return Path(self.output_dir) / self.name / self.resolved_run_id()

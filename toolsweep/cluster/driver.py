@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
-from toolsweep.evaluator.protocols import MetricSpec
+from toolsweep.evaluator.protocols import MetricSpec, ReportTable
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text
 from toolsweep.evaluator.summary import CellTable, convergence_points
@@ -99,17 +99,25 @@ def _report_tables(bench: Any, cells: list[dict[str, Any]], episodes: Any) -> li
 
 
 def finalize_run(
-    run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], *, extra: dict[str, Any] | None = None
+    run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], *, extra: dict[str, Any] | None = None,
+    unit_ids: set[str] | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
     """Summaries with full-B intervals, paired differences, summary.json, report.html; returns the
-    cell summaries and the text table."""
+    cell summaries and the text table. With `unit_ids` (the current config's units), episodes of units
+    no longer in the config stay on disk but out of the summary."""
     from toolsweep.evaluator.report import format_cells_table, write_html_report
 
     specs_for = specs_lookup(benchmarks)
     table = CellTable()
+    signature = run_dir.records_signature()
     rows = run_dir.read_table(
-        columns=["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics", "finished_at"]
+        columns=["unit_id", "model", "benchmark", "setting", "task_id", "seed", "termination", "metrics",
+                 "finished_at"]
     ).to_pylist()
+    outside = 0
+    if unit_ids is not None:
+        kept = [r for r in rows if r["unit_id"] in unit_ids]
+        outside, rows = len(rows) - len(kept), kept
     table.add_rows(rows)
     kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
     cells = table.summarize(specs_for, **kw)
@@ -128,6 +136,9 @@ def finalize_run(
         "paired": paired,
         "tables": [t.model_dump(mode="json") for t in tables],
         "composites": {k: v for t in tables for k, v in t.metrics.items()},
+        "config_sha256": config.config_sha256(),
+        "records": signature,
+        "episodes_not_in_config": outside,
         **(extra or {}),
     }
     atomic_write_text(run_dir.summary_path, json.dumps(summary, indent=2, default=str))
@@ -167,6 +178,18 @@ def load_benchmarks(config: SweepConfig) -> dict[str, Any]:
 
 def config_from_run_dir(run_dir: RunDirectory) -> SweepConfig:
     return SweepConfig.model_validate(run_dir.read_manifest()["config"])
+
+
+def current_units(config: SweepConfig, benchmarks: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+    """The config's units (ids covering model identity and benchmark content) and the benchmarks'
+    fingerprints."""
+    from toolsweep.cluster.identity import unit_contexts
+
+    plans = resolve_plans(config, check_endpoints=False)
+    benchmarks = benchmarks if benchmarks is not None else load_benchmarks(config)
+    fingerprints = {name: {"version": b.version, **b.fingerprint()} for name, b in benchmarks.items()}
+    contexts = unit_contexts(config, benchmarks, fingerprints)
+    return expand_units(config.name, [m.name for m in config.models], plans, config.sampling, contexts), fingerprints
 
 
 @dataclass
@@ -249,11 +272,14 @@ def run_sweep(
     extra_benchmarks = {**registered_extras(), **(extra_benchmarks or {})}
     plans = resolve_plans(config)  # validates everything before any resource is taken
     benchmarks = load_benchmarks(config)
-    units = expand_units(config.name, [m.name for m in config.models], plans, config.sampling)
+    units, fingerprints = current_units(config, benchmarks)
+    unit_ids = {u.unit_id for u in units}
     run_dir = RunDirectory(config.run_path())
-    fingerprints = {name: {"version": b.version, **b.fingerprint()} for name, b in benchmarks.items()}
     if run_dir.exists():
         _check_resumable(run_dir, config, fingerprints)
+        finished = _nothing_to_do(run_dir, config, benchmarks, units, log)
+        if finished is not None:
+            return finished
 
     sigterm = signal.getsignal(signal.SIGTERM)
     from toolsweep.cluster.plan import check_budgets
@@ -280,11 +306,11 @@ def run_sweep(
             log("preflight: checking that every model's replies parse into valid actions")
             require_preflight(list(config.models), list(config.benchmarks), endpoints, on_result=lambda r: log(
                 f"  {r.model}  {r.probe}  {'ok' if r.ok else 'FAIL (' + (r.cause or 'format') + ')'}  {r.latency_s:.1f}s"))
-        if not run_dir.exists():
+        if not run_dir.exists() or run_dir.read_manifest().get("config_sha256") != config.config_sha256():
             stops = {p.benchmark: {s: benchmarks[p.benchmark].stop_sequences(s) for s in p.tasks_by_setting
                                    if benchmarks[p.benchmark].stop_sequences(s)} for p in plans}
-            run_dir.write_manifest(build_manifest(config, fingerprints, runtime.manifest(),
-                                                  {b: s for b, s in stops.items() if s}))
+            manifest = build_manifest(config, fingerprints, runtime.manifest(), {b: s for b, s in stops.items() if s})
+            run_dir.write_manifest(_with_history(run_dir, manifest))
 
         done_ids = run_dir.finished_unit_ids() if run_dir.exists() else set()
         todo = [u for u in units if u.unit_id not in done_ids]
@@ -319,7 +345,7 @@ def run_sweep(
             sink = None
             raise EndpointMisconfigured(stats.config_error)
         sink.writer.flush_part()
-        cells, text = finalize_run(run_dir, config, benchmarks)
+        cells, text = finalize_run(run_dir, config, benchmarks, unit_ids=unit_ids)
         sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
         sink = None
         return RunOutcome(
@@ -481,17 +507,54 @@ def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: in
 
 
 def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: dict[str, Any]) -> None:
-    """A run directory only takes episodes of the same config and the same benchmark content."""
+    """A run directory grows with its config (unit ids decide what is reused), but takes no episodes of
+    a benchmark whose content changed since it was started."""
     old = run_dir.read_manifest()
-    if old.get("config_sha256") != config.config_sha256():
-        raise ConfigError(f"{run_dir.path} holds a run of a different config; pass a new --run-id or --output-dir")
     recorded = old.get("benchmarks", {})
-    changed = sorted(n for n, fp in fingerprints.items() if recorded.get(n) != json.loads(json.dumps(fp, default=str)))
+    changed = sorted(n for n, fp in fingerprints.items()
+                     if n in recorded and recorded[n] != json.loads(json.dumps(fp, default=str)))
     if changed:
         raise ConfigError(
             f"benchmark(s) {changed} changed since {run_dir.path} was started (version or content "
             "fingerprint differs), so its episodes cannot be mixed with new ones; pass --run-id NEW"
         )
+
+
+def _with_history(run_dir: RunDirectory, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The new manifest, keeping every earlier config of the run directory (oldest first)."""
+    if not run_dir.exists():
+        return {**manifest, "config_history": []}
+    old = run_dir.read_manifest()
+    history = list(old.get("config_history", []))
+    history.append({"config_sha256": old.get("config_sha256"), "created_at": old.get("created_at"),
+                    "config": old.get("config")})
+    benchmarks = {**old.get("benchmarks", {}), **manifest["benchmarks"]}
+    return {**manifest, "benchmarks": benchmarks, "config_history": history}
+
+
+def _nothing_to_do(run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], units: list[Any],
+                   log: Log) -> RunOutcome | None:
+    """A re-run whose units are all recorded, of the config that made the summary, from the records the
+    summary was made of: no Ray, no MLflow, no bootstrap; the summary is printed as it is."""
+    if run_dir.read_manifest().get("config_sha256") != config.config_sha256() or not run_dir.summary_path.exists():
+        return None
+    summary = json.loads(run_dir.summary_path.read_text())
+    if summary.get("config_sha256") != config.config_sha256() or summary.get("records") != run_dir.records_signature():
+        return None
+    if not {u.unit_id for u in units} <= run_dir.finished_unit_ids():
+        return None
+    from toolsweep.evaluator.report import format_cells_table
+
+    specs_for = specs_lookup(benchmarks)
+    specs_by_benchmark = {name: list({s.name: s for st in b.settings() for s in specs_for(name, st)}.values())
+                          for name, b in benchmarks.items()}
+    cells = summary["cells"]
+    text = format_cells_table(cells, specs_by_benchmark)
+    for t in summary.get("tables", []):
+        text += "\n\n" + _format_report_table(ReportTable.model_validate(t))
+    log(f"{run_dir.path}: all {len(units)} units are recorded; nothing to run")
+    return RunOutcome(run_dir=run_dir, total_units=len(units), skipped=len(units), done=0, interrupted=False,
+                      gave_up=0, cells=cells, table_text=text)
 
 
 def _worker_count(config: SweepConfig, ray: Any) -> int:

@@ -6,7 +6,14 @@ import json
 from pathlib import Path
 
 from toolsweep.actors.result_sink import MlflowMirror, resolve_tracking_uri
-from toolsweep.cluster.driver import config_from_run_dir, finalize_run, load_benchmarks, setting_params, specs_lookup
+from toolsweep.cluster.driver import (
+    config_from_run_dir,
+    current_units,
+    finalize_run,
+    load_benchmarks,
+    setting_params,
+    specs_lookup,
+)
 from toolsweep.evaluator.rundir import RunDirectory
 from toolsweep.evaluator.summary import CellTable
 
@@ -19,14 +26,15 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
     run_dir = RunDirectory(path)
     config = config_from_run_dir(run_dir)
     benchmarks = load_benchmarks(config)
+    unit_ids = {u.unit_id for u in current_units(config, benchmarks)[0]}
     specs_for = specs_lookup(benchmarks)
     mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), config.name, config.resolved_run_id(),
                           setting_params=setting_params(config))
     mirror.connect(run_dir.read_manifest(), {"config_sha256": config.config_sha256()})
 
-    rows = sorted(run_dir.read_table(
-        columns=["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics", "finished_at"]
-    ).to_pylist(), key=lambda r: r["finished_at"])
+    rows = sorted((r for r in run_dir.read_table(
+        columns=["unit_id", "model", "benchmark", "setting", "task_id", "seed", "termination", "metrics", "finished_at"]
+    ).to_pylist() if r["unit_id"] in unit_ids), key=lambda r: r["finished_at"])
     per_cell: dict[tuple[str, str, str], int] = {}
     for r in rows:
         cell = (r["model"], r["benchmark"], r["setting"])
@@ -42,7 +50,7 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
         every = max(1, per_cell[cell] // CHECKPOINTS)
         if seen[cell] % every == 0 and seen[cell] < per_cell[cell]:
             mirror.log_summaries(table.summarize(specs_for, n_resamples=live, confidence=config.bootstrap.confidence, seed=0, only=[cell]))
-    cells, _ = finalize_run(run_dir, config, benchmarks)
+    cells, _ = finalize_run(run_dir, config, benchmarks, unit_ids=unit_ids)
     mirror.log_summaries(cells)
     mirror.log_artifacts(run_dir, cells)
     mirror.finish("FINISHED")

@@ -179,6 +179,12 @@ class RunDirectory:
             table = table.filter(pa.array(keep))
         return table
 
+    def records_signature(self) -> list[Any]:
+        """Changes whenever an episode is recorded (part files and the write-ahead log): a summary made
+        for the same signature is still current."""
+        files = [*self.part_paths(), self.pending_path]
+        return [[p.name, p.stat().st_size] for p in files if p.exists() and p.stat().st_size > 0]
+
     def finished_unit_ids(self) -> set[str]:
         return set(self.read_table(columns=["unit_id"]).column("unit_id").to_pylist())
 

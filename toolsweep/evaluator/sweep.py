@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from toolsweep.evaluator.types import Sampling, WorkUnit
@@ -18,7 +18,8 @@ class BenchmarkPlan:
 
 
 def expand_units(
-    sweep: str, models: Sequence[str], plans: Iterable[BenchmarkPlan], sampling: Sampling
+    sweep: str, models: Sequence[str], plans: Iterable[BenchmarkPlan], sampling: Sampling,
+    contexts: Mapping[tuple[str, str], str] | None = None,
 ) -> list[WorkUnit]:
     """Every unit of the sweep, ordered by unit_id.
 
@@ -34,6 +35,7 @@ def expand_units(
             task_id=task_id,
             seed=seed,
             sampling=sampling,
+            context=(contexts or {}).get((model, plan.benchmark), ""),
         )
         for plan in plans
         for setting, task_ids in plan.tasks_by_setting.items()

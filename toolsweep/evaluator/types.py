@@ -166,6 +166,8 @@ class WorkUnit(BaseModel):
     task_id: str
     seed: int
     sampling: Sampling = Field(default_factory=Sampling)
+    context: str = Field("", description="Hash of the rest of what decides the episode: the model's outcome-"
+                         "relevant config and the benchmark's fingerprint (see cluster.identity).")
 
     @cached_property
     def unit_id(self) -> str:
