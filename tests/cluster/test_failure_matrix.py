@@ -196,7 +196,7 @@ def test_sigterm_stops_the_run_like_ctrl_c_and_exits_143(tmp_path):
     for line in proc.stderr:  # wait until the rollout workers are being prepared
         if "rollout workers" in line:
             break
-    time.sleep(3)
+    time.sleep(8)  # into the sweep itself
     proc.send_signal(signal.SIGTERM)
     rest = proc.stderr.read()
     assert proc.wait(timeout=120) == 143, rest[-2000:]

@@ -60,8 +60,9 @@ def _fail_config(err: Exception) -> int:
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    from toolsweep.cluster.scheduler import Terminated
+    from toolsweep.cluster.scheduler import SIGTERM_SEEN, Terminated
 
+    SIGTERM_SEEN.append(True)
     raise Terminated()
 
 
@@ -259,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt as exc:
-        if type(exc).__name__ == "Terminated":
+        from toolsweep.cluster.scheduler import SIGTERM_SEEN
+
+        if type(exc).__name__ == "Terminated" or SIGTERM_SEEN:
             print("terminated (SIGTERM)", file=sys.stderr)
             return EXIT_TERMINATED
         print("interrupted", file=sys.stderr)

@@ -29,7 +29,12 @@ driver responsive to Ctrl-C and to dead workers)."""
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the driver by the CLI's handler: handled like Ctrl-C (everything finished is kept)."""
+    """SIGTERM, raised in the driver by the CLI's handler: handled like Ctrl-C (everything finished is kept).
+    Ray may re-raise it as a plain KeyboardInterrupt from inside a blocking call, so the handler also
+    sets `SIGTERM_SEEN`."""
+
+
+SIGTERM_SEEN: list[bool] = []
 
 
 @dataclass
@@ -157,7 +162,7 @@ class Scheduler:
                         finished.append(result)
         except KeyboardInterrupt as exc:
             stats.interrupted = True
-            stats.terminated = isinstance(exc, Terminated)
+            stats.terminated = isinstance(exc, Terminated) or bool(SIGTERM_SEEN)
             if finished:
                 self._record(finished, stats, start)  # finished episodes are kept, always
             self.log(
