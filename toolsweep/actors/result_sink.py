@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory
+from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory, read_summary
 from toolsweep.evaluator.summary import Cell, CellTable, SpecsFor
 from toolsweep.evaluator.types import EpisodeResult
 
@@ -186,7 +186,7 @@ class MlflowMirror:
         import pyarrow.parquet as pq
 
         if run_dir.summary_path.exists():
-            self.log_composites(json.loads(run_dir.summary_path.read_text()).get("composites") or {})
+            self.log_composites(read_summary(run_dir.summary_path).get("composites") or {})
         for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
             if path.exists():
                 self.client.log_artifact(self.parent_id, str(path))

@@ -184,10 +184,25 @@ def _delegate(module: str, argv: list[str]) -> int:
     return int(importlib.import_module(module).main(argv) or 0)
 
 
+DELEGATED = {"plan": "toolsweep.cluster.plan", "preflight": "toolsweep.cluster.preflight",
+             "models": "toolsweep.models.cli"}
+"""Commands with their own argument parser: everything after the command name is theirs (--help too)."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolsweep")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolsweep", description=MAIN_HELP, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="store_true", help="print toolsweep's version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     raw = argparse.RawDescriptionHelpFormatter
 
@@ -256,8 +271,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--version"]:
+        print(f"toolsweep {_version()}")
+        return 0
     try:
+        if argv and argv[0] in DELEGATED:
+            return _delegate(DELEGATED[argv[0]], argv[1:])
+        args = build_parser().parse_args(argv)
         return int(args.func(args))
     except KeyboardInterrupt as exc:
         from toolsweep.cluster.scheduler import SIGTERM_SEEN

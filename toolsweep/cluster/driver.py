@@ -24,7 +24,7 @@ from typing import Any, Callable
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
 from toolsweep.evaluator.protocols import MetricSpec, ReportTable
 from toolsweep.evaluator.registry import get_benchmark
-from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text
+from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json
 from toolsweep.evaluator.summary import CellTable, convergence_points
 from toolsweep.evaluator.sweep import expand_units
 
@@ -141,7 +141,7 @@ def finalize_run(
         "episodes_not_in_config": outside,
         **(extra or {}),
     }
-    atomic_write_text(run_dir.summary_path, json.dumps(summary, indent=2, default=str))
+    atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
     specs_by_benchmark = {
         name: list({s.name: s for st in b.settings() for s in specs_for(name, st)}.values())
         for name, b in benchmarks.items()
@@ -538,7 +538,7 @@ def _nothing_to_do(run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[
     summary was made of: no Ray, no MLflow, no bootstrap; the summary is printed as it is."""
     if run_dir.read_manifest().get("config_sha256") != config.config_sha256() or not run_dir.summary_path.exists():
         return None
-    summary = json.loads(run_dir.summary_path.read_text())
+    summary = read_summary(run_dir.summary_path)
     if summary.get("config_sha256") != config.config_sha256() or summary.get("records") != run_dir.records_signature():
         return None
     if not {u.unit_id for u in units} <= run_dir.finished_unit_ids():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import tempfile
 import time
@@ -53,8 +54,47 @@ SCHEMA = pa.schema(
 )
 
 
+def strict_json(obj: Any, **kw: Any) -> str:
+    """JSON that any parser reads: NaN and infinities (an undefined metric) become null."""
+    return json.dumps(_finite(obj), allow_nan=False, default=str, **kw)
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    """summary.json as written (strict JSON), with the undefined metric values (null) back as NaN."""
+    summary = json.loads(path.read_text())
+    nan = float("nan")
+    for cell in summary.get("cells", []):
+        for stats in cell.get("metrics", {}).values():
+            for k, v in stats.items():
+                if v is None:
+                    stats[k] = nan
+    for pair in summary.get("paired", []):
+        for k in ("value", "ci_low", "ci_high"):
+            if pair.get(k, 0) is None:
+                pair[k] = nan
+    summary["composites"] = {k: nan if v is None else v for k, v in (summary.get("composites") or {}).items()}
+    return summary
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file and os.replace, so a reader never sees half a file."""
+    """Write via a temp file and os.replace, so a reader never sees half a file. The file gets the
+    usual mode of a new file (0644 under the common umask), not mkstemp's owner-only 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -62,6 +102,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -144,7 +185,7 @@ class RunDirectory:
         return json.loads(self.manifest_path.read_text())
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        atomic_write_text(self.manifest_path, json.dumps(manifest, indent=2, sort_keys=True, default=str))
+        atomic_write_text(self.manifest_path, strict_json(manifest, indent=2, sort_keys=True))
 
     def part_paths(self) -> list[Path]:
         return sorted(self.episodes_dir.glob("part-*.parquet"))

@@ -19,9 +19,10 @@ example:
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    asks_help = bool(args) and args[-1] in ("-h", "--help") and len(args) <= 2
     if len(args) < 2 or args[0] != "prepare" or args[1] not in PREPARABLE:
-        print(USAGE.format(names=", ".join(PREPARABLE)), file=sys.stderr if args and args[0] not in ("-h", "--help") else sys.stdout)
-        return 0 if args[:1] in (["-h"], ["--help"]) else 2
+        print(USAGE.format(names=", ".join(PREPARABLE)), file=sys.stdout if asks_help else sys.stderr)
+        return 0 if asks_help else 2
     import importlib
 
     return int(importlib.import_module(PREPARABLE[args[1]]).main(args[2:]) or 0)
