@@ -104,11 +104,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"error: preflight failed, nothing was run\n{err}\n(--skip-preflight runs anyway)", file=sys.stderr)
         return EXIT_PREFLIGHT
     print(outcome.table_text)
+    if outcome.interrupted:
+        print("\n(PARTIAL: the run was interrupted; these numbers cover the episodes finished so far)")
     print(f"\nrun directory: {outcome.run_dir.path}  (report: {outcome.run_dir.report_path})")
+    if config.mlflow:
+        from toolsweep.actors.result_sink import resolve_tracking_uri
+
+        print(f"MLflow: experiment {config.name!r} at {resolve_tracking_uri(config.tracking_uri)}")
     if outcome.timeouts:
         print("wall-clock expiries (retried, never scored): "
               + ", ".join(f"{m} {n}" for m, n in sorted(outcome.timeouts.items())), file=sys.stderr)
     if outcome.interrupted:
+        print("interrupted: run the same command again to finish the rest (everything finished is kept)")
         return EXIT_TERMINATED if outcome.terminated else EXIT_INTERRUPTED
     return EXIT_UNITS_FAILED if outcome.gave_up else 0
 

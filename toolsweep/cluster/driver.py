@@ -32,7 +32,10 @@ Log = Callable[[str], None]
 
 
 def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    """A log line on its own line, also while a progress bar is drawn (tqdm.write clears and redraws it)."""
+    from tqdm import tqdm
+
+    tqdm.write(msg, file=sys.stderr)
 
 
 def _version(dist: str) -> str | None:
@@ -262,7 +265,7 @@ def run_sweep(
 ) -> RunOutcome:
     """Run (or resume) a sweep end to end and return what happened."""
     import ray
-    from tqdm import tqdm
+    from toolsweep.cluster.progress import make_progress
 
     from toolsweep.actors.result_sink import ResultSink
     from toolsweep.cluster.models_runtime import ModelRuntime
@@ -334,7 +337,7 @@ def run_sweep(
         stats = None
         if scheduler is not None and todo:
             _await_warmups(scheduler, warmups, log)
-            with tqdm(total=len(todo), desc=config.name, unit="ep", disable=not progress, dynamic_ncols=True) as bar:
+            with make_progress(len(todo), config.name, progress, log) as bar:
                 scheduler.record = sink.add
                 scheduler.progress = bar
                 stats = scheduler.run(todo)
