@@ -10,6 +10,7 @@ user ran the command, whichever nodes the episodes ran on.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -29,6 +30,7 @@ from toolsweep.evaluator.types import EpisodeResult
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 PARENT_TAG = "toolsweep.run_id"
+LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
 
 
@@ -99,6 +101,9 @@ class MlflowMirror:
         self.parent_id: str | None = None
         self.children: dict[Cell, str] = {}
         self._experiment_id: str | None = None
+        # what each run already holds (step and values' hash, from its LOGGED_TAG): a re-run or a
+        # re-sync that would log the same point again logs nothing, so histories are never doubled
+        self._logged: dict[Any, tuple[int, str]] = {}
 
     def connect(self, manifest: dict[str, Any], params: dict[str, Any]) -> None:
         """Open (or find again) the parent run. Raises when MLflow cannot be reached."""
@@ -119,9 +124,12 @@ class MlflowMirror:
         parents = [r for r in found if "mlflow.parentRunId" not in r.data.tags]
         for r in found:
             if "mlflow.parentRunId" in r.data.tags and CELL_TAG in r.data.tags:
-                self.children[tuple(r.data.tags[CELL_TAG].split("|"))] = r.info.run_id  # type: ignore[index]
+                cell = tuple(r.data.tags[CELL_TAG].split("|"))
+                self.children[cell] = r.info.run_id  # type: ignore[index]
+                self._remember(cell, r.data.tags.get(LOGGED_TAG))
         if parents:
             self.parent_id = parents[0].info.run_id
+            self._remember("parent", parents[0].data.tags.get(LOGGED_TAG))
             self.client.update_run(self.parent_id, status="RUNNING")
             return
         run = self.client.create_run(
@@ -156,28 +164,47 @@ class MlflowMirror:
                 self.client.log_batch(run.info.run_id, params=plist[i : i + 90])
         return self.children[cell]
 
+    def _remember(self, key: Any, tag: str | None) -> None:
+        if tag and "|" in tag:
+            step, digest = tag.split("|", 1)
+            self._logged[key] = (int(step), digest)
+
+    def _already_logged(self, key: Any, step: int, values: dict[str, float]) -> tuple[bool, str]:
+        digest = hashlib.sha256(json.dumps(sorted((k, repr(v)) for k, v in values.items())).encode()).hexdigest()[:16]
+        seen = self._logged.get(key)
+        return (seen is not None and (step < seen[0] or (step == seen[0] and digest == seen[1]))), digest
+
+    def _log_once(self, key: Any, run_id: str, step: int, values: dict[str, float]) -> None:
+        """Log `values` at `step` unless the run already holds this point (or a later one)."""
+        from mlflow.entities import Metric, RunTag
+
+        skip, digest = self._already_logged(key, step, values)
+        if skip:
+            return
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now, step) for k, v in values.items()]
+        tag = [RunTag(LOGGED_TAG, f"{step}|{digest}")]
+        for i in range(0, max(len(metrics), 1), 900):
+            self.client.log_batch(run_id, metrics=metrics[i : i + 900], tags=tag if i == 0 else [])
+        self._logged[key] = (step, digest)
+
     def log_composites(self, values: dict[str, float]) -> None:
         """Metrics across cells that benchmarks' report tables compute (e.g. APB's Table 1 composites
         with their stratified or paired intervals), on the sweep's parent run."""
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
-        metrics = [Metric(k, float(v), now, 0) for k, v in sorted(values.items()) if math.isfinite(v)]
-        for i in range(0, len(metrics), 900):
-            self.client.log_batch(self.parent_id, metrics=metrics[i : i + 900])
+        finite = {k: float(v) for k, v in sorted(values.items()) if math.isfinite(v)}
+        if finite:
+            self._log_once("parent", self.parent_id, 0, finite)
 
     def log_summaries(self, summaries: list[dict[str, Any]]) -> None:
-        """One log_batch per cell, step = episodes done in that cell."""
-        from mlflow.entities import Metric
-
-        now = int(time.time() * 1000)
+        """One log_batch per cell, step = episodes done in that cell; a point the run already holds is
+        not logged again."""
         for s in summaries:
             cell = (s["model"], s["benchmark"], s["setting"])
             step = int(sum(s.get("terminations", {}).values()))
-            metrics = [Metric(k, v, now, step) for k, v in cell_metrics(s).items()]
-            run_id = self._child(cell)
-            for i in range(0, len(metrics), 900):
-                self.client.log_batch(run_id, metrics=metrics[i : i + 900])
+            values = cell_metrics(s)
+            if self._already_logged(cell, step, values)[0]:
+                continue
+            self._log_once(cell, self._child(cell), step, values)
 
     def log_artifacts(self, run_dir: RunDirectory, summaries: list[dict[str, Any]]) -> None:
         """The sweep's manifest, summary and report (and the summary's composites as metrics) on the
