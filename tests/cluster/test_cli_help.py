@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-COMMANDS = [[], ["run"], ["validate"], ["report"], ["sync-mlflow"], ["benchmarks"], ["plan"], ["preflight"],
+COMMANDS = [[], ["run"], ["validate"], ["report"], ["sync-mlflow"], ["benchmarks"], ["plan"], ["preflight"], ["show"],
             ["models"], ["models", "prepare"]]
 
 

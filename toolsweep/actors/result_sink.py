@@ -30,6 +30,7 @@ from toolsweep.evaluator.types import EpisodeResult
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 PARENT_TAG = "toolsweep.run_id"
+TRACED_TAG = "toolsweep.traced"  # which episodes of a cell have a trace (see actors/traces.py)
 LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
 
@@ -90,8 +91,10 @@ class MlflowMirror:
         experiment: str,
         run_id: str,
         setting_params: dict[tuple[str, str], dict[str, Any]] | None = None,
+        traces_per_cell: int = 5,
     ) -> None:
         self.tracking_uri = tracking_uri
+        self.traces_per_cell = traces_per_cell
         self.experiment = experiment
         self.run_id = run_id
         # (benchmark, setting) -> the setting's parameters, logged as params of each cell's run so
@@ -104,6 +107,7 @@ class MlflowMirror:
         # what each run already holds (step and values' hash, from its LOGGED_TAG): a re-run or a
         # re-sync that would log the same point again logs nothing, so histories are never doubled
         self._logged: dict[Any, tuple[int, str]] = {}
+        self._traced: dict[Any, str] = {}
 
     def connect(self, manifest: dict[str, Any], params: dict[str, Any]) -> None:
         """Open (or find again) the parent run. Raises when MLflow cannot be reached."""
@@ -127,6 +131,7 @@ class MlflowMirror:
                 cell = tuple(r.data.tags[CELL_TAG].split("|"))
                 self.children[cell] = r.info.run_id  # type: ignore[index]
                 self._remember(cell, r.data.tags.get(LOGGED_TAG))
+                self._traced[cell] = r.data.tags.get(TRACED_TAG, "")
         if parents:
             self.parent_id = parents[0].info.run_id
             self._remember("parent", parents[0].data.tags.get(LOGGED_TAG))
@@ -231,6 +236,36 @@ class MlflowMirror:
                 sum_path.write_text(json.dumps(s, indent=2, default=str))
                 self.client.log_artifact(self._child(cell), str(ep_path))
                 self.client.log_artifact(self._child(cell), str(sum_path))
+                if self.traces_per_cell > 0:
+                    self._log_traces(cell, table.filter(mask))
+
+    def _log_traces(self, cell: Cell, rows: Any) -> None:
+        """Transcripts of the cell's failures and a few of its answered episodes, once per set."""
+        from mlflow.entities import RunTag
+
+        from toolsweep.actors.traces import log_episode_trace, pick_episodes, traced_digest
+        from toolsweep.evaluator.rundir import row_to_result
+
+        ids = rows.column("unit_id").to_pylist()
+        picked = pick_episodes(list(zip(ids, rows.column("termination").to_pylist())), self.traces_per_cell)
+        digest = traced_digest(picked)
+        if not picked or self._traced.get(cell) == digest:
+            return
+        run_id = self._child(cell)
+        index = {u: i for i, u in enumerate(ids)}
+        import mlflow
+
+        # the trace exporter writes to the process's tracking URI, asynchronously: point it at ours
+        # and wait for the queue before saying the traces are there
+        mlflow.set_tracking_uri(self.tracking_uri)
+        for unit_id in picked:
+            row = rows.slice(index[unit_id], 1).to_pylist()[0]
+            log_episode_trace(self.client, self._experiment_id, run_id, row_to_result(row))
+        flush = getattr(mlflow, "flush_trace_async_logging", None)
+        if flush is not None:
+            flush(terminate=False)
+        self.client.log_batch(run_id, tags=[RunTag(TRACED_TAG, digest)])
+        self._traced[cell] = digest
 
     def finish(self, status: str) -> None:
         for run_id in self.children.values():

@@ -192,7 +192,7 @@ def _delegate(module: str, argv: list[str]) -> int:
 
 
 DELEGATED = {"plan": "toolsweep.cluster.plan", "preflight": "toolsweep.cluster.preflight",
-             "models": "toolsweep.models.cli"}
+             "models": "toolsweep.models.cli", "show": "toolsweep.cluster.show"}
 """Commands with their own argument parser: everything after the command name is theirs (--help too)."""
 
 
@@ -260,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--options", help="JSON options passed to every benchmark (e.g. a data_dir)")
     p.set_defaults(func=cmd_benchmarks)
+
+    p = sub.add_parser("show", help="read episodes of a run directory as transcripts", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("plan", help="token budget of every cell against each model's context window", add_help=False)
     p.set_defaults(func=lambda a: _delegate("toolsweep.cluster.plan", a.rest))

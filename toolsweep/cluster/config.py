@@ -145,6 +145,9 @@ class SweepConfig(_Strict):
     ray_address: str | None = Field(None, description='None = embedded Ray; "auto" = a `ray start` cluster.')
     tracking_uri: str | None = Field(None, description="MLflow; default sqlite:///mlflow.db (env MLFLOW_TRACKING_URI).")
     mlflow: bool = Field(True, description="Mirror results to MLflow.")
+    mlflow_traces_per_cell: int = Field(
+        5, ge=0, description="Episode transcripts logged as MLflow traces per cell at the end of a run: every "
+        "episode that did not end as answered (up to 20) plus this many answered ones; 0 logs none.")
     mlflow_interval_s: float = Field(
         2.0, gt=0, description="Seconds between live MLflow updates of the cells that changed."
     )

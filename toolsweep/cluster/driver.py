@@ -383,7 +383,8 @@ def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
     if not config.mlflow:
         return None
     uri = resolve_tracking_uri(config.tracking_uri)
-    mirror = MlflowMirror(uri, config.name, config.resolved_run_id(), setting_params=setting_params(config))
+    mirror = MlflowMirror(uri, config.name, config.resolved_run_id(), setting_params=setting_params(config),
+                          traces_per_cell=config.mlflow_traces_per_cell)
     try:
         mirror.connect(run_dir.read_manifest(), {
             "config_sha256": config.config_sha256(),

@@ -29,7 +29,7 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
     unit_ids = {u.unit_id for u in current_units(config, benchmarks)[0]}
     specs_for = specs_lookup(benchmarks)
     mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), config.name, config.resolved_run_id(),
-                          setting_params=setting_params(config))
+                          setting_params=setting_params(config), traces_per_cell=config.mlflow_traces_per_cell)
     mirror.connect(run_dir.read_manifest(), {"config_sha256": config.config_sha256()})
 
     rows = sorted((r for r in run_dir.read_table(
