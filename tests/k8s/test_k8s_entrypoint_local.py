@@ -282,12 +282,11 @@ def entrypoint_argv(rayjob: dict, config: Path, tracking_uri: str, output_dir: P
 
 
 def expected_units(config_path: Path, output_dir: Path):
-    from toolsweep.cluster.config import load_config, resolve_plans
-    from toolsweep.evaluator.sweep import expand_units
+    from toolsweep.cluster.config import load_config
+    from toolsweep.cluster.driver import current_units
 
     config = load_config(config_path, output_dir=str(output_dir))
-    units = expand_units(config.name, [m.name for m in config.models], resolve_plans(config), config.sampling)
-    return config, units
+    return config, current_units(config)[0]
 
 
 def assert_sweep_complete(config, units, mlflow_url: str) -> dict:
