@@ -84,15 +84,22 @@ def test_transient_failures_go_to_failures_jsonl_never_to_episodes(ray_local, tm
         out = sweep(cfg)
         assert out.gave_up == N_TASKS and episodes(cfg) == []
         assert len(failures(cfg)) == N_TASKS and all("infra" in f["termination"] for f in failures(cfg))
+        summary = json.loads((cfg.run_path() / "summary.json").read_text())
+        assert summary["infrastructure"]["units_in_failures_jsonl"] == N_TASKS
+        path = tmp_path / "sweep.yaml"
+        path.write_text(json.dumps(cfg.model_dump(mode="json")))
+        assert main(["run", str(path), "--no-progress"]) == 1  # units given up: exit 1, listed for a re-run
         server.default = adder  # the endpoint recovers: a re-run retries them and clears the list
         out = sweep(cfg)
     assert out.done == N_TASKS and episodes(cfg) == ["answered"] * N_TASKS and failures(cfg) == []
 
 
-def test_429_with_retry_after_is_waited_out_and_scored(ray_local, tmp_path):
+@pytest.mark.parametrize("headers", [None, {}], ids=["retry-after", "no-retry-after"])
+def test_429_is_waited_out_and_scored(ray_local, tmp_path, headers):
     with FakeOpenAIServer() as server:
         server.default = adder
-        server.script.extend([(429, {"error": "slow down"})] * 2)
+        reply = (429, {"error": "slow down"}) if headers is None else (429, {"error": "slow down"}, headers)
+        server.script.extend([reply] * 2)
         cfg = config(tmp_path, server.base_url, max_retries=3)
         out = sweep(cfg)
     assert out.done == N_TASKS and out.gave_up == 0 and episodes(cfg) == ["answered"] * N_TASKS
@@ -117,6 +124,9 @@ def test_a_wall_clock_expiry_is_infrastructure_retried_and_never_scored(ray_loca
         out = sweep(cfg)
     assert out.gave_up == N_TASKS and episodes(cfg) == [] and out.timeouts == {"served": 2 * N_TASKS}
     assert {f["termination"] for f in failures(cfg)} == {"timeout"}
+    summary = json.loads((cfg.run_path() / "summary.json").read_text())
+    assert summary["infrastructure"]["timeouts_by_cell"] == {"served|fake|small": 2 * N_TASKS}
+    assert summary["composites"]["infra/served/fake/small/timeouts"] == 2 * N_TASKS  # on the MLflow run too
 
 
 def test_waiting_for_a_retry_does_not_count_against_the_episode(ray_local, tmp_path):

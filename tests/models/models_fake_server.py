@@ -46,7 +46,8 @@ def tool_reply(name: str, arguments: str, call_id: str = "call_abc") -> dict[str
 class FakeOpenAIServer:
     """Answers POST /v1/chat/completions from a queue of scripted responses.
 
-    Each scripted item is a reply body (dict, status 200) or a tuple (status, body). With the queue
+    Each scripted item is a reply body (dict, status 200), a tuple (status, body), or (status, body,
+    headers) (a 429 gets Retry-After 0.05 unless headers are given). With the queue
     empty, the default handler answers (by default: echo the last user message as text).
     """
 
@@ -84,9 +85,9 @@ class FakeOpenAIServer:
             item = self.script.popleft() if self.script else self.default(body)
         finally:
             self.in_flight -= 1
-        status, payload = item if isinstance(item, tuple) else (200, item)
+        status, payload, *extra = item if isinstance(item, tuple) else (200, item)
         text = payload if isinstance(payload, str) else json.dumps(payload)
-        headers = {"Retry-After": "0.05"} if status == 429 else None
+        headers = extra[0] if extra else ({"Retry-After": "0.05"} if status == 429 else None)
         return web.Response(status=status, text=text, content_type="application/json", headers=headers)
 
     async def _health(self, request: web.Request) -> web.Response:

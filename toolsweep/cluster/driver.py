@@ -138,7 +138,8 @@ def finalize_run(
         "cells": cells,
         "paired": paired,
         "tables": [t.model_dump(mode="json") for t in tables],
-        "composites": {k: v for t in tables for k, v in t.metrics.items()},
+        "composites": {**{k: v for t in tables for k, v in t.metrics.items()},
+                       **_infrastructure_metrics((extra or {}).get("infrastructure"))},
         "config_sha256": config.config_sha256(),
         "records": signature,
         "episodes_not_in_config": outside,
@@ -156,6 +157,15 @@ def finalize_run(
     for t in tables:
         text += "\n\n" + _format_report_table(t)
     return cells, text
+
+
+def _infrastructure_metrics(counts: dict[str, Any] | None) -> dict[str, float]:
+    """The unscored counts as metrics on the sweep's MLflow run (`infra/<model>/<benchmark>/<setting>/timeouts`)."""
+    if not counts:
+        return {}
+    out = {f"infra/{cell.replace('|', '/')}/timeouts": float(n) for cell, n in counts.get("timeouts_by_cell", {}).items()}
+    out["infra/units_in_failures_jsonl"] = float(counts.get("units_in_failures_jsonl", 0))
+    return out
 
 
 def _format_report_table(t: Any) -> str:
@@ -348,7 +358,8 @@ def run_sweep(
             sink = None
             raise EndpointMisconfigured(stats.config_error)
         sink.writer.flush_part()
-        cells, text = finalize_run(run_dir, config, benchmarks, unit_ids=unit_ids)
+        cells, text = finalize_run(run_dir, config, benchmarks, unit_ids=unit_ids,
+                                   extra={"infrastructure": _infrastructure_counts(run_dir, stats)})
         sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
         sink = None
         return RunOutcome(
@@ -522,6 +533,18 @@ def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: d
             f"benchmark(s) {changed} changed since {run_dir.path} was started (version or content "
             "fingerprint differs), so its episodes cannot be mixed with new ones; pass --run-id NEW"
         )
+
+
+def _infrastructure_counts(run_dir: RunDirectory, stats: Any) -> dict[str, Any]:
+    """What was not scored, for summary.json and MLflow: this run's wall-clock expiries and retries per
+    cell, and the units still listed in failures.jsonl (they leave it once a re-run records them)."""
+    failures = run_dir.path / "failures.jsonl"
+    waiting = len(failures.read_text().splitlines()) if failures.exists() else 0
+    return {
+        "timeouts_by_cell": dict(stats.timeouts_by_cell) if stats else {},
+        "requeued": stats.requeued if stats else 0,
+        "units_in_failures_jsonl": waiting,
+    }
 
 
 def _with_history(run_dir: RunDirectory, manifest: dict[str, Any]) -> dict[str, Any]:

@@ -47,6 +47,7 @@ class SchedulerStats:
     terminated: bool = False  # the interrupt was SIGTERM
     config_error: str | None = None  # the endpoint refused the configuration: the run stopped
     timeouts: Counter = field(default_factory=Counter)  # wall-clock expiries per model (retried, never scored)
+    timeouts_by_cell: Counter = field(default_factory=Counter)  # the same per "model|benchmark|setting"
     terminations: Counter = field(default_factory=Counter)
     tokens: int = 0
     wall_s: float = 0.0
@@ -148,6 +149,8 @@ class Scheduler:
                             continue
                         if result.termination == TerminationReason.TIMEOUT:
                             stats.timeouts[lease.unit.model] += 1
+                            u = lease.unit
+                            stats.timeouts_by_cell[f"{u.model}|{u.benchmark}|{u.setting}"] += 1
                             self._retry(lease, pending, stats, result.error or "timeout", result)
                             continue
                         if result.termination == TerminationReason.INFRA_ERROR:
