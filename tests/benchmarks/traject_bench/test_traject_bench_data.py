@@ -208,3 +208,40 @@ def test_a_missing_or_wrong_data_dir_names_the_expected_layout(tmp_path, kind):
         TrajectBench(**opts)
     msg = str(err.value)
     assert "data_dir" in msg and "tools/<Domain>_tool.json" in msg and "sequential/<Domain>/traj_query.json" in msg
+
+
+def test_a_shared_tool_is_described_by_the_tasks_own_domain_whatever_else_is_loaded():
+    ds = load_dataset(DATA)
+    differing = [(d, n) for d, defs in ds.domain_defs.items() for n in defs]
+    assert differing, "the release describes some shared tools differently per domain"
+    domain, name = differing[0]
+    assert ds.tool_def(name, domain) != ds.catalog[name]
+    from toolsweep.benchmarks.traject_bench import TrajectBench
+
+    bench = TrajectBench(data_dir=str(DATA))
+    setting = next(s for s in bench.settings() if s.endswith("/domain/direct") and bench.spec(s).split == "par-simple")
+    task = next((t for t in bench.dataset.tasks["par-simple"] if t.domain == domain), None)
+    assert task is not None and name in bench.dataset.pools[domain]
+    env = bench.make_env(task.task_id, setting, 0)
+    prompt = "\n".join(m.text() for m in env.reset().messages)
+    assert repr(ds.tool_def(name, domain).visible()) in prompt
+
+
+def test_synthesized_tools_are_flagged_counted_and_can_be_left_out():
+    from toolsweep.benchmarks.traject_bench import TrajectBench
+
+    ds = load_dataset(DATA)
+    synth = {n for n, t in ds.catalog.items() if t.synthesized}
+    assert synth
+    bench = TrajectBench(data_dir=str(DATA))
+    lean = TrajectBench(data_dir=str(DATA), synthesized_tools="exclude")
+    for split in ("par-simple", "seq"):
+        setting = next((s for s in bench.settings() if bench.spec(s).split == split and s.endswith("/direct")), None)
+        if setting is None:
+            continue
+        uses = [t for t in bench.tasks(setting) if any(c.name in synth for c in ds.task_by_id[t].calls)]
+        assert set(lean.tasks(setting)) == set(bench.tasks(setting)) - set(uses)
+        if uses:
+            env = bench.make_env(uses[0], setting, 0)
+            env.reset()
+            assert env.result()["uses_synthesized_tool"] == 1.0

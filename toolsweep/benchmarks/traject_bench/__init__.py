@@ -86,6 +86,10 @@ class TrajectBench(Benchmark):
             description="Direct/CoT: replay the predicted calls and ask for the final answer (for Acc).",
         )
         strict: bool = Field(False, description="Fail on any malformed record instead of skipping it.")
+        synthesized_tools: Literal["include", "exclude"] = Field(
+            "include", description="Tasks whose gold trajectory uses a tool the release's tool files lack (the "
+            "tool is rebuilt from the gold calls and flagged): 'include' runs them and reports their share "
+            "(`uses_synthesized_tool`); 'exclude' leaves them out.")
         breakdowns: bool = Field(True, description="Per-domain and per-length metrics.")
 
     def __init__(self, **options: Any) -> None:
@@ -156,6 +160,9 @@ class TrajectBench(Benchmark):
         cached = self._task_order.get(split)
         if cached is None:
             ts = sorted(self.dataset.tasks[split], key=lambda t: (t.index, t.domain))
+            if self.options.synthesized_tools == "exclude":
+                cat = self.dataset.catalog
+                ts = [t for t in ts if not any(cat[c.name].synthesized for c in t.calls)]
             cached = self._task_order[split] = [t.task_id for t in ts]
         return list(cached)
 
@@ -239,6 +246,9 @@ class TrajectBench(Benchmark):
             MetricSpec(name="retrieval_rate", description="Share of gold tools among the tools shown (paper_compat: "
                        "distinct gold tools shown / gold list length, the authors' code)"),
             MetricSpec(name="format_errors", higher_is_better=False, description="Unparseable replies per episode"),
+            MetricSpec(name="uses_synthesized_tool", higher_is_better=False,
+                       description="Share of tasks whose gold uses a tool missing from the release's tool files "
+                       "(rebuilt from the gold calls; `synthesized_tools: exclude` leaves them out)"),
             MetricSpec(name="replay_miss", higher_is_better=False,
                        description="Share of executed calls with no recorded response"),
             MetricSpec(name="n_pred_calls", higher_is_better=False, description="Predicted calls per episode"),

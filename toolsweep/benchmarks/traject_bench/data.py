@@ -244,6 +244,11 @@ class Dataset:
     sha256: str
     load_seconds: float
     all_pool: tuple[str, ...] = field(default=())
+    domain_defs: dict[str, dict[str, ToolDef]] = field(default_factory=dict)
+
+    def tool_def(self, name: str, domain: str | None = None) -> ToolDef:
+        """A tool as a task of `domain` sees it: that domain's file's definition where it differs."""
+        return self.domain_defs.get(domain or "", {}).get(name) or self.catalog[name]
 
     def splits(self) -> list[str]:
         return [s for s in SPLITS if self.tasks.get(s)]
@@ -347,6 +352,7 @@ def _build(root: Path) -> Dataset:
     domains = _discover(root)
 
     catalog: dict[str, ToolDef] = {}
+    domain_defs: dict[str, dict[str, ToolDef]] = {}
     pools: dict[str, list[str]] = {}
     raw_counts: dict[str, int] = {}
     for d in domains:
@@ -367,16 +373,21 @@ def _build(root: Path) -> Dataset:
                 continue
             seen.add(name)
             pools[d].append(name)
+            tool = ToolDef(
+                name=name,
+                description=r.tool_description or "",
+                parent=r.parent_tool_name or name.split(": ")[0],
+                api_name=r.api_name or name.partition(": ")[2],
+                domain=r.domain_name or d,
+                required=_params(r.required_parameters),
+                optional=_params(r.optional_parameters),
+            )
             if name not in catalog:
-                catalog[name] = ToolDef(
-                    name=name,
-                    description=r.tool_description or "",
-                    parent=r.parent_tool_name or name.split(": ")[0],
-                    api_name=r.api_name or name.partition(": ")[2],
-                    domain=r.domain_name or d,
-                    required=_params(r.required_parameters),
-                    optional=_params(r.optional_parameters),
-                )
+                catalog[name] = tool
+            elif catalog[name] != tool:
+                # a tool several domains share, described differently in each file: each domain's
+                # prompts show its own description, whichever domains are loaded with it
+                domain_defs.setdefault(d, {})[name] = tool
 
     tasks: dict[str, list[Task]] = {s: [] for s in SPLITS}
     gold_only: dict[str, dict[str, Any]] = {}  # name -> info to synthesize a ToolDef
@@ -467,6 +478,7 @@ def _build(root: Path) -> Dataset:
         sha256=digest.hexdigest(),
         load_seconds=time.perf_counter() - t0,
         all_pool=tuple(all_pool),
+        domain_defs=domain_defs,
     )
 
 

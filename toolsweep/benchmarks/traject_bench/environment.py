@@ -105,11 +105,16 @@ class Context:
     _aliases: AliasMap | None = None
     tool_reprs: dict[str, str] = field(default_factory=dict)
 
-    def render(self, pool: tuple[str, ...]) -> str:
-        """`str(list_of_visible_dicts)` of a pool, from per-tool reprs cached once."""
+    def render(self, pool: tuple[str, ...], domain: str | None = None) -> str:
+        """`str(list_of_visible_dicts)` of a pool as a task of `domain` sees it, from per-tool reprs
+        cached once."""
         reprs = self.tool_reprs
+        own = self.dataset.domain_defs.get(domain or "", {})
         parts = []
         for n in pool:
+            if n in own:
+                parts.append(repr(own[n].visible()))
+                continue
             r = reprs.get(n)
             if r is None:
                 r = reprs[n] = repr(self.dataset.catalog[n].visible())
@@ -122,14 +127,15 @@ class Context:
             self._aliases = AliasMap(self.dataset.catalog)
         return self._aliases
 
-    def native_tools(self, pool: tuple[str, ...]) -> list[dict[str, Any]]:
-        """Function schemas of a pool, built once per pool (read-only once built)."""
-        got = self.schema_cache.get(pool)
+    def native_tools(self, pool: tuple[str, ...], domain: str | None = None) -> list[dict[str, Any]]:
+        """Function schemas of a pool as a task of `domain` sees it, built once per pool (read-only once built)."""
+        key = (domain or "", *pool) if domain in self.dataset.domain_defs else pool
+        got = self.schema_cache.get(key)
         if got is None:
             aliases = self.catalog_aliases()
-            got = [tool_schema(self.dataset.catalog[n], aliases.to_alias[n]) for n in pool]
+            got = [tool_schema(self.dataset.tool_def(n, domain), aliases.to_alias[n]) for n in pool]
             if len(self.schema_cache) < 256:
-                self.schema_cache[pool] = got
+                self.schema_cache[key] = got
         return got
 
 
@@ -288,7 +294,7 @@ class TrajectEnv:
         self.retrieved: set[str] = set(self.pool)
         # Like a text tool name, any catalog tool's alias executes; the pool decides what is shown.
         self.aliases, self.schemas = (
-            (ctx.catalog_aliases(), ctx.native_tools(self.pool)) if spec.method == "native" else (None, [])
+            (ctx.catalog_aliases(), ctx.native_tools(self.pool, task.domain)) if spec.method == "native" else (None, [])
         )
         self.pred: list[PredCall] = []
         self.executed: list[tuple[str, dict[str, Any], str, str]] = []  # name, args, output, status
@@ -322,15 +328,17 @@ class TrajectEnv:
         return self.base_pool
 
     def visible(self, names: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-        cat = self.ctx.dataset.catalog
-        return [cat[n].visible() for n in (names if names is not None else self.pool)]
+        ds = self.ctx.dataset
+        return [ds.tool_def(n, self.task.domain).visible() for n in (names if names is not None else self.pool)]
 
     def rendered_pool(self) -> str:
-        """The pool as prompt text; shared pools (a domain's tools) are rendered once per process."""
-        key = self.pool
+        """The pool as prompt text, as the task's own domain describes its tools (a prompt never
+        depends on which other domains are loaded); shared pools are rendered once per process."""
+        domain = self.task.domain if self.task.domain in self.ctx.dataset.domain_defs else ""
+        key = (domain, *self.pool) if domain else self.pool
         text = self.ctx.render_cache.get(key)
         if text is None:
-            text = self.ctx.render(key)
+            text = self.ctx.render(self.pool, domain or None)
             if len(self.ctx.render_cache) < 4096:
                 self.ctx.render_cache[key] = text
         return text
@@ -486,6 +494,8 @@ class TrajectEnv:
             self.task, self.pred, self.final_answer, self.retrieved, paper_compat=self.ctx.paper_compat
         )
         out["format_errors"] = float(self.format_errors)
+        cat = self.ctx.dataset.catalog
+        out["uses_synthesized_tool"] = float(any(cat[c.name].synthesized for c in self.task.calls))
         out["replay_miss"] = (
             sum(1 for *_, s in self.executed if s != "recorded") / len(self.executed) if self.executed else nan
         )
