@@ -118,9 +118,11 @@ def finalize_run(
                  "finished_at"]
     ).to_pylist()
     outside = 0
+    complete = False
     if unit_ids is not None:
         kept = [r for r in rows if r["unit_id"] in unit_ids]
         outside, rows = len(rows) - len(kept), kept
+        complete = len({r["unit_id"] for r in kept}) == len(unit_ids)
     table.add_rows(rows)
     kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
     cells = table.summarize(specs_for, **kw)
@@ -143,6 +145,8 @@ def finalize_run(
         "config_sha256": config.config_sha256(),
         "records": signature,
         "episodes_not_in_config": outside,
+        "complete": complete,  # every unit of this config was recorded when this summary was made
+        "units": len(unit_ids) if unit_ids is not None else len(rows),
         **(extra or {}),
     }
     atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
@@ -156,6 +160,8 @@ def finalize_run(
     text = format_cells_table(cells, specs_by_benchmark)
     for t in tables:
         text += "\n\n" + _format_report_table(t)
+    summary["table_text"] = text
+    atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
     return cells, text
 
 
@@ -283,6 +289,9 @@ def run_sweep(
     from toolsweep.evaluator.registry import extra_benchmarks as registered_extras
 
     extra_benchmarks = {**registered_extras(), **(extra_benchmarks or {})}
+    finished = _finished_already(config, log)
+    if finished is not None:
+        return finished
     plans = resolve_plans(config)  # validates everything before any resource is taken
     benchmarks = load_benchmarks(config)
     units, fingerprints = current_units(config, benchmarks)
@@ -557,6 +566,27 @@ def _with_history(run_dir: RunDirectory, manifest: dict[str, Any]) -> dict[str, 
                     "config": old.get("config")})
     benchmarks = {**old.get("benchmarks", {}), **manifest["benchmarks"]}
     return {**manifest, "benchmarks": benchmarks, "config_history": history}
+
+
+def _finished_already(config: SweepConfig, log: Log) -> RunOutcome | None:
+    """The cheapest no-op: the run directory's summary was made, complete, for this very config, by this
+    version of toolsweep, from the records on disk; nothing is loaded or generated (seconds)."""
+    run_dir = RunDirectory(config.run_path())
+    if not run_dir.exists() or not run_dir.summary_path.exists():
+        return None
+    manifest = run_dir.read_manifest()
+    same_code = (manifest.get("versions", {}).get("toolsweep") == _version("toolsweep")
+                 and manifest.get("git_sha") == _git_sha())
+    if manifest.get("config_sha256") != config.config_sha256() or not same_code:
+        return None
+    summary = read_summary(run_dir.summary_path)
+    if not (summary.get("complete") and summary.get("config_sha256") == config.config_sha256()
+            and summary.get("records") == run_dir.records_signature() and summary.get("table_text")):
+        return None
+    n = int(summary.get("units", 0))
+    log(f"{run_dir.path}: all {n} units are recorded; nothing to run")
+    return RunOutcome(run_dir=run_dir, total_units=n, skipped=n, done=0, interrupted=False, gave_up=0,
+                      cells=summary["cells"], table_text=summary["table_text"])
 
 
 def _nothing_to_do(run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], units: list[Any],
