@@ -59,7 +59,9 @@ def test_a_changed_benchmark_still_refuses_with_the_way_out(ray_local, tmp_path)
     cfg = make_config(tmp_path, name="bench", n_tasks=2, seeds=[0], mlflow=False)
     out = _run(cfg)
     manifest = json.loads(out.run_dir.manifest_path.read_text())
+    # as if the run had been made by an older toolsweep whose benchmark differed
     manifest["benchmarks"]["fake"]["version"] = "0-old"
+    manifest["versions"]["toolsweep"] = "0-old"
     out.run_dir.manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(ConfigError, match="--run-id"):
         _run(cfg)
