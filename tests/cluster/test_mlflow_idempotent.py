@@ -68,3 +68,17 @@ def test_show_prints_transcripts_of_a_run(ray_local, tmp_path, capsys):
     assert text.count("== oracle | fake | small") == 2 and "[assistant]" in text and "metrics:" in text
     assert "1 more match" in text
     assert main(["show", str(out.run_dir.path), "--cell", "nope"]) == 2
+
+
+def test_the_sweeps_run_carries_every_cells_headline_metric(ray_local, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = _run(make_config(tmp_path, name="headline", n_tasks=4, seeds=[0], tracking_uri=uri))
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("headline")
+    parent = next(r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags)
+    for cell in out.cells:
+        key = f"{cell['model']}/fake/{cell['setting']}/accuracy"
+        assert parent.data.metrics[key] == cell["metrics"]["accuracy"]["value"]
+        assert parent.data.metrics[key + "_ci_low"] <= parent.data.metrics[key] <= parent.data.metrics[key + "_ci_high"]

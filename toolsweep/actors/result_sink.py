@@ -81,6 +81,23 @@ def manifest_tags(manifest: dict[str, Any]) -> list[Any]:
         tags.append(RunTag(f"manifest.{key}", text))
     return tags
 
+
+def headline_metrics(summaries: list[dict[str, Any]]) -> dict[str, float]:
+    """Each cell's headline metric (its benchmark's first) with its interval, for the sweep's parent run:
+    `<model>/<benchmark>/<setting>/<metric>` (and `_ci_low`, `_ci_high`), so one run compares them all."""
+    out: dict[str, float] = {}
+    for s in summaries:
+        metrics = s.get("metrics") or {}
+        if not metrics:
+            continue
+        name, stats = next(iter(metrics.items()))
+        key = f"{s['model']}/{s['benchmark']}/{s['setting']}/{name}"
+        for suffix, field in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+            v = stats.get(field)
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                out[key + suffix] = float(v)
+    return out
+
 class MlflowMirror:
     """Mirrors cells of one run directory into MLflow: experiment = sweep, a parent run per sweep
     run, a nested child run per (model, benchmark, setting). Finds existing runs on resume."""
@@ -218,7 +235,8 @@ class MlflowMirror:
         import pyarrow.parquet as pq
 
         if run_dir.summary_path.exists():
-            self.log_composites(read_summary(run_dir.summary_path).get("composites") or {})
+            summary = read_summary(run_dir.summary_path)  # the record, so a re-sync logs the same values
+            self.log_composites({**headline_metrics(summary.get("cells", [])), **(summary.get("composites") or {})})
         for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
             if path.exists():
                 self.client.log_artifact(self.parent_id, str(path))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
 
-from toolsweep.cluster.config import ConfigError, load_config, resolve_plans
+from toolsweep.cluster.config import ConfigError, load_config, resolve_plans, select_subset
 
 EXIT_UNITS_FAILED = 1
 EXIT_CONFIG = 2
@@ -43,6 +44,7 @@ directory (runs/<sweep>/<run-id>/, run-id derived from the config) and runs the 
 
 examples:
   toolsweep run configs/sweeps/quickstart.yaml
+  toolsweep run configs/sweeps/toolmaze.yaml --settings C1-P1-std --limit 5     # a quick look first
   toolsweep run sweep.yaml --address auto                     # a cluster from `ray start --head`
   toolsweep run sweep.yaml --tracking-uri http://127.0.0.1:5000
   MLFLOW_TRACKING_URI=http://mlflow:5000 toolsweep run sweep.yaml
@@ -52,6 +54,10 @@ benchmarks[{name, options, settings, tasks: {limit|ids}, seeds}], sampling{tempe
 max_tokens}, concurrency{workers, worker_cpus, episodes_per_worker}, bootstrap{n_resamples,
 confidence}, episode_timeout_s, max_attempts, output_dir, run_id, ray_address, tracking_uri, mlflow.
 """
+
+
+def _names(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
 
 
 def _fail_config(err: Exception) -> int:
@@ -79,6 +85,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             args.config, ray_address=args.address, tracking_uri=args.tracking_uri,
             output_dir=args.output_dir, run_id=args.run_id,
         )
+        config = select_subset(config, models=_names(args.models), benchmarks=_names(args.benchmarks),
+                               settings=_names(args.settings), limit=args.limit)
         if args.no_mlflow:
             config = config.model_copy(update={"mlflow": False})
         if args.skip_preflight:
@@ -216,10 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run or resume a sweep", description=RUN_HELP, epilog=EXIT_CODES,
                        formatter_class=raw)
     p.add_argument("config", help="sweep YAML, e.g. configs/sweeps/quickstart.yaml")
-    p.add_argument("--address", help='Ray cluster address ("auto" for `ray start --head`); default: embedded Ray')
+    p.add_argument("--address", default=os.environ.get("TOOLSWEEP_ADDRESS"),
+                   help='Ray cluster address ("auto" for `ray start --head`); default: $TOOLSWEEP_ADDRESS or an '
+                   "embedded Ray")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db)")
-    p.add_argument("--output-dir", help="parent of runs/<sweep>/<run-id>/ (default: runs)")
-    p.add_argument("--run-id", help="name the run directory yourself (default: derived from the config)")
+    p.add_argument("--output-dir", default=os.environ.get("TOOLSWEEP_OUTPUT_DIR"),
+                   help="parent of runs/<sweep>/<run-id>/ (default: $TOOLSWEEP_OUTPUT_DIR, else the config's "
+                   "output_dir, else runs)")
+    p.add_argument("--run-id", help="name the run directory yourself (default: main, which grows with the config)")
+    p.add_argument("--models", help="run only these models (comma-separated names from the config)")
+    p.add_argument("--benchmarks", help="run only these benchmarks (comma-separated)")
+    p.add_argument("--settings", help="run only these settings (comma-separated; of every selected benchmark)")
+    p.add_argument("--limit", type=int, help="run only the first N tasks of each setting")
     p.add_argument("--no-mlflow", action="store_true", help="do not mirror to MLflow")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("--skip-preflight", action="store_true",

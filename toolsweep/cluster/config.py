@@ -332,3 +332,38 @@ def check_models(config: SweepConfig) -> None:
         if path is not None and model.kind in ("vllm", "hf") and not Path(path).exists():
             raise ConfigError(f"{where}.path: {path} does not exist (no hub downloads at run time; "
                               "`toolsweep models prepare` fetches the small test model)")
+
+
+def select_subset(config: SweepConfig, *, models: list[str] | None = None, benchmarks: list[str] | None = None,
+                  settings: list[str] | None = None, limit: int | None = None) -> SweepConfig:
+    """The config narrowed to some models, benchmarks, settings and the first `limit` tasks of each
+    setting. Unit ids do not depend on the config as a whole, so a later full run reuses every unit this
+    one records."""
+    data = config.model_dump(mode="json")
+    if models:
+        unknown = sorted(set(models) - {m["name"] for m in data["models"]})
+        if unknown:
+            raise ConfigError(f"--models: {unknown} are not in the config; it has {[m['name'] for m in data['models']]}")
+        data["models"] = [m for m in data["models"] if m["name"] in models]
+    if benchmarks:
+        unknown = sorted(set(benchmarks) - {b["name"] for b in data["benchmarks"]})
+        if unknown:
+            raise ConfigError(f"--benchmarks: {unknown} are not in the config; it has "
+                              f"{[b['name'] for b in data['benchmarks']]}")
+        data["benchmarks"] = [b for b in data["benchmarks"] if b["name"] in benchmarks]
+    for entry in data["benchmarks"]:
+        if settings:
+            entry["settings"] = list(settings) if entry["settings"] == "all" else \
+                [s for s in entry["settings"] if s in settings]
+            if not entry["settings"]:
+                raise ConfigError(f"--settings: none of {settings} is among benchmark {entry['name']!r}'s settings "
+                                  "in the config")
+        if limit is not None:
+            if limit < 1:
+                raise ConfigError("--limit must be at least 1")
+            current = (entry.get("tasks") or {}).get("limit")
+            entry.setdefault("tasks", {})["limit"] = min(limit, current) if current else limit
+    try:
+        return SweepConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, "(after --models/--benchmarks/--settings/--limit)")) from None

@@ -111,6 +111,11 @@ def finalize_run(
     from toolsweep.evaluator.report import format_cells_table, write_html_report
 
     specs_for = specs_lookup(benchmarks)
+    if run_dir.summary_path.exists() and "infrastructure" not in (extra or {}):
+        # `report` and `sync-mlflow` rebuild the summary: the run's unscored counts stay as they were
+        kept = read_summary(run_dir.summary_path).get("infrastructure")
+        if kept is not None:
+            extra = {**(extra or {}), "infrastructure": kept}
     table = CellTable()
     signature = run_dir.records_signature()
     rows = run_dir.read_table(
