@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-COMMANDS = [[], ["run"], ["validate"], ["report"], ["sync-mlflow"], ["benchmarks"], ["plan"], ["preflight"], ["show"],
+COMMANDS = [[], ["run"], ["validate"], ["report"], ["sync-mlflow"], ["benchmarks"], ["plan"], ["preflight"], ["show"], ["compare"],
             ["models"], ["models", "prepare"]]
 
 

@@ -200,7 +200,8 @@ def _delegate(module: str, argv: list[str]) -> int:
 
 
 DELEGATED = {"plan": "toolsweep.cluster.plan", "preflight": "toolsweep.cluster.preflight",
-             "models": "toolsweep.models.cli", "show": "toolsweep.cluster.show"}
+             "models": "toolsweep.models.cli", "show": "toolsweep.cluster.show",
+             "compare": "toolsweep.cluster.compare"}
 """Commands with their own argument parser: everything after the command name is theirs (--help too)."""
 
 
@@ -276,6 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--options", help="JSON options passed to every benchmark (e.g. a data_dir)")
     p.set_defaults(func=cmd_benchmarks)
+
+    p = sub.add_parser("compare", help="models side by side with intervals (text, md, csv, latex, json)",
+                       add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
 
     p = sub.add_parser("show", help="read episodes of a run directory as transcripts", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
