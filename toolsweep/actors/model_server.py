@@ -70,10 +70,12 @@ class ModelServer:
 
     def describe(self) -> dict[str, Any]:
         """Manifest entries read on the replica's node (weights, template, versions, command)."""
-        from toolsweep.models.manifest import chat_template_info, library_versions, weight_hashes
+        from toolsweep.models.manifest import chat_template_info, config_hashes, gpu_info, library_versions, weight_hashes
 
         return {
             "weights_sha256": weight_hashes(self.config.path),
+            "config_sha256": config_hashes(self.config.path),
+            "gpus": gpu_info(),
             "chat_template": chat_template_info(self.config.path, self.config.engine_args.chat_template),
             "versions": library_versions(),
             "command": self.server.command(),

@@ -177,7 +177,7 @@ class ModelRuntime:
     def manifest(self) -> dict[str, Any]:
         """Reproducibility record of every model (kind, path, weight hashes, engine args, chat
         template, tool parser, versions)."""
-        from toolsweep.models.manifest import chat_template_info, library_versions, weight_hashes
+        from toolsweep.models.manifest import chat_template_info, config_hashes, library_versions, weight_hashes
 
         out: dict[str, Any] = {}
         for m in self.models:
@@ -191,6 +191,8 @@ class ModelRuntime:
                     engine_args=m.engine_args.model_dump(mode="json"),
                     tool_parser=m.engine_args.tool_call_parser,
                     weights_sha256=described.get("weights_sha256") or weight_hashes(m.path),
+                    config_sha256=described.get("config_sha256") or config_hashes(m.path),
+                    gpus=described.get("gpus"),
                     chat_template=described.get("chat_template") or chat_template_info(m.path, m.engine_args.chat_template),
                     versions=described.get("versions") or library_versions(),
                     server_command=described.get("command"),
@@ -200,6 +202,7 @@ class ModelRuntime:
                 entry.update(
                     path=m.path,
                     weights_sha256=weight_hashes(m.path, only=m.gguf_file),
+                    config_sha256=config_hashes(m.path),
                     chat_template=chat_template_info(m.path, m.chat_template),
                     tool_parser=m.tool_parser,
                     versions=library_versions(),

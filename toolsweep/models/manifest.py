@@ -112,3 +112,38 @@ def library_versions() -> dict[str, str | None]:
             except PackageNotFoundError:
                 continue
     return out
+
+
+CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json", "vocab.json", "merges.txt", "tokenizer.model")
+"""Files beside the weights that change what a model answers: vLLM applies generation_config.json's
+sampling defaults (e.g. Qwen3's top_k), and the tokenizer decides what the prompt is."""
+
+
+def config_hashes(path: str | Path) -> dict[str, str]:
+    """sha256 of each of CONFIG_FILES present in a model directory."""
+    root = Path(path)
+    if not root.is_dir():
+        return {}
+    return {name: sha256_file(root / name) for name in CONFIG_FILES if (root / name).is_file()}
+
+
+def gpu_info(timeout_s: float = 5.0) -> list[dict[str, str]] | None:
+    """The node's GPUs (name, driver, memory) from nvidia-smi, or None where there is none."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=timeout_s, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    gpus = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) >= 3:
+            gpus.append({"name": parts[0], "driver": parts[1], "memory": parts[2]})
+    return gpus or None
