@@ -57,7 +57,7 @@ def failures(cfg: SweepConfig) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-@pytest.mark.parametrize(("status", "cause"), [(401, "auth"), (404, "not found")])
+@pytest.mark.parametrize(("status", "cause"), [(401, "auth"), (404, "not found"), (400, "request")])
 def test_a_refused_configuration_stops_the_run_scores_nothing_and_a_fixed_rerun_scores_all(
         ray_local, tmp_path, status, cause, capsys):
     with FakeOpenAIServer() as server:
@@ -76,7 +76,7 @@ def test_a_refused_configuration_stops_the_run_scores_nothing_and_a_fixed_rerun_
 
 
 @pytest.mark.parametrize("reply", [(500, {"error": "boom"}), (200, "<html>proxy error</html>"),
-                                   (200, {"choices": []}), (503, "")])
+                                   (200, {"choices": []}), (200, {"choices": [{"message": "hi"}]}), (503, "")])
 def test_transient_failures_go_to_failures_jsonl_never_to_episodes(ray_local, tmp_path, reply):
     with FakeOpenAIServer() as server:
         server.default = lambda body: reply
@@ -211,3 +211,24 @@ def test_sigterm_stops_the_run_like_ctrl_c_and_exits_143(tmp_path):
     rest = proc.stderr.read()
     assert proc.wait(timeout=120) == 143, rest[-2000:]
     assert "Traceback" not in rest
+
+
+def test_a_400_after_the_model_has_spoken_is_the_agents_error():
+    # Only the first request of an episode is free of the model's output; later, what the model said
+    # may be what the endpoint rejects, so the episode records it (and the run goes on).
+    import asyncio
+
+    from toolsweep.evaluator.protocols import EndpointConfigError
+    from toolsweep.evaluator.types import Message
+    from toolsweep.models.client import Endpoint, ModelRequestError, OpenAIClient
+    from toolsweep.models.policy import LLMPolicy
+
+    with FakeOpenAIServer() as server:
+        server.default = lambda body: (400, {"error": "tool call arguments are not valid JSON"})
+        policy = LLMPolicy(OpenAIClient(Endpoint(name="m", model="x", base_urls=[server.base_url], max_retries=0)))
+        first = [Message(role="user", content="hi")]
+        with pytest.raises(EndpointConfigError, match="'m': request"):
+            asyncio.run(policy.act(first, []))
+        later = first + [Message(role="assistant", content="{bad"), Message(role="user", content="again")]
+        with pytest.raises(ModelRequestError):
+            asyncio.run(policy.act(later, []))

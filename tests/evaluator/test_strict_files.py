@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import stat
 
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json
@@ -25,13 +24,14 @@ def test_undefined_values_are_null_in_the_file_and_nan_when_read_back(tmp_path):
     assert math.isnan(back["paired"][0]["value"]) and math.isnan(back["composites"]["x"]) and back["composites"]["y"] == 0.5
 
 
-def test_written_files_are_readable_by_the_group_and_others(tmp_path):
-    old = os.umask(0o022)
-    try:
-        rd = RunDirectory(tmp_path / "run")
-        rd.write_manifest({"sweep": "s", "x": math.nan})
-        mode = stat.S_IMODE(rd.manifest_path.stat().st_mode)
-    finally:
-        os.umask(old)
-    assert mode == 0o644  # mkstemp alone gives 0600
+def test_written_files_get_the_usual_mode_of_a_new_file(tmp_path):
+    from toolsweep.evaluator import rundir
+
+    rd = RunDirectory(tmp_path / "run")
+    rd.write_manifest({"sweep": "s", "x": math.nan})
+    mode = stat.S_IMODE(rd.manifest_path.stat().st_mode)
+    assert mode == 0o666 & ~rundir._UMASK  # 0644 under the usual umask; mkstemp alone gives 0600
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    assert mode == stat.S_IMODE(plain.stat().st_mode)
     assert json.loads(rd.manifest_path.read_text())["x"] is None

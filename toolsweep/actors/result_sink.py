@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,6 @@ class MlflowMirror:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         if self.tracking_uri.startswith(("http://", "https://")):
             urllib.request.urlopen(self.tracking_uri.rstrip("/") + "/health", timeout=5).read()
-        from mlflow.entities import RunTag
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
@@ -196,13 +196,15 @@ class MlflowMirror:
         seen = self._logged.get(key)
         return (seen is not None and (step < seen[0] or (step == seen[0] and digest == seen[1]))), digest
 
-    def _log_once(self, key: Any, run_id: str, step: int, values: dict[str, float]) -> None:
-        """Log `values` at `step` unless the run already holds this point (or a later one)."""
+    def _log_once(self, key: Any, run_id: Callable[[], str], step: int, values: dict[str, float]) -> None:
+        """Log `values` at `step` unless the run already holds this point (or a later one); `run_id`
+        is asked only when there is something to log (it may create the run)."""
         from mlflow.entities import Metric, RunTag
 
         skip, digest = self._already_logged(key, step, values)
         if skip:
             return
+        run_id = run_id()
         now = int(time.time() * 1000)
         metrics = [Metric(k, v, now, step) for k, v in values.items()]
         tag = [RunTag(LOGGED_TAG, f"{step}|{digest}")]
@@ -215,7 +217,7 @@ class MlflowMirror:
         with their stratified or paired intervals), on the sweep's parent run."""
         finite = {k: float(v) for k, v in sorted(values.items()) if math.isfinite(v)}
         if finite:
-            self._log_once("parent", self.parent_id, 0, finite)
+            self._log_once("parent", lambda: self.parent_id, 0, finite)
 
     def log_summaries(self, summaries: list[dict[str, Any]]) -> None:
         """One log_batch per cell, step = episodes done in that cell; a point the run already holds is
@@ -223,10 +225,7 @@ class MlflowMirror:
         for s in summaries:
             cell = (s["model"], s["benchmark"], s["setting"])
             step = int(sum(s.get("terminations", {}).values()))
-            values = cell_metrics(s)
-            if self._already_logged(cell, step, values)[0]:
-                continue
-            self._log_once(cell, self._child(cell), step, values)
+            self._log_once(cell, lambda cell=cell: self._child(cell), step, cell_metrics(s))
 
     def log_artifacts(self, run_dir: RunDirectory, summaries: list[dict[str, Any]]) -> None:
         """The sweep's manifest, summary and report (and the summary's composites as metrics) on the

@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolsweep", description=MAIN_HELP, epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--version", action="store_true", help="print toolsweep's version and exit")
+    parser.add_argument("--version", action="version", version=f"toolsweep {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     raw = argparse.RawDescriptionHelpFormatter
 
@@ -303,18 +303,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--version"]:
-        print(f"toolsweep {_version()}")
-        return 0
     try:
         if argv and argv[0] in DELEGATED:
             return _delegate(DELEGATED[argv[0]], argv[1:])
         args = build_parser().parse_args(argv)
         return int(args.func(args))
     except KeyboardInterrupt as exc:
-        from toolsweep.cluster.scheduler import SIGTERM_SEEN
+        from toolsweep.cluster.scheduler import SIGTERM_SEEN, Terminated
 
-        if type(exc).__name__ == "Terminated" or SIGTERM_SEEN:
+        if isinstance(exc, Terminated) or SIGTERM_SEEN:
             print("terminated (SIGTERM)", file=sys.stderr)
             return EXIT_TERMINATED
         print("interrupted", file=sys.stderr)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
-from toolsweep.evaluator.protocols import MetricSpec, ReportTable
+from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json
 from toolsweep.evaluator.summary import CellTable, convergence_points
@@ -154,7 +154,6 @@ def finalize_run(
         "units": len(unit_ids) if unit_ids is not None else len(rows),
         **(extra or {}),
     }
-    atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
     specs_by_benchmark = {
         name: list({s.name: s for st in b.settings() for s in specs_for(name, st)}.values())
         for name, b in benchmarks.items()
@@ -165,7 +164,7 @@ def finalize_run(
     text = format_cells_table(cells, specs_by_benchmark)
     for t in tables:
         text += "\n\n" + _format_report_table(t)
-    summary["table_text"] = text
+    summary["table_text"] = text  # what a re-run with nothing to do prints
     atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
     return cells, text
 
@@ -204,12 +203,13 @@ def config_from_run_dir(run_dir: RunDirectory) -> SweepConfig:
     return SweepConfig.model_validate(run_dir.read_manifest()["config"])
 
 
-def current_units(config: SweepConfig, benchmarks: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+def current_units(config: SweepConfig, benchmarks: dict[str, Any] | None = None,
+                  plans: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
     """The config's units (ids covering model identity and benchmark content) and the benchmarks'
     fingerprints."""
     from toolsweep.cluster.identity import unit_contexts
 
-    plans = resolve_plans(config, check_endpoints=False)
+    plans = plans if plans is not None else resolve_plans(config, check_endpoints=False)
     benchmarks = benchmarks if benchmarks is not None else load_benchmarks(config)
     fingerprints = {name: {"version": b.version, **b.fingerprint()} for name, b in benchmarks.items()}
     contexts = unit_contexts(config, benchmarks, fingerprints)
@@ -299,12 +299,12 @@ def run_sweep(
         return finished
     plans = resolve_plans(config)  # validates everything before any resource is taken
     benchmarks = load_benchmarks(config)
-    units, fingerprints = current_units(config, benchmarks)
+    units, fingerprints = current_units(config, benchmarks, plans)
     unit_ids = {u.unit_id for u in units}
     run_dir = RunDirectory(config.run_path())
     if run_dir.exists():
         _check_resumable(run_dir, config, fingerprints)
-        finished = _nothing_to_do(run_dir, config, benchmarks, units, log)
+        finished = _nothing_to_do(run_dir, config, units, log)
         if finished is not None:
             return finished
 
@@ -331,12 +331,15 @@ def run_sweep(
             from toolsweep.cluster.preflight import require_preflight
 
             log("preflight: checking that every model's replies parse into valid actions")
-            require_preflight(list(config.models), list(config.benchmarks), endpoints, on_result=lambda r: log(
-                f"  {r.model}  {r.probe}  {'ok' if r.ok else 'FAIL (' + (r.cause or 'format') + ')'}  {r.latency_s:.1f}s"))
+            require_preflight(list(config.models), list(config.benchmarks), endpoints,
+                              on_result=lambda r: log(r.line()))
         if not run_dir.exists() or run_dir.read_manifest().get("config_sha256") != config.config_sha256():
-            stops = {p.benchmark: {s: benchmarks[p.benchmark].stop_sequences(s) for s in p.tasks_by_setting
-                                   if benchmarks[p.benchmark].stop_sequences(s)} for p in plans}
-            manifest = build_manifest(config, fingerprints, runtime.manifest(), {b: s for b, s in stops.items() if s})
+            stops: dict[str, dict[str, list[str]]] = {}
+            for p in plans:
+                for s in p.tasks_by_setting:
+                    if seq := benchmarks[p.benchmark].stop_sequences(s):
+                        stops.setdefault(p.benchmark, {})[s] = seq
+            manifest = build_manifest(config, fingerprints, runtime.manifest(), stops)
             run_dir.write_manifest(_with_history(run_dir, manifest))
 
         done_ids = run_dir.finished_unit_ids() if run_dir.exists() else set()
@@ -381,7 +384,7 @@ def run_sweep(
             done=stats.done if stats else 0, interrupted=bool(stats and stats.interrupted),
             gave_up=len(stats.gave_up) if stats else 0, cells=cells, table_text=text,
             worker_restarts=stats.worker_restarts if stats else 0, wall_s=stats.wall_s if stats else 0.0,
-            timeouts=dict(stats.timeouts) if stats else {}, terminated=bool(stats and stats.terminated),
+            timeouts=_timeouts_by_model(stats), terminated=bool(stats and stats.terminated),
         )
     finally:
         if sink is not None:
@@ -526,10 +529,8 @@ def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: in
     for r in gave_up:
         entries[r.unit_id] = json.dumps({"unit_id": r.unit_id, "unit": r.unit.model_dump(mode="json"),
                                          "termination": r.termination.value, "error": r.error})
-    left = {k: v for k, v in entries.items() if k not in recorded}
-    tmp = failures.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in left.values()))
-    tmp.replace(failures)
+    left = [line for unit_id, line in entries.items() if unit_id not in recorded]
+    atomic_write_text(failures, "".join(line + "\n" for line in left))
     if gave_up:
         log(f"{len(gave_up)} units failed on infrastructure after {max_attempts} attempts "
             f"(see {failures}); re-run the same command to retry them")
@@ -547,6 +548,14 @@ def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: d
             f"benchmark(s) {changed} changed since {run_dir.path} was started (version or content "
             "fingerprint differs), so its episodes cannot be mixed with new ones; pass --run-id NEW"
         )
+
+
+def _timeouts_by_model(stats: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for cell, n in (stats.timeouts_by_cell if stats else {}).items():
+        model = cell.split("|", 1)[0]
+        out[model] = out.get(model, 0) + n
+    return out
 
 
 def _infrastructure_counts(run_dir: RunDirectory, stats: Any) -> dict[str, Any]:
@@ -573,50 +582,44 @@ def _with_history(run_dir: RunDirectory, manifest: dict[str, Any]) -> dict[str, 
     return {**manifest, "benchmarks": benchmarks, "config_history": history}
 
 
-def _finished_already(config: SweepConfig, log: Log) -> RunOutcome | None:
-    """The cheapest no-op: the run directory's summary was made, complete, for this very config, by this
-    version of toolsweep, from the records on disk; nothing is loaded or generated (seconds)."""
-    run_dir = RunDirectory(config.run_path())
-    if not run_dir.exists() or not run_dir.summary_path.exists():
-        return None
-    manifest = run_dir.read_manifest()
-    same_code = (manifest.get("versions", {}).get("toolsweep") == _version("toolsweep")
-                 and manifest.get("git_sha") == _git_sha())
-    if manifest.get("config_sha256") != config.config_sha256() or not same_code:
+def _current_summary(run_dir: RunDirectory, config: SweepConfig) -> dict[str, Any] | None:
+    """The run directory's summary when it was made for this config from the records now on disk."""
+    if not run_dir.summary_path.exists() or run_dir.read_manifest().get("config_sha256") != config.config_sha256():
         return None
     summary = read_summary(run_dir.summary_path)
-    if not (summary.get("complete") and summary.get("config_sha256") == config.config_sha256()
-            and summary.get("records") == run_dir.records_signature() and summary.get("table_text")):
+    if summary.get("config_sha256") != config.config_sha256() or summary.get("records") != run_dir.records_signature():
         return None
-    n = int(summary.get("units", 0))
+    return summary if summary.get("table_text") else None
+
+
+def _reused(run_dir: RunDirectory, summary: dict[str, Any], n: int, log: Log) -> RunOutcome:
     log(f"{run_dir.path}: all {n} units are recorded; nothing to run")
     return RunOutcome(run_dir=run_dir, total_units=n, skipped=n, done=0, interrupted=False, gave_up=0,
                       cells=summary["cells"], table_text=summary["table_text"])
 
 
-def _nothing_to_do(run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], units: list[Any],
-                   log: Log) -> RunOutcome | None:
-    """A re-run whose units are all recorded, of the config that made the summary, from the records the
-    summary was made of: no Ray, no MLflow, no bootstrap; the summary is printed as it is."""
-    if run_dir.read_manifest().get("config_sha256") != config.config_sha256() or not run_dir.summary_path.exists():
+def _finished_already(config: SweepConfig, log: Log) -> RunOutcome | None:
+    """The cheapest no-op: the summary was made, complete, for this very config, by this version of
+    toolsweep, from the records on disk; nothing is loaded or generated (0.75 s for the quickstart)."""
+    run_dir = RunDirectory(config.run_path())
+    if not run_dir.exists():
         return None
-    summary = read_summary(run_dir.summary_path)
-    if summary.get("config_sha256") != config.config_sha256() or summary.get("records") != run_dir.records_signature():
+    manifest = run_dir.read_manifest()
+    if manifest.get("versions", {}).get("toolsweep") != _version("toolsweep") or manifest.get("git_sha") != _git_sha():
+        return None  # other code may generate other tasks: `_nothing_to_do` checks the units themselves
+    summary = _current_summary(run_dir, config)
+    if summary is None or not summary.get("complete"):
         return None
-    if not {u.unit_id for u in units} <= run_dir.finished_unit_ids():
-        return None
-    from toolsweep.evaluator.report import format_cells_table
+    return _reused(run_dir, summary, int(summary.get("units", 0)), log)
 
-    specs_for = specs_lookup(benchmarks)
-    specs_by_benchmark = {name: list({s.name: s for st in b.settings() for s in specs_for(name, st)}.values())
-                          for name, b in benchmarks.items()}
-    cells = summary["cells"]
-    text = format_cells_table(cells, specs_by_benchmark)
-    for t in summary.get("tables", []):
-        text += "\n\n" + _format_report_table(ReportTable.model_validate(t))
-    log(f"{run_dir.path}: all {len(units)} units are recorded; nothing to run")
-    return RunOutcome(run_dir=run_dir, total_units=len(units), skipped=len(units), done=0, interrupted=False,
-                      gave_up=0, cells=cells, table_text=text)
+
+def _nothing_to_do(run_dir: RunDirectory, config: SweepConfig, units: list[Any], log: Log) -> RunOutcome | None:
+    """A re-run whose units are all recorded, with a summary made for this config from these records:
+    no Ray, no MLflow, no bootstrap; the summary is printed as it is."""
+    summary = _current_summary(run_dir, config)
+    if summary is None or not {u.unit_id for u in units} <= run_dir.finished_unit_ids():
+        return None
+    return _reused(run_dir, summary, len(units), log)
 
 
 def _worker_count(config: SweepConfig, ray: Any) -> int:

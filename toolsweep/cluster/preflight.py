@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from toolsweep.evaluator.failures import FIXES
-from toolsweep.evaluator.protocols import Benchmark, ContextExceeded, EndpointConfigError, InfraError
+from toolsweep.evaluator.protocols import Benchmark, ContextExceeded
 from toolsweep.evaluator.types import Message, Sampling, TerminationReason
 from toolsweep.models.client import Endpoint, client_for
 from toolsweep.models.config import ScriptedModelConfig
@@ -73,6 +73,11 @@ class ProbeResult(BaseModel):
                        "slow, overloaded, server, bad_body, context, request, format.")
     latency_s: float = 0.0
     reply: str = Field("", description="The reply, shortened, for the report.")
+
+    def line(self) -> str:
+        """One line as the probe finishes (`toolsweep preflight` and `run` print it)."""
+        verdict = "ok" if self.ok else f"FAIL ({self.cause or 'format'})"
+        return f"  {self.model}  {self.probe}  {verdict}  {self.latency_s:.1f}s  {self.detail[:80]}"
 
 
 class PreflightReport(BaseModel):
@@ -328,7 +333,11 @@ def run_preflight(
         async def bounded() -> list[ProbeResult]:
             return await asyncio.wait_for(main(), bound)
 
-        return PreflightReport(results=asyncio.run(bounded()))
+        try:
+            return PreflightReport(results=asyncio.run(bounded()))
+        except TimeoutError:
+            raise PreflightFailed(f"the preflight did not finish within {bound:.0f} s (a probe's environment or "
+                                  "model is stuck); raise --probe-timeout, or skip it with --skip-preflight") from None
     finally:
         if runtime is not None:
             runtime.stop()
@@ -430,13 +439,16 @@ def main(argv: list[str] | None = None) -> int:
             ray.init(address=args.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     def line(r: ProbeResult) -> None:
         if not args.json:
-            print(f"  {r.model}  {r.probe}  {'ok' if r.ok else 'FAIL (' + (r.cause or 'format') + ')'}  "
-                  f"{r.latency_s:.1f}s  {r.detail[:80]}", file=sys.stderr, flush=True)
+            print(r.line(), file=sys.stderr, flush=True)
 
     print(f"preflight: probing {len(models)} model(s), {args.probe_timeout:.0f} s per probe", file=sys.stderr)
-    report = run_preflight(models, list(config.benchmarks), max_settings=args.max_settings,
-                           sampling=Sampling(temperature=0.0, max_tokens=min(config.sampling.max_tokens, 512)),
-                           probe_timeout_s=args.probe_timeout, on_result=line)
+    try:
+        report = run_preflight(models, list(config.benchmarks), max_settings=args.max_settings,
+                               sampling=Sampling(temperature=0.0, max_tokens=min(config.sampling.max_tokens, 512)),
+                               probe_timeout_s=args.probe_timeout, on_result=line)
+    except PreflightFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     print(report.model_dump_json(indent=2) if args.json else report.text())
     return 1 if report.failed_models() else 0
 

@@ -46,8 +46,8 @@ class SchedulerStats:
     interrupted: bool = False
     terminated: bool = False  # the interrupt was SIGTERM
     config_error: str | None = None  # the endpoint refused the configuration: the run stopped
-    timeouts: Counter = field(default_factory=Counter)  # wall-clock expiries per model (retried, never scored)
-    timeouts_by_cell: Counter = field(default_factory=Counter)  # the same per "model|benchmark|setting"
+    # wall-clock expiries (retried, never scored) per "model|benchmark|setting"
+    timeouts_by_cell: Counter = field(default_factory=Counter)
     terminations: Counter = field(default_factory=Counter)
     tokens: int = 0
     wall_s: float = 0.0
@@ -148,7 +148,6 @@ class Scheduler:
                             stats.config_error = stats.config_error or result.error or "configuration error"
                             continue
                         if result.termination == TerminationReason.TIMEOUT:
-                            stats.timeouts[lease.unit.model] += 1
                             u = lease.unit
                             stats.timeouts_by_cell[f"{u.model}|{u.benchmark}|{u.setting}"] += 1
                             self._retry(lease, pending, stats, result.error or "timeout", result)

@@ -7,6 +7,9 @@
   request with no response within its own timeout. Retried with backoff (Retry-After honoured), then
   the unit is requeued (`InfraError`); after `max_attempts` it goes to failures.jsonl, never to the
   episodes.
+- a 400/422 on an episode's first request (nothing of the model's in it yet) is configuration too;
+  later in an episode the model's own earlier output may be what the endpoint rejects, so it is the
+  agent's error.
 - the model's own behaviour: an unparseable reply, an invalid tool call, a context overflow, the
   benchmark's turn budget: scored.
 
@@ -22,7 +25,6 @@ Cause = Literal["auth", "not_found", "unreachable", "slow", "overloaded", "serve
                 "request", "format"]
 
 CONFIG_CAUSES: frozenset[str] = frozenset({"auth", "not_found"})
-TRANSIENT_CAUSES: frozenset[str] = frozenset({"unreachable", "slow", "overloaded", "server", "bad_body"})
 
 FIXES: dict[str, str] = {
     "auth": "the endpoint refused the credentials: check that `api_key_env` names a variable holding a valid key",
@@ -37,7 +39,9 @@ FIXES: dict[str, str] = {
     "bad_body": "the endpoint answered with a body that is not an OpenAI chat completion: check that `base_url` "
                 "points at an OpenAI-compatible /v1 API, not a proxy page",
     "context": "the prompt does not fit the model's context window: raise max_model_len or lower max_tokens",
-    "request": "the endpoint rejected the request (400/422): check `extra_body` and the sampling options",
+    "request": "the endpoint rejected the request (400/422) before the model had said anything: check "
+               "`extra_body`, the sampling options and the server's flags (e.g. vLLM needs --enable-auto-tool-choice "
+               "for tool calls)",
     "format": "the reply does not parse as a valid action of the benchmark: check the chat template and the "
               "tool-call parser (e.g. vLLM's --enable-auto-tool-choice --tool-call-parser hermes)",
 }
@@ -66,10 +70,6 @@ def classify_status(status: int, body: str = "") -> Cause:
 
 def is_config(cause: str) -> bool:
     return cause in CONFIG_CAUSES
-
-
-def is_transient(cause: str) -> bool:
-    return cause in TRANSIENT_CAUSES
 
 
 def describe(model: str, cause: str, detail: str = "") -> str:

@@ -86,10 +86,15 @@ def read_summary(path: Path) -> dict[str, Any]:
     return summary
 
 
-def _umask() -> int:
+def _read_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+# Read once, at import: os.umask can only be read by setting it, which is not safe to do while other
+# threads (the MLflow mirror) create files.
+_UMASK = _read_umask()
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -102,7 +107,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -17,7 +17,7 @@ import numpy as np
 
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.stats import cell_summary, paired_difference
-from toolsweep.evaluator.types import UNSCORED, EpisodeResult, TerminationReason, stable_seed
+from toolsweep.evaluator.types import UNSCORED, EpisodeResult, stable_seed
 
 Cell = tuple[str, str, str]
 SpecsFor = Callable[[str, str], Sequence[MetricSpec]]

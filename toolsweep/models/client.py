@@ -31,12 +31,15 @@ from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall,
 
 class ModelRequestError(Exception):
     """The endpoint rejected the request (400/422, not a context overflow): retrying would get the
-    same answer; the episode records it as the agent's error. 401/403/404 are `EndpointConfigError`."""
+    same answer. Once the model has spoken its own output may be why (the episode records it as the
+    agent's error); on an episode's first request it cannot be, and `LLMPolicy` makes it an
+    `EndpointConfigError`. 401/403/404 are `EndpointConfigError` from the start."""
 
-    def __init__(self, status: int, body: str, url: str) -> None:
+    def __init__(self, status: int, body: str, url: str, model: str = "") -> None:
         super().__init__(f"HTTP {status} from {url}: {body[:500]}")
         self.status = status
         self.body = body
+        self.model = model
 
 
 class ChatResponse(BaseModel):
@@ -294,7 +297,7 @@ class OpenAIClient:
                 text = await resp.text()
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
-        except (aiohttp.InvalidURL, ValueError) as exc:
+        except aiohttp.InvalidURL as exc:
             raise EndpointConfigError(describe(self.endpoint.name, "unreachable", f"unusable URL {url}: {exc}"),
                                       "unreachable") from exc
         except asyncio.TimeoutError as exc:
@@ -310,11 +313,12 @@ class OpenAIClient:
             if cause == "context":
                 raise ContextExceeded(f"HTTP {status} from {url}: {text[:500]}")
             if cause == "request":
-                raise ModelRequestError(status, text, url)
+                raise ModelRequestError(status, text, url, self.endpoint.name)
             raise _Retryable(f"HTTP {status}: {text[:200]}", retry_after_seconds(retry_after), cause=cause)
         try:
             data = json.loads(text)
-            data["choices"][0]["message"]
+            if not isinstance(data["choices"][0]["message"], dict):
+                raise TypeError("the message is not an object")
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             # A proxy's HTML page, an empty `choices` or a truncated body: the server is not answering properly.
             raise _Retryable(f"malformed response body: {text[:200]!r}", cause="bad_body") from exc

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from toolsweep.evaluator.types import AgentReply, Message, Sampling, Usage, stable_seed
-from toolsweep.models.client import ChatClient, request_messages
+from toolsweep.evaluator.failures import describe
+from toolsweep.evaluator.protocols import EndpointConfigError
+from toolsweep.models.client import ChatClient, ModelRequestError, request_messages
 
 # OpenAI-compatible servers take a seed as a signed 32/64-bit int depending on the implementation;
 # 31 bits fit all of them.
@@ -19,7 +21,9 @@ class LLMPolicy:
     Sampling parameters come from the work unit, and so does the seed: each turn's seed is derived
     from the unit's `rng_seed` and the turn's position, so a rerun of a unit asks the same questions
     with the same seeds. The reply goes back unjudged (a malformed action is the environment's to
-    score); `ContextExceeded` and `InfraError` from the client propagate to `run_episode`.
+    score); `ContextExceeded` and `InfraError` from the client propagate to `run_episode`, and so does
+    `EndpointConfigError`, which a 400/422 on an episode's first request (nothing of the model's in it
+    yet) becomes.
     """
 
     def __init__(
@@ -52,14 +56,21 @@ class LLMPolicy:
         return stable_seed(self.seed, "turn", len(messages)) & ((1 << _SEED_BITS) - 1)
 
     async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
-        response = await self.client.chat(
-            self.build_request(messages),
-            tools=tools or None,
-            sampling=self.sampling,
-            seed=self.turn_seed(messages),
-            session=self.session,
-            extra_body=self.extra_body or None,
-        )
+        try:
+            response = await self.client.chat(
+                self.build_request(messages),
+                tools=tools or None,
+                sampling=self.sampling,
+                seed=self.turn_seed(messages),
+                session=self.session,
+                extra_body=self.extra_body or None,
+            )
+        except ModelRequestError as exc:
+            if any(m.role == "assistant" for m in messages):
+                raise  # the model's own earlier output may be what the endpoint rejects: the agent's error
+            # Nothing the model said is in this request: the rejection is the configuration's (the
+            # endpoint's options, extra_body, the tool schemas), and every unit would get it.
+            raise EndpointConfigError(describe(exc.model, "request", str(exc)), "request") from exc
         self.calls += 1
         usage = Usage(
             prompt_tokens=response.prompt_tokens,

@@ -212,7 +212,6 @@ class PlannerPolicy:
         self.clues: list[tuple[str, str]] = []
         self.target = ""
         self.held: dict[str, str] = {}  # key (param description or TARGET) -> value
-        self.value_src: dict[str, tuple[str, str]] = {}  # value -> (tool, key)
         self.producers: dict[str, dict[str, list[tuple[str, str]]]] = {}  # key -> tool -> [(param, desc)]
         self.bad: set[str] = set()
         self.canon: dict[str, str] = {}  # key -> output datatype seen
@@ -284,15 +283,8 @@ class PlannerPolicy:
     def _learn_call(self, data: tuple[str, str, dict[str, str]], obs: dict[str, Any]) -> None:
         tool, key, args = data
         if obs.get("status") == "rejected":
-            err = obs.get("error", "")
-            m = re.search(r"argument '([^']+)'", err)
-            if err.startswith("untrusted input") and m and args.get(m.group(1)) in self.value_src:
-                # The input came from an unreliable tool: drop the value, distrust its producer,
-                # and keep the tool just called (it was not at fault).
-                src, k = self.value_src.pop(args[m.group(1)])
-                self.bad.add(src)
-                self.held.pop(k, None)
-                return
+            # The environment does not say why (an ungrounded value and a failed lookup read the same),
+            # so the tool just called is the one the planner stops trusting.
             self.bad.add(tool)
             return
         value = str(obs.get("output_value", ""))
@@ -306,7 +298,6 @@ class PlannerPolicy:
         if dtype:
             self.canon.setdefault(key, dtype)
         self.held[key] = value
-        self.value_src[value] = (tool, key)
 
     def _params(self, tool: str) -> list[tuple[str, str]]:
         for tools in self.producers.values():
