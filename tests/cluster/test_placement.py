@@ -134,3 +134,88 @@ def test_totals_only_check_without_node_records():
     assert plan_placement([vllm("m", replicas=2)], {"GPU": 2, "CPU": 8}).gpus_needed == 2
     with pytest.raises(PlacementError, match="'m' needs 3 replica"):
         plan_placement([vllm("m", replicas=3)], {"GPU": 2, "CPU": 8})
+
+
+# -- waiting for an autoscaler -------------------------------------------------------------------
+
+
+class FakeAutoscalingCluster:
+    """A cluster whose GPU nodes join `join_after` seconds after the autoscaler is asked (a clock
+    the test advances, no real time passes)."""
+
+    def __init__(self, join_after: float | None, gpus_per_node: float = 2.0, nodes: int = 2) -> None:
+        self.now = 0.0
+        self.asked_at: float | None = None
+        self.requests: list[list[dict]] = []
+        self.join_after, self.gpus_per_node, self.nodes = join_after, gpus_per_node, nodes
+
+    def request(self, bundles: list[dict]) -> None:
+        self.requests.append(bundles)
+        self.asked_at = self.now if bundles else None
+
+    def current_nodes(self) -> list[dict]:
+        joined = (self.asked_at is not None and self.join_after is not None
+                  and self.now >= self.asked_at + self.join_after)
+        head = [{"node_id": "head", "GPU": 0.0, "CPU": 0.0}, {"node_id": "cpu-0", "GPU": 0.0, "CPU": 4.0}]
+        return head + (gpu_nodes(*[self.gpus_per_node] * self.nodes, cpus=8.0) if joined else [])
+
+    def check(self, models):
+        nodes = self.current_nodes()
+        return plan_placement(models, totals(nodes), nodes)
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+def test_an_autoscaling_cluster_is_asked_for_every_replica_and_waited_for():
+    from toolsweep.cluster.placement import wait_for_capacity
+
+    models = [vllm("small", replicas=2, tp=1), vllm("big", replicas=1, tp=2)]
+    cluster = FakeAutoscalingCluster(join_after=42.0)
+    lines: list[str] = []
+    plan = wait_for_capacity(
+        models, 600, check=lambda: cluster.check(models), request=cluster.request, log=lines.append,
+        poll_s=5.0, clock=lambda: cluster.now, sleep=cluster.sleep,
+    )
+    # One bundle per replica, in the shape each replica takes on one node.
+    assert cluster.requests == [[{"CPU": 1.0, "GPU": 1.0}, {"CPU": 1.0, "GPU": 1.0}, {"CPU": 1.0, "GPU": 2.0}]]
+    assert 42.0 <= cluster.now < 42.0 + 5.0 + 1e-9  # found at the first poll after the nodes joined
+    assert plan.gpus_needed == 4 and "head" not in {n for where in plan.assignments.values() for n in where}
+    assert "4 GPU(s)" in lines[0] and "600 s" in lines[0]
+
+
+def test_a_cluster_that_already_fits_asks_the_autoscaler_for_nothing():
+    from toolsweep.cluster.placement import wait_for_capacity
+
+    models = [vllm("small")]
+    cluster = FakeAutoscalingCluster(join_after=0.0)
+    cluster.asked_at = 0.0  # nodes are already there
+    wait_for_capacity(models, 600, check=lambda: cluster.check(models), request=cluster.request,
+                      clock=lambda: cluster.now, sleep=cluster.sleep)
+    assert cluster.requests == [] and cluster.now == 0.0
+
+
+def test_nodes_that_never_come_fail_in_bounded_time_with_where_to_look():
+    from toolsweep.cluster.placement import wait_for_capacity
+
+    models = [vllm("big", replicas=1, tp=2)]
+    cluster = FakeAutoscalingCluster(join_after=None)
+    with pytest.raises(PlacementError) as info:
+        wait_for_capacity(models, 120, check=lambda: cluster.check(models), request=cluster.request,
+                          poll_s=5.0, clock=lambda: cluster.now, sleep=cluster.sleep)
+    text = str(info.value)
+    assert "'big'" in text and "within 120 s" in text and "kubectl -n toolsweep describe pod" in text
+    assert "--scale-up-timeout" in text
+    assert 120.0 <= cluster.now <= 125.0
+    assert cluster.requests[-1] == []  # the request is withdrawn: no node is started for a sweep that gave up
+
+
+def test_without_a_scale_up_timeout_the_check_fails_at_once():
+    from toolsweep.cluster.placement import wait_for_capacity
+
+    models = [vllm("big", tp=2)]
+    cluster = FakeAutoscalingCluster(join_after=1.0)
+    with pytest.raises(PlacementError):
+        wait_for_capacity(models, 0, check=lambda: cluster.check(models), request=cluster.request,
+                          clock=lambda: cluster.now, sleep=cluster.sleep)
+    assert cluster.requests == [] and cluster.now == 0.0

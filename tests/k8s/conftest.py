@@ -26,9 +26,13 @@ REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
 KUSTOMIZATIONS = {
     "base": K8S / "base",
+    "cpu-smoke": K8S / "overlays" / "cpu-smoke",
     "single-gpu": K8S / "overlays" / "single-gpu",
     "multi-model": K8S / "overlays" / "multi-model",
+    "managed-stores": K8S / "examples" / "managed-stores",
 }
+# The deployable ones: everything MLflow needs is in them (the base alone has no stores).
+DEPLOYABLE = ["cpu-smoke", "single-gpu", "multi-model", "managed-stores"]
 KUBERNETES_VERSION = "1.33.0"
 
 
@@ -54,9 +58,26 @@ def render(path: Path) -> list[dict[str, Any]]:
 
 
 def find(docs: list[dict], kind: str, name: str | None = None) -> dict:
-    hits = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    """The one document of `kind` named `name`; a generated ConfigMap is found by its name before
+    kustomize's content-hash suffix."""
+    def named(d: dict) -> bool:
+        actual = d["metadata"]["name"]
+        if name is None or actual == name:
+            return True
+        return kind == "ConfigMap" and actual.rsplit("-", 1)[0] == name
+
+    hits = [d for d in docs if d["kind"] == kind and named(d)]
     assert len(hits) == 1, f"expected one {kind} {name or ''}, found {len(hits)}"
     return hits[0]
+
+
+def ray_cluster_spec(docs: list[dict]) -> dict:
+    """The RayJob's own cluster (the deployment has no standing RayCluster)."""
+    return find(docs, "RayJob")["spec"]["rayClusterSpec"]
+
+
+def worker_group(docs: list[dict], name: str) -> dict:
+    return next(g for g in ray_cluster_spec(docs)["workerGroupSpecs"] if g["groupName"] == name)
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +90,8 @@ def k8s() -> SimpleNamespace:
     """The helpers of this directory's tests (a fixture: `conftest` is not importable by name when
     several directories have one)."""
     return SimpleNamespace(
-        REPO=REPO, K8S=K8S, KUSTOMIZATIONS=KUSTOMIZATIONS, render=render, find=find,
+        REPO=REPO, K8S=K8S, KUSTOMIZATIONS=KUSTOMIZATIONS, DEPLOYABLE=DEPLOYABLE, render=render, find=find,
+        ray_cluster_spec=ray_cluster_spec, worker_group=worker_group,
         crd_errors=crd_errors, core_errors=core_errors, shared_dir=shared_dir,
     )
 

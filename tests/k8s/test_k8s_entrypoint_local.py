@@ -231,20 +231,38 @@ def start_multi_node_cluster(procs: Processes, tmp: Path) -> str:
 # -- MLflow from the Deployment ------------------------------------------------------------------------
 
 
+# The Secrets' values of this test's MLflow (in the cluster: Secret mlflow-auth).
+MLFLOW_USER, MLFLOW_PASSWORD = "toolsweep", "s3cret-" + os.urandom(6).hex()
+
+
 def mlflow_command_from_manifest(deployment: dict, port: int, store: Path) -> tuple[list[str], dict[str, str]]:
-    """The Deployment's command, args and plain env, pointed at local stores and loopback."""
+    """The Deployment's command, args and plain env, pointed at local stores and loopback; the
+    Secrets' values are this test's."""
     c = deployment["spec"]["template"]["spec"]["containers"][0]
     args = list(c["args"])
     args[args.index("--host") + 1] = "127.0.0.1"  # 0.0.0.0 in the pod; loopback only here
     args[args.index("--port") + 1] = str(port)
     env = base_env()
     env.update({e["name"]: e["value"] for e in c["env"] if "value" in e})
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # the command runs `mlflow` by name
+    env["HOME"] = str(store)
+    env["MLFLOW_AUTH_CONFIG_PATH"] = str(store / "basic_auth.ini")  # written by the command, as in the pod
     env["MLFLOW_BACKEND_STORE_URI"] = f"sqlite:///{store / 'mlflow.db'}"  # PostgreSQL in the cluster
     env["MLFLOW_ARTIFACTS_DESTINATION"] = str(store / "artifacts")  # S3 in the cluster
     env.pop("MLFLOW_S3_ENDPOINT_URL", None)
+    secret_env = [e["name"] for e in c["env"] if e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "mlflow-auth"]
+    assert sorted(secret_env) == ["MLFLOW_AUTH_ADMIN_PASSWORD", "MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_FLASK_SERVER_SECRET_KEY"]
+    env.update(MLFLOW_AUTH_ADMIN_USERNAME=MLFLOW_USER, MLFLOW_AUTH_ADMIN_PASSWORD=MLFLOW_PASSWORD,
+               MLFLOW_FLASK_SERVER_SECRET_KEY=os.urandom(16).hex())
     assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
-    argv = [exe(c["command"][0]), *c["command"][1:], *args]
+    argv = [*c["command"], *args]
     return argv, env
+
+
+def basic_auth(user: str = MLFLOW_USER, password: str = MLFLOW_PASSWORD) -> dict[str, str]:
+    import base64
+
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
 @pytest.fixture(scope="module")
@@ -254,7 +272,7 @@ def mlflow_server(k8s, rendered, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mlflow")
     procs = Processes()
     port = free_port()
-    argv, env = mlflow_command_from_manifest(k8s.find(rendered["base"], "Deployment", "mlflow"), port, tmp)
+    argv, env = mlflow_command_from_manifest(k8s.find(rendered["cpu-smoke"], "Deployment", "mlflow"), port, tmp)
     procs.start(argv, tmp / "mlflow.log", env=env, cwd=tmp)
     url = f"http://127.0.0.1:{port}"
 
@@ -320,13 +338,19 @@ def test_rayjob_entrypoint_runs_the_sweep_on_a_multi_node_cluster(k8s, rendered,
         address = start_multi_node_cluster(procs, tmp_path)
         mlflow_server.ready()
 
-        docs = rendered["base"]
+        docs = rendered["cpu-smoke"]
         config_path = tmp_path / "sweep.yaml"
         config_path.write_text(k8s.find(docs, "ConfigMap", "toolsweep-sweep")["data"]["sweep.yaml"])
         out = tmp_path / "runs"
         argv = entrypoint_argv(k8s.find(docs, "RayJob"), config_path, mlflow_server.url, out)
-        # What a RayJob's driver gets on the head pod: the cluster's address in RAY_ADDRESS.
-        env = {**base_env(), "RAY_ADDRESS": address, **NO_AUTH}
+        # What a RayJob's driver gets on the head pod: the cluster's address in RAY_ADDRESS, and the
+        # MLflow user of Secret mlflow-auth (the head's env names exactly these two variables).
+        head = k8s.ray_cluster_spec(docs)["headGroupSpec"]["template"]["spec"]["containers"][0]
+        from_auth_secret = {e["name"]: e["valueFrom"]["secretKeyRef"]["key"] for e in head["env"]
+                            if e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "mlflow-auth"}
+        assert from_auth_secret == {"MLFLOW_TRACKING_USERNAME": "username", "MLFLOW_TRACKING_PASSWORD": "password"}
+        credentials = {"MLFLOW_TRACKING_USERNAME": MLFLOW_USER, "MLFLOW_TRACKING_PASSWORD": MLFLOW_PASSWORD}
+        env = {**base_env(), "RAY_ADDRESS": address, **NO_AUTH, **credentials}
 
         # The GPU check sees the cluster as the driver does: the fake GPU fits one replica, not two.
         probe = (
@@ -349,7 +373,12 @@ def test_rayjob_entrypoint_runs_the_sweep_on_a_multi_node_cluster(k8s, rendered,
 
         assert run.returncode == 0, f"{run.stdout[-3000:]}\n{run.stderr[-5000:]}\n{procs.logs()}"
         config, units = expected_units(config_path, out)
-        assert_sweep_complete(config, units, mlflow_server.url)
+        os.environ.update(credentials)  # the reading client signs in like the sweep did
+        try:
+            assert_sweep_complete(config, units, mlflow_server.url)
+        finally:
+            for key in credentials:
+                os.environ.pop(key, None)
         # The episodes ran on the cluster's nodes, not in an embedded Ray of the driver.
         from toolsweep.evaluator.rundir import RunDirectory
 
@@ -361,18 +390,32 @@ def test_rayjob_entrypoint_runs_the_sweep_on_a_multi_node_cluster(k8s, rendered,
 
 def test_mlflow_server_from_the_manifest_accepts_in_cluster_hosts_only(mlflow_server, rendered, k8s):
     mlflow_server.ready()
-    ns = k8s.find(rendered["base"], "Deployment", "mlflow")["metadata"]["namespace"]
+    ns = k8s.find(rendered["cpu-smoke"], "Deployment", "mlflow")["metadata"]["namespace"]
     api = mlflow_server.url + "/api/2.0/mlflow/experiments/search"
     body = {"max_results": 1}
+    user = basic_auth()
     # Host headers: the RayJob's tracking URI (mlflow:5000), the FQDNs, a port-forward.
     for host in ("mlflow:5000", f"mlflow.{ns}.svc:5000", f"mlflow.{ns}.svc.cluster.local:5000", "localhost:5000"):
-        assert http_status(api, {"Host": host}, body) == 200, host
+        assert http_status(api, {"Host": host, **user}, body) == 200, host
     for host in ("evil.example.com", "evil.example.com:5000", "mlflowx:5000"):
-        assert http_status(api, {"Host": host}, body) == 403, host
+        assert http_status(api, {"Host": host, **user}, body) == 403, host
     # Browser origins of the UI opened by service name are allowed to write; others are not.
     for origin in (f"http://mlflow.{ns}.svc.cluster.local:5000", "http://mlflow:5000", "http://localhost:5000"):
-        assert http_status(api, {"Host": "mlflow:5000", "Origin": origin}, body) == 200, origin
-    assert http_status(api, {"Host": "mlflow:5000", "Origin": "https://evil.example.com"}, body) == 403
+        assert http_status(api, {"Host": "mlflow:5000", "Origin": origin, **user}, body) == 200, origin
+    assert http_status(api, {"Host": "mlflow:5000", "Origin": "https://evil.example.com", **user}, body) == 403
+
+
+def test_mlflow_server_from_the_manifest_answers_only_its_users(mlflow_server):
+    """Basic auth as the manifest starts it: the admin from Secret mlflow-auth gets in, nobody else
+    does, and the probes' /health needs no user."""
+    mlflow_server.ready()
+    api = mlflow_server.url + "/api/2.0/mlflow/experiments/search"
+    body = {"max_results": 1}
+    assert http_status(api, {"Host": "mlflow:5000"}, body) == 401
+    assert http_status(api, {"Host": "mlflow:5000", **basic_auth(password="wrong")}, body) == 401
+    assert http_status(api, {"Host": "mlflow:5000", **basic_auth(user="admin", password="password1234")}, body) == 401
+    assert http_status(api, {"Host": "mlflow:5000", **basic_auth()}, body) == 200
+    assert http_status(mlflow_server.url + "/health") == 200
 
 
 def single_gpu_commands(guide: str) -> list[str]:
@@ -418,3 +461,22 @@ def test_single_gpu_guide_commands_complete_the_quickstart(k8s, tmp_path):
         assert_sweep_complete(config, units, url)
     finally:
         procs.stop()
+
+
+def test_a_sweep_without_mlflow_credentials_is_told_what_to_set_and_loses_nothing(k8s, rendered, mlflow_server, tmp_path):
+    mlflow_server.ready()
+    config_path = tmp_path / "sweep.yaml"
+    config_path.write_text(k8s.find(rendered["cpu-smoke"], "ConfigMap", "toolsweep-sweep")["data"]["sweep.yaml"])
+    wrong = "not-the-password-" + os.urandom(4).hex()
+    env = {**base_env(), "MLFLOW_TRACKING_USERNAME": MLFLOW_USER, "MLFLOW_TRACKING_PASSWORD": wrong}
+    run = subprocess.run(
+        [exe("toolsweep"), "run", str(config_path), "--tracking-uri", mlflow_server.url, "--output-dir", str(tmp_path / "runs"),
+         "--models", "oracle", "--benchmarks", "apb", "--settings", "holistic", "--limit", "1", "--no-progress"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "refused the sweep's credentials" in run.stderr and "MLFLOW_TRACKING_PASSWORD" in run.stderr, run.stderr[-3000:]
+    assert wrong not in run.stderr + run.stdout  # the password is not printed
+    # The run directory has every unit: `toolsweep sync-mlflow` mirrors it once the user is fixed.
+    summary = json.loads(next((tmp_path / "runs").glob("*/*/summary.json")).read_text())
+    assert sum(cell["n"] for cell in summary["cells"]) == 1

@@ -4,8 +4,10 @@ cluster."""
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
+import shutil
 import tomllib
 from urllib.parse import urlparse
 
@@ -15,24 +17,20 @@ import yaml
 from toolsweep.cluster.config import load_config
 from toolsweep.cluster.placement import PlacementError, plan_placement
 
-KUSTOMIZATIONS = ["base", "single-gpu", "multi-model"]
+KUSTOMIZATIONS = ["base", "cpu-smoke", "single-gpu", "multi-model", "managed-stores"]
+DEPLOYABLE = ["cpu-smoke", "single-gpu", "multi-model", "managed-stores"]
 
 
 def pod_templates(doc: dict) -> list[tuple[str, dict]]:
     spec = doc.get("spec", {})
-    if doc["kind"] == "Deployment":
+    if doc["kind"] in ("Deployment", "StatefulSet", "Job"):
         return [(doc["metadata"]["name"], spec["template"])]
-    if doc["kind"] == "RayCluster":
-        return [("head", spec["headGroupSpec"]["template"])] + [
-            (g["groupName"], g["template"]) for g in spec["workerGroupSpecs"]
+    if doc["kind"] == "RayJob":
+        cluster = spec["rayClusterSpec"]
+        return [("submitter", spec["submitterPodTemplate"]), ("head", cluster["headGroupSpec"]["template"])] + [
+            (g["groupName"], g["template"]) for g in cluster["workerGroupSpecs"]
         ]
-    if doc["kind"] == "RayJob" and "submitterPodTemplate" in spec:
-        return [("submitter", spec["submitterPodTemplate"])]
     return []
-
-
-def group(raycluster: dict, name: str) -> dict:
-    return next(g for g in raycluster["spec"]["workerGroupSpecs"] if g["groupName"] == name)
 
 
 def quantity(value: str | int | float) -> float:
@@ -41,32 +39,48 @@ def quantity(value: str | int | float) -> float:
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
+def gib(q: str) -> float:
+    units = {"Gi": 1.0, "Mi": 1 / 1024, "Ti": 1024.0}
+    for suffix, factor in units.items():
+        if q.endswith(suffix):
+            return float(q[: -len(suffix)]) * factor
+    raise ValueError(q)
+
+
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_every_container_requests_what_it_limits(rendered, name):
-    checked = 0
+    checked = []
     for doc in rendered[name]:
         for where, template in pod_templates(doc):
             for c in template["spec"]["containers"]:
                 res = c.get("resources", {})
                 assert res.get("requests") and res.get("requests") == res.get("limits"), f"{where}/{c['name']}"
                 assert {"cpu", "memory"} <= set(res["limits"]), f"{where}/{c['name']}"
-                checked += 1
-        if doc["kind"] == "RayCluster":  # the autoscaler sidecar KubeRay adds to the head pod
-            res = doc["spec"]["autoscalerOptions"]["resources"]
+                checked.append(where)
+        if doc["kind"] == "RayJob":  # the autoscaler sidecar KubeRay adds to the head pod
+            res = doc["spec"]["rayClusterSpec"]["autoscalerOptions"]["resources"]
             assert res["requests"] == res["limits"]
-    assert checked == 5  # mlflow, head, cpu-workers, gpu-workers, the RayJob's submitter
+    stores = ["postgres", "minio", "minio-create-bucket"] if name in ("cpu-smoke", "single-gpu", "multi-model") else []
+    assert sorted(checked) == sorted(["mlflow", "submitter", "head", "cpu-workers", "gpu-workers"] + stores)
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_no_gpu_work_lands_on_the_head(k8s, rendered, name):
-    rc = k8s.find(rendered[name], "RayCluster")
-    head = rc["spec"]["headGroupSpec"]
-    assert head["rayStartParams"]["num-gpus"] == "0"
-    assert head["resources"] == {"CPU": "0", "GPU": "0"}
-    head_limits = head["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert "nvidia.com/gpu" not in head_limits
-    cpu = group(rc, "cpu-workers")["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert "nvidia.com/gpu" not in cpu
+def test_no_gpu_work_lands_on_the_head_or_the_cpu_workers(k8s, rendered, name):
+    cluster = k8s.ray_cluster_spec(rendered[name])
+    head = cluster["headGroupSpec"]
+    # Ray resources are set one way only (rayStartParams); KubeRay refuses a group that also sets
+    # `resources` (tests/k8s/test_kuberay_rules.py).
+    assert head["rayStartParams"]["num-gpus"] == "0" and head["rayStartParams"]["num-cpus"] == "0"
+    assert "resources" not in head
+    head_c = head["template"]["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in head_c["resources"]["limits"]
+    cpu = k8s.worker_group(rendered[name], "cpu-workers")
+    assert cpu["rayStartParams"]["num-gpus"] == "0" and "resources" not in cpu
+    container = cpu["template"]["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in container["resources"]["limits"]
+    # The CUDA image would otherwise expose a GPU node's devices to the container.
+    for c in (head_c, container):
+        assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in c["env"]
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
@@ -79,9 +93,7 @@ def test_submitter_leaves_the_submit_command_to_kuberay(k8s, rendered, name):
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_gpu_workers_have_gpus_shared_memory_and_read_only_models(k8s, rendered, name):
     docs = rendered[name]
-    rc = k8s.find(docs, "RayCluster")
-    gpu = group(rc, "gpu-workers")
-    pod = gpu["template"]["spec"]
+    pod = k8s.worker_group(docs, "gpu-workers")["template"]["spec"]
     container = pod["containers"][0]
     limits = container["resources"]["limits"]
     assert int(limits["nvidia.com/gpu"]) >= 1
@@ -90,48 +102,67 @@ def test_gpu_workers_have_gpus_shared_memory_and_read_only_models(k8s, rendered,
     shm = volumes[mounts["/dev/shm"]["name"]]
     assert shm["emptyDir"]["medium"] == "Memory"
     # The shared memory counts against the pod's memory limit: it must leave room for the process.
-    assert _gib(shm["emptyDir"]["sizeLimit"]) <= _gib(limits["memory"]) / 2
-    models = mounts["/models"]
-    assert models["readOnly"] is True
-    claim = volumes[models["name"]]["persistentVolumeClaim"]
-    assert claim["readOnly"] is True
-    pvc = k8s.find(docs, "PersistentVolumeClaim", claim["claimName"])
-    assert pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
-
-
-def _gib(q: str) -> float:
-    units = {"Gi": 1.0, "Mi": 1 / 1024, "Ti": 1024.0}
-    for suffix, factor in units.items():
-        if q.endswith(suffix):
-            return float(q[: -len(suffix)]) * factor
-    raise ValueError(q)
+    assert gib(shm["emptyDir"]["sizeLimit"]) <= gib(limits["memory"]) / 2
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_autoscaling_bounds_hold(k8s, rendered, name):
-    rc = k8s.find(rendered[name], "RayCluster")
-    assert rc["spec"]["enableInTreeAutoscaling"] is True
-    for g in rc["spec"]["workerGroupSpecs"]:
+def test_every_ray_pod_reads_models_and_data_from_the_pre_filled_volume(k8s, rendered, name):
+    docs = rendered[name]
+    _, *ray_pods = [t for _, t in pod_templates(k8s.find(docs, "RayJob"))]
+    for template in ray_pods:  # head (budget checks, task lists), rollout workers (data), GPU workers (weights)
+        pod = template["spec"]
+        mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts["/models"]["readOnly"] is True
+        claim = {v["name"]: v for v in pod["volumes"]}[mounts["/models"]["name"]]["persistentVolumeClaim"]
+        assert claim["readOnly"] is True
+    pvc = k8s.find(docs, "PersistentVolumeClaim", claim["claimName"])["spec"]
+    assert pvc["accessModes"] == ["ReadOnlyMany"]
+    # Binds only to the pre-filled volume: a default StorageClass must not hand it an empty disk.
+    assert pvc["storageClassName"] == "" and pvc["volumeName"] == claim["claimName"]
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_gpu_groups_scale_from_zero_and_cpu_groups_autoscale(k8s, rendered, name):
+    cluster = k8s.ray_cluster_spec(rendered[name])
+    assert cluster["enableInTreeAutoscaling"] is True
+    assert cluster["autoscalerOptions"]["idleTimeoutSeconds"] <= 300
+    for g in cluster["workerGroupSpecs"]:
         assert 0 <= g["minReplicas"] <= g["replicas"] <= g["maxReplicas"], g["groupName"]
-    assert group(rc, "cpu-workers")["maxReplicas"] > group(rc, "cpu-workers")["minReplicas"]
+    gpu = k8s.worker_group(rendered[name], "gpu-workers")
+    assert gpu["minReplicas"] == gpu["replicas"] == 0
+    assert gpu["maxReplicas"] == 0 if name == "cpu-smoke" else gpu["maxReplicas"] >= 1
+    cpu = k8s.worker_group(rendered[name], "cpu-workers")
+    assert cpu["maxReplicas"] > cpu["minReplicas"] >= 1
 
 
 def test_overlays_size_the_gpu_group(k8s, rendered):
-    single = group(k8s.find(rendered["single-gpu"], "RayCluster"), "gpu-workers")
-    multi = group(k8s.find(rendered["multi-model"], "RayCluster"), "gpu-workers")
-    assert single["replicas"] == single["maxReplicas"] == 1
+    single = k8s.worker_group(rendered["single-gpu"], "gpu-workers")
+    multi = k8s.worker_group(rendered["multi-model"], "gpu-workers")
+    assert single["maxReplicas"] == 1
     assert single["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert multi["replicas"] >= 2 and multi["minReplicas"] == multi["replicas"]
+    assert multi["maxReplicas"] == 4
+    assert multi["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+
+
+def test_multi_model_gpu_pods_land_only_on_gpus_big_enough_for_the_32b_model(k8s, rendered):
+    pod = k8s.worker_group(rendered["multi-model"], "gpu-workers")["template"]["spec"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [e for t in terms for e in t["matchExpressions"]] == [
+        {"key": "nvidia.com/gpu.memory", "operator": "Gt", "values": ["70000"]}
+    ]
+    # The model that needs them is in that overlay's sweep, at tensor_parallel_size 2.
+    config = sweep_config(k8s, rendered["multi-model"])
+    assert any(m.kind == "vllm" and "32b" in m.name and m.engine_args.tensor_parallel_size == 2 for m in config.models)
 
 
 def test_ray_version_matches_the_pinned_ray(k8s, rendered):
     pins = tomllib.loads((k8s.REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     ray_pin = next(p for p in pins if p.startswith("ray["))
     for name in KUSTOMIZATIONS:
-        assert ray_pin.endswith("==" + k8s.find(rendered[name], "RayCluster")["spec"]["rayVersion"])
+        assert ray_pin.endswith("==" + k8s.ray_cluster_spec(rendered[name])["rayVersion"])
 
 
-# -- the RayJob's wiring ---------------------------------------------------------------------------
+# -- the RayJob: its lifecycle and its wiring --------------------------------------------------------
 
 
 def entrypoint_args(rayjob: dict) -> dict[str, str]:
@@ -143,13 +174,27 @@ def entrypoint_args(rayjob: dict) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_rayjob_runs_the_configmap_sweep_on_the_cluster(k8s, rendered, name):
+def test_the_rayjob_owns_its_cluster_and_cleans_up_after_itself(k8s, rendered, name):
+    spec = k8s.find(rendered[name], "RayJob")["spec"]
+    assert "clusterSelector" not in spec and spec["rayClusterSpec"]
+    assert spec["shutdownAfterJobFinishes"] is True and 0 < spec["ttlSecondsAfterFinished"] <= 600
+    # Bounded in time: the cluster must come up, and the sweep must end.
+    assert 0 < spec["preRunningDeadlineSeconds"] < spec["activeDeadlineSeconds"]
+    # The driver waits for the GPU pods it asks for, within the time the job has.
+    wait = float(entrypoint_args({"spec": spec})["scale-up-timeout"])
+    assert 0 < wait < spec["activeDeadlineSeconds"]
+    assert spec["backoffLimit"] in (0, 1, 2)
+    # Ray's token authentication on the cluster's job API and GCS.
+    assert spec["rayClusterSpec"]["authOptions"] == {"mode": "token"}
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_rayjob_runs_the_configmap_sweep_on_its_cluster(k8s, rendered, name):
     docs = rendered[name]
-    rc, job = k8s.find(docs, "RayCluster"), k8s.find(docs, "RayJob")
-    assert job["spec"]["clusterSelector"] == {"ray.io/cluster": rc["metadata"]["name"]}
+    job = k8s.find(docs, "RayJob")
     args = entrypoint_args(job)
     assert args["address"] == "auto"
-    head = rc["spec"]["headGroupSpec"]["template"]["spec"]
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     volumes = {v["name"]: v for v in head["volumes"]}
     mounts = head["containers"][0]["volumeMounts"]
 
@@ -158,10 +203,10 @@ def test_rayjob_runs_the_configmap_sweep_on_the_cluster(k8s, rendered, name):
         assert len(hits) == 1, f"{path} is not under exactly one head mount"
         return volumes[hits[0][0]["name"]], hits[0][1]
 
-    # The config file is a key of the mounted ConfigMap, and that key holds a valid sweep.
+    # The config file is a key of the mounted ConfigMap (by its exact, content-hashed name).
     vol, key = volume_at(args["config"])
-    cm = k8s.find(docs, "ConfigMap", vol["configMap"]["name"])
-    assert key in cm["data"]
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == vol["configMap"]["name"])
+    assert key in cm["data"] and cm["metadata"]["name"] != "toolsweep-sweep"
     # The run directories land on a persistent volume of the head (the result sink runs in the driver).
     vol, _ = volume_at(args["output-dir"].rstrip("/") + "/x")
     k8s.find(docs, "PersistentVolumeClaim", vol["persistentVolumeClaim"]["claimName"])
@@ -171,42 +216,65 @@ def test_rayjob_runs_the_configmap_sweep_on_the_cluster(k8s, rendered, name):
     assert uri.scheme == "http" and uri.port in [p["port"] for p in svc["spec"]["ports"]]
 
 
-@pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_each_sweep_config_is_valid_and_fits_its_cluster(k8s, rendered, name, tmp_path):
-    docs = rendered[name]
-    path = tmp_path / "sweep.yaml"
-    path.write_text(k8s.find(docs, "ConfigMap", "toolsweep-sweep")["data"]["sweep.yaml"])
-    config = load_config(path)
-    nodes = cluster_nodes(k8s.find(docs, "RayCluster"))
-    totals = {"GPU": sum(n["GPU"] for n in nodes), "CPU": sum(n["CPU"] for n in nodes)}
-    plan = plan_placement(config.models, totals, nodes)
-    assert "head" not in {node for where in plan.assignments.values() for node in where}
-    if name != "base":
-        assert plan.gpus_needed >= 1  # the overlays do run models on their GPUs
+def test_a_changed_sweep_is_a_new_configmap_the_rayjob_mounts(k8s, tmp_path):
+    """A fixed ConfigMap name would let a RayJob read the previous sweep; the name follows the content."""
+    shutil.copytree(k8s.K8S, tmp_path / "k8s")
+    overlay = tmp_path / "k8s" / "overlays" / "single-gpu"
+    before = k8s.render(overlay)
+    sweep = overlay / "sweep.yaml"
+    sweep.write_text(sweep.read_text().replace("seeds: [42]", "seeds: [42, 43]"))
+    after = k8s.render(overlay)
+
+    def mounted(docs: list[dict]) -> tuple[str, str]:
+        head = k8s.ray_cluster_spec(docs)["headGroupSpec"]["template"]["spec"]
+        name = next(v["configMap"]["name"] for v in head["volumes"] if "configMap" in v)
+        cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == name)
+        return name, cm["data"]["sweep.yaml"]
+
+    (name_before, text_before), (name_after, text_after) = mounted(before), mounted(after)
+    assert name_before != name_after and "seeds: [42, 43]" in text_after and "seeds: [42, 43]" not in text_before
 
 
-def cluster_nodes(raycluster: dict) -> list[dict]:
-    """Ray resources of the pods a RayCluster starts with (minReplicas of each group)."""
-    spec = raycluster["spec"]
-    head = spec["headGroupSpec"]
-    nodes = [{"node_id": "head", "CPU": quantity(head["resources"]["CPU"]), "GPU": quantity(head["resources"]["GPU"])}]
-    for g in spec["workerGroupSpecs"]:
+def sweep_config(k8s, docs: list[dict]):
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "sweep.yaml"
+        path.write_text(k8s.find(docs, "ConfigMap", "toolsweep-sweep")["data"]["sweep.yaml"])
+        return load_config(path)
+
+
+def cluster_nodes(cluster: dict) -> list[dict]:
+    """Ray resources of the pods the cluster can have: every group at maxReplicas (the autoscaler
+    starts them when the driver asks), the head as its rayStartParams declare it."""
+    head = cluster["headGroupSpec"]["rayStartParams"]
+    nodes = [{"node_id": "head", "CPU": quantity(head["num-cpus"]), "GPU": quantity(head["num-gpus"])}]
+    for g in cluster["workerGroupSpecs"]:
         limits = g["template"]["spec"]["containers"][0]["resources"]["limits"]
-        for i in range(g["minReplicas"]):
-            nodes.append({
-                "node_id": f"{g['groupName']}-{i}",
-                "CPU": quantity(limits["cpu"]),
-                "GPU": quantity(limits.get("nvidia.com/gpu", 0)),
-            })
+        gpus = quantity(g["rayStartParams"].get("num-gpus", limits.get("nvidia.com/gpu", 0)))
+        for i in range(g["maxReplicas"]):
+            nodes.append({"node_id": f"{g['groupName']}-{i}", "CPU": quantity(limits["cpu"]), "GPU": gpus})
     return nodes
 
 
-def test_multi_model_overlay_is_full_and_one_more_replica_fails(k8s, rendered, tmp_path):
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_each_sweep_config_is_valid_and_fits_its_cluster(k8s, rendered, name):
+    docs = rendered[name]
+    config = sweep_config(k8s, docs)
+    nodes = cluster_nodes(k8s.ray_cluster_spec(docs))
+    totals = {"GPU": sum(n["GPU"] for n in nodes), "CPU": sum(n["CPU"] for n in nodes)}
+    plan = plan_placement(config.models, totals, nodes)
+    assert "head" not in {node for where in plan.assignments.values() for node in where}
+    assert not any(n.startswith("cpu-workers") for where in plan.assignments.values() for n in where)
+    if name in ("single-gpu", "multi-model"):
+        assert plan.gpus_needed >= 1  # the overlays do run models on their GPUs
+
+
+def test_multi_model_overlay_is_full_and_one_more_replica_fails(k8s, rendered):
     docs = rendered["multi-model"]
-    path = tmp_path / "sweep.yaml"
-    path.write_text(k8s.find(docs, "ConfigMap", "toolsweep-sweep")["data"]["sweep.yaml"])
-    config = load_config(path)
-    nodes = cluster_nodes(k8s.find(docs, "RayCluster"))
+    config = sweep_config(k8s, docs)
+    nodes = cluster_nodes(k8s.ray_cluster_spec(docs))
     totals = {"GPU": sum(n["GPU"] for n in nodes), "CPU": sum(n["CPU"] for n in nodes)}
     assert plan_placement(config.models, totals, nodes).gpus_needed == totals["GPU"]
     biggest = max((m for m in config.models if m.kind == "vllm"), key=lambda m: m.engine_args.tensor_parallel_size)
@@ -226,43 +294,108 @@ def option(args: list[str], name: str) -> str:
     return args[args.index(name) + 1]
 
 
+def env_of(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
-def test_mlflow_listens_on_all_interfaces_behind_its_service(k8s, rendered, name):
-    # What the Host and CORS settings accept is checked against a live server started with these
-    # arguments (test_k8s_entrypoint_local.py).
+def test_mlflow_listens_on_all_interfaces_behind_its_service_with_auth_and_probes(k8s, rendered, name):
+    # What the Host and CORS settings accept, and that the auth app really asks for a user, is
+    # checked against a live server started with these arguments (test_k8s_entrypoint_local.py).
     docs = rendered[name]
     c = mlflow_container(k8s, docs)
     args = c["args"]
-    assert c["command"] == ["mlflow", "server"]
+    assert c["command"][:2] == ["/bin/sh", "-c"] and "exec mlflow server \"$@\"" in c["command"][2]
+    assert option(args, "--app-name") == "basic-auth"
     assert option(args, "--host") == "0.0.0.0"
     port = int(option(args, "--port"))
     assert c["ports"][0]["containerPort"] == port
     svc = k8s.find(docs, "Service", "mlflow")
-    assert svc["spec"]["selector"].items() <= c_labels(k8s, docs).items()
+    labels = k8s.find(docs, "Deployment", "mlflow")["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
     assert svc["spec"]["ports"][0]["targetPort"] in (port, c["ports"][0]["name"])
     assert option(args, "--allowed-hosts") and option(args, "--cors-allowed-origins")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"]["path"] == "/health", probe  # the one path auth leaves open
+    env = env_of(c)
+    for var in ("MLFLOW_AUTH_ADMIN_USERNAME", "MLFLOW_AUTH_ADMIN_PASSWORD", "MLFLOW_FLASK_SERVER_SECRET_KEY"):
+        assert env[var]["valueFrom"]["secretKeyRef"]["name"] == "mlflow-auth", var
+    # The sweep's driver logs as that user.
+    head = k8s.ray_cluster_spec(docs)["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head_env = env_of(head)
+    assert head_env["MLFLOW_TRACKING_USERNAME"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-auth", "key": "username"}
+    assert head_env["MLFLOW_TRACKING_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-auth", "key": "password"}
 
 
-def c_labels(k8s, docs) -> dict:
-    return k8s.find(docs, "Deployment", "mlflow")["spec"]["template"]["metadata"]["labels"]
+def store_settings(k8s, docs: list[dict]) -> dict[str, str]:
+    return k8s.find(docs, "ConfigMap", "mlflow-stores")["data"]
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_mlflow_stores_are_postgres_and_s3_with_credentials_from_secrets(k8s, rendered, name):
-    env = {e["name"]: e for e in mlflow_container(k8s, rendered[name])["env"]}
+    docs = rendered[name]
+    c = mlflow_container(k8s, docs)
+    env = env_of(c)
     uri = env["MLFLOW_BACKEND_STORE_URI"]["value"]
     assert uri.startswith("postgresql+psycopg2://$(MLFLOW_DB_USER):$(MLFLOW_DB_PASSWORD)@")
     for var in ("MLFLOW_DB_USER", "MLFLOW_DB_PASSWORD"):
         assert env[var]["valueFrom"]["secretKeyRef"]["name"] == "mlflow-postgres"
     # Kubernetes expands $(VAR) only from variables defined earlier in the list.
-    names = [e["name"] for e in mlflow_container(k8s, rendered[name])["env"]]
+    names = [e["name"] for e in c["env"]]
     for ref in re.findall(r"\$\((\w+)\)", uri):
         assert names.index(ref) < names.index("MLFLOW_BACKEND_STORE_URI"), ref
-    assert env["MLFLOW_ARTIFACTS_DESTINATION"]["value"].startswith("s3://")
-    assert "--serve-artifacts" in mlflow_container(k8s, rendered[name])["args"]
+    # Where the stores are is one ConfigMap, the one the Deployment reads (by its hashed name).
+    stores = k8s.find(docs, "ConfigMap", "mlflow-stores")
+    for var in ("MLFLOW_DB_HOST", "MLFLOW_DB_PORT", "MLFLOW_DB_NAME", "MLFLOW_ARTIFACTS_DESTINATION", "MLFLOW_S3_ENDPOINT_URL"):
+        assert env[var]["valueFrom"]["configMapKeyRef"] == {"name": stores["metadata"]["name"], "key": var}, var
+    assert stores["data"]["MLFLOW_ARTIFACTS_DESTINATION"].startswith("s3://")
+    assert urlparse(stores["data"]["MLFLOW_S3_ENDPOINT_URL"]).scheme in ("http", "https")
+    assert "--serve-artifacts" in c["args"]
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert env[var]["valueFrom"]["secretKeyRef"]["name"] == "mlflow-s3"
     assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"]["value"] == "false"
+
+
+@pytest.mark.parametrize("name", ["cpu-smoke", "single-gpu", "multi-model"])
+def test_bundled_stores_are_the_ones_mlflow_points_at(k8s, rendered, name):
+    docs = rendered[name]
+    stores = store_settings(k8s, docs)
+    # PostgreSQL: a Service of that name and port, a StatefulSet with a volume, user and password
+    # from the Secret MLflow reads, the database MLflow names.
+    svc = k8s.find(docs, "Service", stores["MLFLOW_DB_HOST"])
+    assert int(stores["MLFLOW_DB_PORT"]) in [p["port"] for p in svc["spec"]["ports"]]
+    pg = k8s.find(docs, "StatefulSet", stores["MLFLOW_DB_HOST"])
+    assert svc["spec"]["selector"].items() <= pg["spec"]["template"]["metadata"]["labels"].items()
+    assert pg["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"]
+    pg_env = env_of(pg["spec"]["template"]["spec"]["containers"][0])
+    assert pg_env["POSTGRES_USER"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-postgres", "key": "username"}
+    assert pg_env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-postgres", "key": "password"}
+    assert pg_env["POSTGRES_DB"]["valueFrom"]["configMapKeyRef"]["key"] == "MLFLOW_DB_NAME"
+    # MinIO: the endpoint's host and port, root credentials = the key pair MLflow uploads with.
+    endpoint = urlparse(stores["MLFLOW_S3_ENDPOINT_URL"])
+    svc = k8s.find(docs, "Service", endpoint.hostname)
+    assert endpoint.port in [p["port"] for p in svc["spec"]["ports"]]
+    minio = k8s.find(docs, "StatefulSet", endpoint.hostname)
+    m_env = env_of(minio["spec"]["template"]["spec"]["containers"][0])
+    assert m_env["MINIO_ROOT_USER"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-s3", "key": "AWS_ACCESS_KEY_ID"}
+    assert m_env["MINIO_ROOT_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-s3", "key": "AWS_SECRET_ACCESS_KEY"}
+    # The bucket Job creates the bucket of MLflow's artifact destination, at that endpoint.
+    job = k8s.find(docs, "Job", "minio-create-bucket")["spec"]["template"]["spec"]["containers"][0]
+    j_env = env_of(job)
+    for var in ("MLFLOW_S3_ENDPOINT_URL", "MLFLOW_ARTIFACTS_DESTINATION"):
+        assert j_env[var]["valueFrom"]["configMapKeyRef"]["key"] == var
+    script = job["command"][-1]
+    assert 'mc alias set store "$MLFLOW_S3_ENDPOINT_URL"' in script
+    assert 'mc mb --ignore-existing "store/${MLFLOW_ARTIFACTS_DESTINATION#s3://}"' in script
+
+
+def test_managed_stores_example_has_no_bundled_store_and_lets_mlflow_reach_out(k8s, rendered):
+    docs = rendered["managed-stores"]
+    assert not [d for d in docs if d["kind"] in ("StatefulSet", "Job")]
+    stores = store_settings(k8s, docs)
+    assert stores["MLFLOW_DB_HOST"] not in {d["metadata"]["name"] for d in docs if d["kind"] == "Service"}
+    assert allowed(docs, MLFLOW, EXTERNAL, int(stores["MLFLOW_DB_PORT"]))
+    assert allowed(docs, MLFLOW, EXTERNAL, 443)
 
 
 # -- secrets ----------------------------------------------------------------------------------------
@@ -301,10 +434,288 @@ def test_secrets_are_referenced_never_embedded_and_documented(k8s, rendered, nam
                     if SENSITIVE.search(e["name"]):
                         assert "valueFrom" in e and "value" not in e, f"{c['name']}: {e['name']}"
     refs = secret_refs(docs)
-    assert set(refs) == {"mlflow-postgres", "mlflow-s3", "toolsweep-model-api-keys"}
+    assert set(refs) == {"mlflow-postgres", "mlflow-s3", "mlflow-auth", "toolsweep-model-api-keys"}
     guide = (k8s.REPO / "docs" / "deploy.md").read_text()
     for secret, keys in refs.items():
         m = re.search(rf"kubectl -n toolsweep create secret generic {secret}\b(.*?)(?:\n(?!\s)|$)", guide, re.S)
         assert m, f"docs/deploy.md does not show how to create Secret {secret}"
         for key in keys:
             assert f"--from-literal={key}=" in m.group(1), f"{secret}: key {key}"
+
+
+# -- hardening -----------------------------------------------------------------------------------------
+
+
+def all_pods(docs: list[dict]) -> list[tuple[str, dict]]:
+    return [(f"{d['kind']}/{where}", t) for d in docs for where, t in pod_templates(d)]
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_namespace_enforces_the_restricted_pod_security_profile(k8s, rendered, name):
+    labels = k8s.find(rendered[name], "Namespace")["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
+
+
+def restricted_problems(where: str, pod: dict, containers: list[dict]) -> list[str]:
+    """What the restricted Pod Security profile (and our read-only-root rule) refuses in a pod."""
+    problems = []
+    psc = pod.get("securityContext", {})
+    if psc.get("runAsNonRoot") is not True:
+        problems.append(f"{where}: runAsNonRoot is not true")
+    if psc.get("runAsUser", 1) == 0:
+        problems.append(f"{where}: runAsUser 0")
+    if psc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+        problems.append(f"{where}: seccompProfile is not RuntimeDefault")
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            problems.append(f"{where}: {key}")
+    if any("hostPath" in v for v in pod.get("volumes", [])):
+        problems.append(f"{where}: hostPath volume")
+    for c in containers:
+        sc = c.get("securityContext", {})
+        name = f"{where}/{c.get('name', 'autoscaler')}"
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{name}: allowPrivilegeEscalation is not false")
+        if sc.get("capabilities", {}).get("drop") != ["ALL"] or sc.get("capabilities", {}).get("add"):
+            problems.append(f"{name}: capabilities are not drop [ALL]")
+        if sc.get("privileged"):
+            problems.append(f"{name}: privileged")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            problems.append(f"{name}: root filesystem is writable")
+        elif "/tmp" not in {m["mountPath"] for m in c.get("volumeMounts", [])}:
+            problems.append(f"{name}: read-only root without a writable /tmp")
+    return problems
+
+
+def hardening_problems(docs: list[dict]) -> list[str]:
+    problems = []
+    for where, template in all_pods(docs):
+        problems += restricted_problems(where, template["spec"], template["spec"]["containers"])
+    for doc in docs:
+        if doc["kind"] == "RayJob":
+            # KubeRay puts the autoscaler beside the head container with autoscalerOptions' settings.
+            cluster = doc["spec"]["rayClusterSpec"]
+            head = cluster["headGroupSpec"]["template"]["spec"]
+            options = cluster["autoscalerOptions"]
+            problems += restricted_problems("RayJob/autoscaler", head, [options])
+            head_volumes = {v["name"] for v in head["volumes"]}
+            problems += [f"autoscaler mounts unknown volume {m['name']}" for m in options.get("volumeMounts", [])
+                         if m["name"] not in head_volumes]
+    return problems
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_every_pod_is_hardened(rendered, name):
+    assert hardening_problems(rendered[name]) == []
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda d: d["spec"]["template"]["spec"]["securityContext"].pop("runAsNonRoot"), "runAsNonRoot"),
+        (lambda d: d["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(allowPrivilegeEscalation=True), "allowPrivilegeEscalation"),
+        (lambda d: d["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"].update(add=["NET_ADMIN"]), "capabilities"),
+        (lambda d: d["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(readOnlyRootFilesystem=False), "writable"),
+        (lambda d: d["spec"]["template"]["spec"]["containers"][0].update(volumeMounts=[]), "without a writable /tmp"),
+        (lambda d: d["spec"]["template"]["spec"]["securityContext"].update(seccompProfile={"type": "Unconfined"}), "seccompProfile"),
+        (lambda d: d["spec"]["template"]["spec"].update(hostNetwork=True), "hostNetwork"),
+    ],
+)
+def test_the_hardening_check_catches_a_weakened_pod(k8s, rendered, mutate, expected):
+    docs = copy.deepcopy(rendered["cpu-smoke"])
+    mutate(k8s.find(docs, "Deployment", "mlflow"))
+    assert any(expected in p for p in hardening_problems(docs)), hardening_problems(docs)
+
+
+def test_the_hardening_check_covers_the_pods_kuberay_adds(k8s, rendered):
+    docs = copy.deepcopy(rendered["cpu-smoke"])
+    k8s.ray_cluster_spec(docs)["autoscalerOptions"]["securityContext"].pop("capabilities")
+    assert any("autoscaler" in p and "capabilities" in p for p in hardening_problems(docs))
+    docs = copy.deepcopy(rendered["cpu-smoke"])
+    k8s.find(docs, "RayJob")["spec"]["submitterPodTemplate"]["spec"]["securityContext"]["runAsUser"] = 0
+    assert any("submitter" in p and "runAsUser 0" in p for p in hardening_problems(docs))
+
+
+@pytest.mark.parametrize("name", DEPLOYABLE)
+def test_third_party_images_are_pinned(rendered, name):
+    images = {c["image"] for d in rendered[name] for _, t in pod_templates(d) for c in t["spec"]["containers"]}
+    for image in images:
+        repo, _, tag = image.rpartition(":")
+        assert repo and tag and tag != "latest" and "/" in repo, image
+        assert re.search(r"\d", tag), image  # a version, not a moving name like "stable"
+
+
+# -- network policies ----------------------------------------------------------------------------------
+# A small evaluator of the rendered NetworkPolicies (pod selectors by matchLabels, namespace selectors
+# by the kubernetes.io/metadata.name label, ipBlocks), checked flow by flow against what a sweep needs.
+
+RAY_HEAD = {"ns": "toolsweep", "labels": {"ray.io/is-ray-node": "yes", "ray.io/node-type": "head", "app.kubernetes.io/component": "ray-head"}}
+RAY_WORKER = {"ns": "toolsweep", "labels": {"ray.io/is-ray-node": "yes", "ray.io/node-type": "worker", "app.kubernetes.io/component": "ray-gpu-worker"}}
+SUBMITTER = {"ns": "toolsweep", "labels": {"app.kubernetes.io/component": "ray-job-submitter", "ray.io/originated-from-crd": "RayJob"}}
+MLFLOW = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "mlflow"}}
+POSTGRES = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "postgres"}}
+MINIO = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "minio"}}
+BUCKET_JOB = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "minio-create-bucket"}}
+OPERATOR = {"ns": "kuberay-system", "labels": {"app.kubernetes.io/name": "kuberay-operator"}}
+DNS = {"ns": "kube-system", "labels": {"k8s-app": "kube-dns"}}
+OTHER_NAMESPACE = {"ns": "default", "labels": {"app": "anything"}}
+EXTERNAL = {"ip": "203.0.113.7"}
+
+
+def _selects(selector: dict, labels: dict) -> bool:
+    assert set(selector) <= {"matchLabels"}, f"evaluator only knows matchLabels: {selector}"
+    return selector.get("matchLabels", {}).items() <= labels.items()
+
+
+def _peer_matches(peer: dict, other: dict, policy_ns: str) -> bool:
+    if "ipBlock" in peer:
+        return "ip" in other and peer["ipBlock"]["cidr"] == "0.0.0.0/0" and not peer["ipBlock"].get("except")
+    if "ip" in other:
+        return False
+    if "namespaceSelector" in peer:
+        ns_ok = _selects(peer["namespaceSelector"], {"kubernetes.io/metadata.name": other["ns"]})
+    else:
+        ns_ok = other["ns"] == policy_ns
+    return ns_ok and _selects(peer.get("podSelector", {}), other["labels"])
+
+
+def _rule_allows(rule: dict, peers_key: str, other: dict, port: int, policy_ns: str) -> bool:
+    ports = rule.get("ports")
+    if ports and not any(p.get("port") == port for p in ports):
+        return False
+    peers = rule.get(peers_key)
+    return not peers or any(_peer_matches(p, other, policy_ns) for p in peers)
+
+
+def _direction_allows(docs, pod: dict, direction: str, other: dict, port: int) -> bool:
+    if "ip" in pod:
+        return True  # outside the cluster: not ours to restrict
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy" and d["metadata"]["namespace"] == pod["ns"]
+                and _selects(d["spec"]["podSelector"], pod["labels"])
+                and direction in d["spec"].get("policyTypes", ["Ingress"])]
+    if not policies:
+        return True  # not isolated in this direction
+    key, peers_key = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
+    return any(_rule_allows(r, peers_key, other, port, d["metadata"]["namespace"])
+               for d in policies for r in d["spec"].get(key, []))
+
+
+def allowed(docs: list[dict], src: dict, dst: dict, port: int) -> bool:
+    return _direction_allows(docs, src, "Egress", dst, port) and _direction_allows(docs, dst, "Ingress", src, port)
+
+
+NEEDED = [
+    ("submitter -> job API", SUBMITTER, RAY_HEAD, 8265),
+    ("operator -> job API", OPERATOR, RAY_HEAD, 8265),
+    ("worker -> GCS", RAY_WORKER, RAY_HEAD, 6379),
+    ("head -> worker (object transfer)", RAY_HEAD, RAY_WORKER, 12345),
+    ("worker -> worker (vLLM server)", RAY_WORKER, RAY_WORKER, 8000),
+    ("driver -> MLflow", RAY_HEAD, MLFLOW, 5000),
+    ("worker -> hosted model API", RAY_WORKER, EXTERNAL, 443),
+    ("autoscaler -> Kubernetes API", RAY_HEAD, EXTERNAL, 6443),
+    ("MLflow -> DNS", MLFLOW, DNS, 53),
+    ("submitter -> DNS", SUBMITTER, DNS, 53),
+]
+NEEDED_WITH_BUNDLED_STORES = [
+    ("MLflow -> PostgreSQL", MLFLOW, POSTGRES, 5432),
+    ("MLflow -> MinIO", MLFLOW, MINIO, 9000),
+    ("bucket Job -> MinIO", BUCKET_JOB, MINIO, 9000),
+]
+DENIED = [
+    ("another namespace -> job API", OTHER_NAMESPACE, RAY_HEAD, 8265),
+    ("another namespace -> MLflow", OTHER_NAMESPACE, MLFLOW, 5000),
+    ("the internet -> MLflow", EXTERNAL, MLFLOW, 5000),
+    ("submitter -> MLflow", SUBMITTER, MLFLOW, 5000),
+    ("submitter -> GCS", SUBMITTER, RAY_HEAD, 6379),
+    ("operator -> a worker", OPERATOR, RAY_WORKER, 8265),
+    ("worker -> PostgreSQL", RAY_WORKER, POSTGRES, 5432),
+    ("worker -> MinIO", RAY_WORKER, MINIO, 9000),
+    ("MLflow -> the internet", MLFLOW, EXTERNAL, 443),
+    ("PostgreSQL -> the internet", POSTGRES, EXTERNAL, 443),
+    ("MLflow -> a Ray pod", MLFLOW, RAY_WORKER, 8265),
+]
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_network_policies_deny_by_default(k8s, rendered, name):
+    deny = k8s.find(rendered[name], "NetworkPolicy", "default-deny")["spec"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+
+
+@pytest.mark.parametrize("name", ["cpu-smoke", "single-gpu", "multi-model"])
+def test_network_policies_allow_what_a_sweep_needs_and_nothing_else(rendered, name):
+    docs = rendered[name]
+    for what, src, dst, port in NEEDED + NEEDED_WITH_BUNDLED_STORES:
+        assert allowed(docs, src, dst, port), f"needed flow blocked: {what}"
+    for what, src, dst, port in DENIED:
+        assert not allowed(docs, src, dst, port), f"flow allowed that nothing needs: {what}"
+
+
+def test_the_network_policy_check_catches_an_open_door(k8s, rendered):
+    docs = copy.deepcopy(rendered["cpu-smoke"])
+    k8s.find(docs, "NetworkPolicy", "mlflow")["spec"]["ingress"][0].pop("from")
+    assert allowed(docs, OTHER_NAMESPACE, MLFLOW, 5000)
+    # Without the default deny, a pod no other policy isolates (the submitter) takes any connection.
+    assert not allowed(rendered["cpu-smoke"], OTHER_NAMESPACE, SUBMITTER, 8080)
+    docs = [d for d in copy.deepcopy(rendered["cpu-smoke"]) if d["metadata"]["name"] != "default-deny"]
+    assert allowed(docs, OTHER_NAMESPACE, SUBMITTER, 8080)
+
+
+# -- sizing --------------------------------------------------------------------------------------------
+
+
+def resource_totals(docs: list[dict]) -> dict[str, dict[str, float]]:
+    """CPU, memory (GiB) and GPUs the overlay's pods request: with the worker groups at their minimum
+    ("start") and at their maximum ("peak"); the autoscaler sidecar and the submitter included, the
+    bucket Job (a few seconds at install) not."""
+    fixed = {"cpu": 0.0, "mem": 0.0, "gpu": 0.0}
+    groups = []
+
+    def add(into: dict, res: dict, times: int = 1) -> None:
+        into["cpu"] += quantity(res["cpu"]) * times
+        into["mem"] += gib(res["memory"]) * times
+        into["gpu"] += quantity(res.get("nvidia.com/gpu", 0)) * times
+
+    for d in docs:
+        if d["kind"] in ("Deployment", "StatefulSet"):
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                add(fixed, c["resources"]["requests"], d["spec"].get("replicas", 1))
+        if d["kind"] == "RayJob":
+            spec = d["spec"]
+            cluster = spec["rayClusterSpec"]
+            add(fixed, spec["submitterPodTemplate"]["spec"]["containers"][0]["resources"]["requests"])
+            add(fixed, cluster["autoscalerOptions"]["resources"]["requests"])
+            add(fixed, cluster["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["requests"])
+            groups = cluster["workerGroupSpecs"]
+    out = {}
+    for label, key in (("start", "minReplicas"), ("peak", "maxReplicas")):
+        total = dict(fixed)
+        for g in groups:
+            add(total, g["template"]["spec"]["containers"][0]["resources"]["requests"], g[key])
+        out[label] = total
+    return out
+
+
+def documented_totals(guide: str) -> dict[str, dict[str, str]]:
+    block = guide.split("<!-- resource-totals -->", 1)[1].split("<!-- /resource-totals -->", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in block.strip().splitlines()[2:]]
+    return {r[0].strip("`"): {"start": r[1], "peak": r[2]} for r in rows}
+
+
+def totals_text(t: dict[str, float]) -> str:
+    return f"{t['cpu']:g} CPU, {t['mem']:g} GiB" + (f", {t['gpu']:g} GPU" if t["gpu"] else "")
+
+
+def test_the_docs_give_each_overlays_resource_totals(k8s, rendered):
+    documented = documented_totals((k8s.REPO / "docs" / "deploy.md").read_text())
+    assert set(documented) == {"cpu-smoke", "single-gpu", "multi-model"}
+    for name, row in documented.items():
+        totals = resource_totals(rendered[name])
+        assert row == {"start": totals_text(totals["start"]), "peak": totals_text(totals["peak"])}, name
+
+
+def test_the_single_gpu_overlay_fits_one_16_vcpu_64_gib_gpu_machine(rendered):
+    peak = resource_totals(rendered["single-gpu"])["peak"]
+    # What such a machine leaves to pods after the kubelet, the OS and the system daemons.
+    assert peak["cpu"] <= 14 and peak["mem"] <= 56 and peak["gpu"] == 1

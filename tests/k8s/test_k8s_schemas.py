@@ -9,46 +9,52 @@ import shutil
 import pytest
 import yaml
 
-KUSTOMIZATIONS = ["base", "single-gpu", "multi-model"]
+KUSTOMIZATIONS = ["base", "cpu-smoke", "single-gpu", "multi-model", "managed-stores"]
 
-EXPECTED_KINDS = sorted(
-    ["Namespace", "ConfigMap", "Service", "PersistentVolumeClaim", "PersistentVolumeClaim", "Deployment", "RayCluster", "RayJob"]
-)
+BASE_KINDS = ["Namespace", "ConfigMap", "ConfigMap", "Service", "PersistentVolumeClaim", "PersistentVolumeClaim",
+              "Deployment", "RayJob"] + ["NetworkPolicy"] * 6
+BUNDLED_STORES = ["StatefulSet", "StatefulSet", "Service", "Service", "Job"] + ["NetworkPolicy"] * 4
+EXPECTED_KINDS = {
+    "base": BASE_KINDS,
+    "cpu-smoke": BASE_KINDS + BUNDLED_STORES,
+    "single-gpu": BASE_KINDS + BUNDLED_STORES,
+    "multi-model": BASE_KINDS + BUNDLED_STORES,
+    "managed-stores": BASE_KINDS + ["NetworkPolicy"],
+}
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_kustomization_renders_the_whole_deployment(k8s, rendered, name):
     docs = rendered[name]
-    assert sorted(d["kind"] for d in docs) == EXPECTED_KINDS
+    assert sorted(d["kind"] for d in docs) == sorted(EXPECTED_KINDS[name])
+    # The RayJob owns its cluster: there is no standing RayCluster to attach to.
+    assert not [d for d in docs if d["kind"] == "RayCluster"]
     for d in docs:
         if d["kind"] != "Namespace":
             assert d["metadata"]["namespace"] == "toolsweep", d["metadata"]["name"]
         assert d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "toolsweep"
     # Images are resolved by kustomize in the custom resources too.
-    images = [c["image"] for d in docs for c in _containers(d)]
-    assert images and all(i.startswith("ghcr.io/example/toolsweep") for i in images), images
-    # The sweep ConfigMap keeps a stable name: the head pod mounts it by name.
+    ours = [c["image"] for d in docs for c in _containers(d) if "toolsweep" in c["image"]]
+    assert ours and all(i.startswith("ghcr.io/example/toolsweep") for i in ours), ours
     k8s.find(docs, "ConfigMap", "toolsweep-sweep")
 
 
 def _containers(doc: dict) -> list[dict]:
     spec = doc.get("spec", {})
     templates = []
-    if doc["kind"] == "Deployment":
+    if doc["kind"] in ("Deployment", "StatefulSet", "Job"):
         templates.append(spec["template"])
-    if doc["kind"] == "RayCluster":
-        templates.append(spec["headGroupSpec"]["template"])
-        templates += [g["template"] for g in spec["workerGroupSpecs"]]
     if doc["kind"] == "RayJob":
         templates.append(spec["submitterPodTemplate"])
+        cluster = spec["rayClusterSpec"]
+        templates.append(cluster["headGroupSpec"]["template"])
+        templates += [g["template"] for g in cluster["workerGroupSpecs"]]
     return [c for t in templates for c in t["spec"]["containers"]]
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_ray_documents_validate_against_the_kuberay_crds(k8s, rendered, name):
-    for kind in ("RayCluster", "RayJob"):
-        doc = k8s.find(rendered[name], kind)
-        assert k8s.crd_errors(doc) == [], f"{name} {kind}"
+    assert k8s.crd_errors(k8s.find(rendered[name], "RayJob")) == [], name
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
@@ -75,18 +81,19 @@ def _mutated(doc: dict, path: str, value) -> dict:
 @pytest.mark.parametrize(
     "kind, path, value, expected",
     [
-        ("RayCluster", "spec.enableInTreeAutoscalling", True, "'enableInTreeAutoscalling' was unexpected"),
-        ("RayCluster", "spec.headGroupSpec.rayStartParam", {}, "'rayStartParam' was unexpected"),
-        ("RayCluster", "spec.workerGroupSpecs.1.minReplica", 1, "'minReplica' was unexpected"),
-        ("RayCluster", "spec.workerGroupSpecs.1.template.spec.containers.0.volumeMount", [], "'volumeMount' was unexpected"),
-        ("RayCluster", "spec.workerGroupSpecs.1.template.spec.volumes.0.emptyDir.medum", "Memory", "'medum' was unexpected"),
-        ("RayCluster", "spec.headGroupSpec.template.spec.containers.0.resources.limit", {}, "'limit' was unexpected"),
-        ("RayCluster", "spec.headGroupSpec.rayStartParams.num-gpus", 0, "0 is not of type 'string'"),
-        ("RayCluster", "spec.workerGroupSpecs.0.maxReplicas", "8", "'8' is not of type 'integer'"),
-        ("RayCluster", "spec.autoscalerOptions.upscalingMode", "Fast", "'Fast' is not one of"),
-        ("RayCluster", "metadata.lables", {"a": "b"}, "'lables' was unexpected"),
+        ("RayJob", "spec.rayClusterSpec.enableInTreeAutoscalling", True, "'enableInTreeAutoscalling' was unexpected"),
+        ("RayJob", "spec.rayClusterSpec.headGroupSpec.rayStartParam", {}, "'rayStartParam' was unexpected"),
+        ("RayJob", "spec.rayClusterSpec.workerGroupSpecs.1.minReplica", 1, "'minReplica' was unexpected"),
+        ("RayJob", "spec.rayClusterSpec.workerGroupSpecs.1.template.spec.containers.0.volumeMount", [], "'volumeMount' was unexpected"),
+        ("RayJob", "spec.rayClusterSpec.workerGroupSpecs.1.template.spec.volumes.0.emptyDir.medum", "Memory", "'medum' was unexpected"),
+        ("RayJob", "spec.rayClusterSpec.headGroupSpec.template.spec.containers.0.resources.limit", {}, "'limit' was unexpected"),
+        ("RayJob", "spec.rayClusterSpec.headGroupSpec.rayStartParams.num-gpus", 0, "0 is not of type 'string'"),
+        ("RayJob", "spec.rayClusterSpec.workerGroupSpecs.0.maxReplicas", "8", "'8' is not of type 'integer'"),
+        ("RayJob", "spec.rayClusterSpec.autoscalerOptions.upscalingMode", "Fast", "'Fast' is not one of"),
+        ("RayJob", "spec.rayClusterSpec.authOptions.mode", "password", "'password' is not one of"),
+        ("RayJob", "metadata.lables", {"a": "b"}, "'lables' was unexpected"),
         ("RayJob", "spec.entrypont", "toolsweep run x", "'entrypont' was unexpected"),
-        ("RayJob", "spec.clusterSelectors", {}, "'clusterSelectors' was unexpected"),
+        ("RayJob", "spec.shutdownAfterJobFinish", True, "'shutdownAfterJobFinish' was unexpected"),
         ("RayJob", "spec.backoffLimit", "0", "'0' is not of type 'integer'"),
         ("RayJob", "spec.submitterPodTemplate.spec.containers.0.resource", {}, "'resource' was unexpected"),
     ],
@@ -98,14 +105,14 @@ def test_typo_in_a_ray_document_fails(k8s, rendered, kind, path, value, expected
 
 
 def test_duplicate_container_names_fail_the_list_map_rule(k8s, rendered):
-    doc = copy.deepcopy(k8s.find(rendered["base"], "RayCluster"))
-    containers = doc["spec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    doc = copy.deepcopy(k8s.find(rendered["base"], "RayJob"))
+    containers = doc["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
     containers.append(copy.deepcopy(containers[0]))
     assert any("duplicate keys ['name']" in e for e in k8s.crd_errors(doc))
 
 
 def test_fields_guarded_by_cel_rules_are_not_passed_unchecked(k8s, rendered):
-    doc = _mutated(k8s.find(rendered["base"], "RayCluster"), "spec.managedBy", "ray.io/kuberay-operator")
+    doc = _mutated(k8s.find(rendered["base"], "RayJob"), "spec.managedBy", "kueue.x-k8s.io/multikueue")
     assert any("not evaluated offline" in e for e in k8s.crd_errors(doc))
 
 
@@ -116,11 +123,14 @@ def test_fields_guarded_by_cel_rules_are_not_passed_unchecked(k8s, rendered):
         ("Deployment", "spec.replica", 1),
         ("Service", "spec.port", []),
         ("PersistentVolumeClaim", "spec.accesModes", ["ReadWriteOnce"]),
+        ("StatefulSet", "spec.volumeClaimTemplate", []),
+        ("Job", "spec.template.spec.containers.0.securityContex", {}),
         ("ConfigMap", "datas", {}),
+        ("NetworkPolicy", "spec.policyType", ["Ingress"]),
     ],
 )
 def test_typo_in_a_core_document_fails(k8s, rendered, kind, path, value):
-    doc = _mutated([d for d in rendered["base"] if d["kind"] == kind][0], path, value)
+    doc = _mutated([d for d in rendered["cpu-smoke"] if d["kind"] == kind][0], path, value)
     errors = k8s.core_errors(doc)
     assert errors and "was unexpected" in errors[0], errors
 
@@ -129,22 +139,22 @@ def test_typo_in_a_manifest_file_fails_render_and_validate(k8s, tmp_path):
     """End to end: an overlay whose patch misspells a field renders, and validation rejects it."""
     base = tmp_path / "base"
     shutil.copytree(k8s.K8S / "base", base)
-    raycluster = yaml.safe_load((base / "raycluster.yaml").read_text())
-    raycluster["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["volumeMouts"] = []
-    (base / "raycluster.yaml").write_text(yaml.safe_dump(raycluster))
+    rayjob = yaml.safe_load((base / "rayjob.yaml").read_text())
+    rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["volumeMouts"] = []
+    (base / "rayjob.yaml").write_text(yaml.safe_dump(rayjob))
     docs = k8s.render(base)
-    errors = k8s.crd_errors(k8s.find(docs, "RayCluster"))
+    errors = k8s.crd_errors(k8s.find(docs, "RayJob"))
     assert any("'volumeMouts' was unexpected" in e for e in errors), errors
 
 
 def test_overlay_patches_check_the_group_they_change(k8s, tmp_path):
     """The overlays' JSON patches test each groupName first: a reordered base must not render."""
     shutil.copytree(k8s.K8S, tmp_path / "k8s")
-    path = tmp_path / "k8s" / "base" / "raycluster.yaml"
-    raycluster = yaml.safe_load(path.read_text())
-    raycluster["spec"]["workerGroupSpecs"].reverse()
-    path.write_text(yaml.safe_dump(raycluster))
+    path = tmp_path / "k8s" / "base" / "rayjob.yaml"
+    rayjob = yaml.safe_load(path.read_text())
+    rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"].reverse()
+    path.write_text(yaml.safe_dump(rayjob))
     k8s.render(tmp_path / "k8s" / "base")  # the base alone is fine
-    for overlay in ("single-gpu", "multi-model"):
-        with pytest.raises(RuntimeError, match="testing value /spec/workerGroupSpecs/0/groupName failed"):
+    for overlay in ("cpu-smoke", "single-gpu", "multi-model"):
+        with pytest.raises(RuntimeError, match="testing value /spec/rayClusterSpec/workerGroupSpecs/0/groupName failed"):
             k8s.render(tmp_path / "k8s" / "overlays" / overlay)

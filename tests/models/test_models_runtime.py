@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 import stat
 import sys
 from pathlib import Path
@@ -148,6 +149,46 @@ def test_gpu_replica_on_gpu_less_cluster_fails_before_anything_starts(ray_local,
     assert "qwen3-8b" in text and "GPU" in text
     assert runtime.replica_status() == {}
     assert len(ray.util.placement_group_table()) == pgs_before
+
+
+def test_on_an_autoscaling_cluster_the_gpus_are_asked_for_waited_for_and_released(ray_local, model_dir):
+    """The real request to Ray's autoscaler (the v1 protocol: a KV entry the autoscaler reads):
+    made with the replica's bundle while waiting, withdrawn when the nodes never came."""
+    import json
+    import threading
+
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    ray = ray_local
+    models = [VLLMModelConfig(name="qwen3-8b", path=str(model_dir), device="gpu", engine_args={"tensor_parallel_size": 2})]
+    lines: list[str] = []
+    runtime = ModelRuntime(models, scale_up_timeout_s=6.0, log=lines.append)
+    seen: list[list[dict]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            raw = _internal_kv_get(b"autoscaler_resource_request")
+            if raw:
+                seen.append(json.loads(raw))
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(PlacementError) as info:
+            runtime.start()
+    finally:
+        done.set()
+        watcher.join(5)
+    elapsed = time.monotonic() - started
+    assert 6.0 <= elapsed < 30.0
+    assert [{"CPU": 1.0, "GPU": 2.0}] in seen
+    assert json.loads(_internal_kv_get(b"autoscaler_resource_request")) == []
+    assert "within 6 s" in str(info.value) and "qwen3-8b" in str(info.value)
+    assert any("asked the autoscaler" in line for line in lines)
+    assert runtime.replica_status() == {} and ray.cluster_resources().get("GPU", 0) == 0
 
 
 def test_runtime_replicas_sticky_endpoints_restart_and_clean_stop(ray_local, model_dir, fake_python, tmp_path):

@@ -56,6 +56,16 @@ confidence}, episode_timeout_s, max_attempts, output_dir, run_id, ray_address, t
 """
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 86400 seconds")
+    return value
+
+
 def _names(text: str | None) -> list[str] | None:
     return [t.strip() for t in text.split(",") if t.strip()] if text else None
 
@@ -91,6 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = config.model_copy(update={"mlflow": False})
         if args.skip_preflight:
             config = config.model_copy(update={"preflight": False})
+        if args.scale_up_timeout is not None:
+            config = config.model_copy(update={"scale_up_timeout_s": args.scale_up_timeout})
         outcome = run_sweep(config, progress=not args.no_progress)
     except ConfigError as err:
         return _fail_config(err)
@@ -237,6 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmarks", help="run only these benchmarks (comma-separated)")
     p.add_argument("--settings", help="run only these settings (comma-separated; of every selected benchmark)")
     p.add_argument("--limit", type=int, help="run only the first N tasks of each setting")
+    p.add_argument("--scale-up-timeout", type=_seconds, metavar="SECONDS",
+                   help="on an autoscaling cluster (KubeRay GPU groups that start at zero pods): ask the "
+                        "autoscaler for the model servers' GPUs and wait up to SECONDS for them before the "
+                        "placement check (default: the config's scale_up_timeout_s, 0 = do not wait)")
     p.add_argument("--no-mlflow", action="store_true", help="do not mirror to MLflow")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("--skip-preflight", action="store_true",

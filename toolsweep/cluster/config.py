@@ -143,6 +143,11 @@ class SweepConfig(_Strict):
     run_id: str | None = Field(None, description="Default 'main': re-running resumes, and an edited config grows "
                                "the same run directory (unchanged units are reused).")
     ray_address: str | None = Field(None, description='None = embedded Ray; "auto" = a `ray start` cluster.')
+    scale_up_timeout_s: float = Field(
+        0.0, ge=0, le=86_400,
+        description="On an autoscaling cluster (KubeRay GPU groups from zero): ask the autoscaler for the "
+        "model servers' GPUs and wait up to this long for them before the placement check. 0 = do not wait.",
+    )
     tracking_uri: str | None = Field(None, description="MLflow; default sqlite:///mlflow.db (env MLFLOW_TRACKING_URI).")
     mlflow: bool = Field(True, description="Mirror results to MLflow.")
     mlflow_traces_per_cell: int = Field(

@@ -315,7 +315,7 @@ def run_sweep(
     started_ray = _connect_ray(config.ray_address, log)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
-    runtime = ModelRuntime(config.served_models())
+    runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log)
     workers: list[Any] = []
     sink = None
     try:
@@ -404,6 +404,16 @@ def setting_params(config: SweepConfig) -> dict[tuple[str, str], dict[str, Any]]
     return {(name, s): p for name, bench in load_benchmarks(config).items() for s, p in bench.settings().items()}
 
 
+def _mlflow_trouble(exc: Exception) -> str:
+    """What went wrong with MLflow, in the words that say what to fix."""
+    status = getattr(exc, "get_http_status_code", lambda: None)()
+    text = str(exc)
+    if status in (401, 403) or "401" in text[:80] or "Unauthorized" in text[:200]:
+        return ("refused the sweep's credentials (a server with authentication: set MLFLOW_TRACKING_USERNAME "
+                "and MLFLOW_TRACKING_PASSWORD to a user that may write)")
+    return "is unreachable"
+
+
 def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
     """The MLflow mirror, or None (disabled, or unreachable: then the sweep goes on without it)."""
     from toolsweep.actors.result_sink import MlflowMirror, resolve_tracking_uri
@@ -423,7 +433,7 @@ def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
         })
     except Exception as exc:  # noqa: BLE001 - MLflow down: the sweep goes on
         log(
-            f"MLflow at {uri} is unreachable ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
+            f"MLflow at {uri} {_mlflow_trouble(exc)} ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
             f"on without it. Mirror the results later with: toolsweep sync-mlflow {run_dir.path}"
         )
         return None

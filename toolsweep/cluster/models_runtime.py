@@ -32,8 +32,15 @@ class _Replica:
 class ModelRuntime:
     """Owns every model server of one sweep. Scripted, openai and hf models need none."""
 
-    def __init__(self, models: list[Any], *, log_dir: str | None = None, health_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, models: list[Any], *, log_dir: str | None = None, health_timeout_s: float = 30.0,
+        scale_up_timeout_s: float = 0.0, log: Any = None,
+    ) -> None:
         self.models = list(models)
+        # > 0: an autoscaling cluster; the models' GPUs are asked for and waited for this long.
+        self.scale_up_timeout_s = scale_up_timeout_s
+        self._log = log or (lambda _msg: None)
+        self._asked_autoscaler = False
         self.log_dir = log_dir
         self.health_timeout_s = health_timeout_s
         self._replicas: dict[str, list[_Replica]] = {}
@@ -62,7 +69,13 @@ class ModelRuntime:
 
         if not ray.is_initialized():
             raise RuntimeError("vLLM models need a Ray cluster: call ray.init() (or `toolsweep run`) first")
-        check_ray_cluster(self.models)
+        if self.scale_up_timeout_s <= 0:
+            check_ray_cluster(self.models)
+            return
+        from toolsweep.cluster.placement import wait_for_ray_capacity
+
+        self._asked_autoscaler = True
+        wait_for_ray_capacity(self.models, self.scale_up_timeout_s, self._log)
 
     def start(self) -> dict[str, Any]:
         """Start what the models need; returns name -> endpoint spec (picklable) for the workers."""
@@ -214,10 +227,17 @@ class ModelRuntime:
 
     # -- stop ---------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop every server this runtime started (no leftover processes or /dev/shm segments)."""
+        """Stop every server this runtime started (no leftover processes or /dev/shm segments), and
+        withdraw the request to the autoscaler so that the GPU nodes can go."""
+        import ray
+
+        if self._asked_autoscaler and ray.is_initialized():
+            from ray.autoscaler.sdk import request_resources
+
+            request_resources(bundles=[])
+            self._asked_autoscaler = False
         if not self._replicas:
             return
-        import ray
 
         refs = []
         for replicas in self._replicas.values():

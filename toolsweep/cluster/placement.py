@@ -12,8 +12,9 @@ records. `check_ray_cluster` is the one place that reads them from a live Ray.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 _EPS = 1e-9
 
@@ -313,3 +314,74 @@ def check_ray_cluster(models: Iterable[Any], *, reserve_cpus: float = 0.0) -> Pl
     import ray
 
     return plan_placement(models, ray.cluster_resources(), ray.nodes(), reserve_cpus=reserve_cpus)
+
+
+# -- autoscaling clusters ---------------------------------------------------------------------------
+
+
+def demand_bundles(models: Iterable[Any]) -> list[dict[str, float]]:
+    """One resource bundle per model-server replica, the shape the autoscaler is asked for."""
+    bundles = []
+    for d in model_demands(models):
+        bundle = {"CPU": d.cpus} if d.cpus > _EPS else {}
+        if d.gpus > _EPS:
+            bundle["GPU"] = d.gpus
+        if bundle:
+            bundles.append(bundle)
+    return bundles
+
+
+def wait_for_capacity(
+    models: Sequence[Any],
+    timeout_s: float,
+    *,
+    check: Callable[[], PlacementPlan],
+    request: Callable[[list[dict[str, float]]], None],
+    log: Callable[[str], None] = lambda _msg: None,
+    poll_s: float = 5.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PlacementPlan:
+    """On an autoscaling cluster (KubeRay's GPU groups start at zero pods) the GPUs a sweep needs
+    appear only when asked for: ask the autoscaler for every replica's bundle, then re-check until
+    the models fit or `timeout_s` passes. The request stays until `request([])` withdraws it (the
+    caller does, when its servers stop), so the nodes are not released under a starting server.
+    Raises the last PlacementError, extended with where to look, when the nodes never came."""
+    try:
+        return check()
+    except PlacementError as first:
+        if timeout_s <= 0:
+            raise
+        last = first
+    bundles = demand_bundles(models)
+    request(bundles)
+    gpus = sum(b.get("GPU", 0.0) for b in bundles)
+    log(f"asked the autoscaler for {len(bundles)} model-server bundle(s) ({_n(gpus)} GPU(s)); waiting up to {_n(timeout_s)} s")
+    deadline = clock() + timeout_s
+    while clock() < deadline:
+        sleep(min(poll_s, max(0.0, deadline - clock())))
+        try:
+            plan = check()
+        except PlacementError as err:
+            last = err
+            continue
+        log(f"the cluster grew to fit the models: {plan.describe()}")
+        return plan
+    request([])
+    raise PlacementError(
+        f"{last}\nThe autoscaler was asked for these resources and did not provide them within "
+        f"{_n(timeout_s)} s. On Kubernetes, the pending GPU pods say why (`kubectl -n toolsweep get pods`, "
+        "`kubectl -n toolsweep describe pod <pod>`: no node with free GPUs, a node selector no node "
+        "matches, a quota), and so do the RayCluster's events (`kubectl -n toolsweep describe raycluster`). "
+        "Raise --scale-up-timeout when nodes take longer to join."
+    )
+
+
+def wait_for_ray_capacity(models: Sequence[Any], timeout_s: float, log: Callable[[str], None]) -> PlacementPlan:
+    """`wait_for_capacity` against the connected Ray cluster and its autoscaler."""
+    from ray.autoscaler.sdk import request_resources
+
+    return wait_for_capacity(
+        models, timeout_s, check=lambda: check_ray_cluster(models),
+        request=lambda bundles: request_resources(bundles=bundles), log=log,
+    )
