@@ -1,46 +1,74 @@
-# Container images for toolsweep on Kubernetes (k8s/, docs/deploy.md).
+# Container images for toolsweep on Kubernetes (k8s/, docs/deploy.md). Tags are immutable: the version
+# and the commit.
 #
-#   docker build -t REGISTRY/toolsweep:0.1.0 .                       every Ray pod: head, CPU and GPU workers
-#   docker build --target mlflow -t REGISTRY/toolsweep-mlflow:0.1.0 .  the MLflow tracking server
+#   SHA=$(git rev-parse --short=12 HEAD)
+#   docker build --build-arg GIT_SHA=$(git rev-parse HEAD) -t $REGISTRY/toolsweep:0.1.0-$SHA .
+#   docker build --target mlflow -t $REGISTRY/toolsweep-mlflow:0.1.0-$SHA .
 #
-# The toolsweep image installs the project exactly as the README does, with the `gpu` extra (vLLM's
-# CUDA build) instead of `dev`; the driver, rollout workers and vLLM replicas all run from it. Model
+# The toolsweep image runs every Ray pod: the driver, the rollout workers and the vLLM replicas. Model
 # weights are not baked in: they come from the read-only /models volume.
 
 # --- MLflow tracking server -----------------------------------------------------------------------
 # The official MLflow image has neither the PostgreSQL driver nor boto3; the server needs both (backend
-# store and S3 artifact proxy). Same MLflow version as the project pins.
+# store and S3 artifact proxy), and the auth extra for `--app-name basic-auth`. Same MLflow version as
+# the project pins.
 FROM python:3.11-slim AS mlflow
-RUN pip install --no-cache-dir "mlflow==3.17.2" "psycopg2-binary>=2.9" "boto3>=1.34"
+RUN pip install --no-cache-dir "mlflow[auth]==3.17.2" "psycopg2-binary==2.9.13" "boto3==1.44.5" \
+    && useradd --uid 1000 --create-home --home-dir /home/mlflow mlflow
+USER 1000
 EXPOSE 5000
 ENTRYPOINT []
 CMD ["mlflow", "server", "--host", "0.0.0.0", "--port", "5000"]
 
 # --- toolsweep (default target) -------------------------------------------------------------------
-# CUDA runtime only: vLLM's wheels bring their own CUDA libraries (nvidia-* packages) and need no
-# compiler; the runtime image supplies the driver-facing pieces the GPU operator expects.
-FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04 AS toolsweep
+# CUDA 13.0 on Ubuntu 24.04 (Python 3.12): what vLLM 0.32.0's CUDA wheels and torch 2.13.0 are built
+# for; the nodes need an NVIDIA driver >= 580. The runtime base plus the compiler and the CUDA headers
+# vLLM's kernels compile against at run time (Triton needs gcc; FlashInfer's JIT needs nvcc and the
+# nvrtc and cuBLAS headers), not the multi-GB devel image.
+FROM nvidia/cuda:13.0.3-runtime-ubuntu24.04 AS toolsweep
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     VIRTUAL_ENV=/opt/venv \
-    PATH=/opt/venv/bin:$PATH
+    PATH=/opt/venv/bin:/usr/local/cuda/bin:$PATH \
+    CUDA_HOME=/usr/local/cuda \
+    HF_HUB_OFFLINE=1
 
-# wget: KubeRay's default readiness/liveness probes of Ray pods call it. git: the run manifest
-# records the code's commit when it can.
+# wget: KubeRay's default readiness/liveness probes of Ray pods call it.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-venv python3-dev wget git ca-certificates \
+    && apt-get install -y --no-install-recommends \
+        python3 python3-venv python3-dev build-essential wget ca-certificates libnuma-dev \
+        cuda-nvcc-13-0 cuda-nvrtc-dev-13-0 libcublas-dev-13-0 \
     && rm -rf /var/lib/apt/lists/* \
     && python3 -m venv $VIRTUAL_ENV \
     && pip install --upgrade pip
 
+# The dependencies first, read from pyproject.toml (the project's own and the `gpu` extra): they change
+# rarely and weigh gigabytes, so a code change rebuilds only the layers below.
 WORKDIR /opt/toolsweep
-COPY pyproject.toml README.md ./
+COPY pyproject.toml ./
+RUN python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["gpu"]))' > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+
+# Then the project itself, installed (not editable) without touching the dependencies.
+COPY README.md ./
 COPY toolsweep ./toolsweep
 COPY configs ./configs
-RUN pip install -e ".[gpu]"
+RUN pip install --no-deps . \
+    && useradd --uid 1000 --create-home --home-dir /home/toolsweep toolsweep \
+    && mkdir -p /runs && chown 1000:1000 /runs
 
-# A sweep's run directories go to /runs (a volume on the head pod); configs come from /config.
+# The commit the image was built from; every run's manifest records it as git_sha.
+ARG GIT_SHA=""
+ENV TOOLSWEEP_GIT_SHA=${GIT_SHA} \
+    HOME=/home/toolsweep
+LABEL org.opencontainers.image.revision=${GIT_SHA} \
+      org.opencontainers.image.source="toolsweep"
+
+# A non-root user, by number so that Kubernetes' runAsNonRoot can verify it. The pods mount writable
+# volumes at /tmp and $HOME (the root filesystem is read-only); sweeps' run directories go to /runs.
+USER 1000
 WORKDIR /runs
 CMD ["toolsweep", "--help"]

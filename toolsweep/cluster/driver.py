@@ -46,6 +46,11 @@ def _version(dist: str) -> str | None:
 
 
 def _git_sha() -> str | None:
+    """The commit the code came from: baked into the container image (TOOLSWEEP_GIT_SHA, which has no
+    .git), else asked of git in a checkout."""
+    baked = os.environ.get("TOOLSWEEP_GIT_SHA", "").strip()
+    if baked:
+        return baked
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
