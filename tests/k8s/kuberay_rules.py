@@ -67,24 +67,20 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
+def _label_like(value: str, pattern: re.Pattern[str], shape: str) -> list[str]:
+    """The apimachinery checks of a 63-character name: its length, then its shape."""
+    errs = ["must be no more than 63 characters"] if len(value) > 63 else []
+    return errs + ([] if pattern.match(value) else [shape])
+
+
 def is_dns1035_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _DNS1035_LABEL.match(value):
-        errs.append("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
-                    "an alphabetic character, and end with an alphanumeric character")
-    return errs
+    return _label_like(value, _DNS1035_LABEL, "a DNS-1035 label must consist of lower case alphanumeric "
+                       "characters or '-', start with an alphabetic character, and end with an alphanumeric character")
 
 
 def is_dns1123_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL.match(value):
-        errs.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                    "and must start and end with an alphanumeric character")
-    return errs
+    return _label_like(value, _DNS1123_LABEL, "a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                       "characters or '-', and must start and end with an alphanumeric character")
 
 
 def is_qualified_name(value: str) -> list[str]:
@@ -106,13 +102,8 @@ def is_qualified_name(value: str) -> list[str]:
 
 
 def is_valid_label_value(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _LABEL_VALUE.match(value):
-        errs.append("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' "
-                    "or '.', and must start and end with an alphanumeric character")
-    return errs
+    return _label_like(value, _LABEL_VALUE, "a valid label must be an empty string or consist of alphanumeric "
+                       "characters, '-', '_' or '.', and must start and end with an alphanumeric character")
 
 
 def _parse_version(text: str) -> tuple[int, ...] | None:

@@ -191,6 +191,27 @@ def test_on_an_autoscaling_cluster_the_gpus_are_asked_for_waited_for_and_release
     assert runtime.replica_status() == {} and ray.cluster_resources().get("GPU", 0) == 0
 
 
+def test_a_runtime_that_did_not_need_to_ask_leaves_the_autoscaler_request_of_others_alone(ray_local, model_dir):
+    """The autoscaler request is one per cluster: a sweep whose servers fit at once must not withdraw
+    another driver's."""
+    import json
+
+    from ray.autoscaler.sdk import request_resources
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    request_resources(bundles=[{"CPU": 3.0}])  # someone else's
+    try:
+        models = [VLLMModelConfig(name="cpu-served", path=str(model_dir), device="cpu", num_cpus=1)]
+        runtime = ModelRuntime(models, scale_up_timeout_s=30.0)
+        started = time.monotonic()
+        runtime.check_resources()  # fits the embedded cluster: nothing to ask for, nothing waited for
+        assert time.monotonic() - started < 5
+        runtime.stop()
+        assert json.loads(_internal_kv_get(b"autoscaler_resource_request")) == [{"CPU": 3.0}]
+    finally:
+        request_resources(bundles=[])
+
+
 def test_runtime_replicas_sticky_endpoints_restart_and_clean_stop(ray_local, model_dir, fake_python, tmp_path):
     ray = ray_local
     cfg = vllm_config(model_dir, fake_python, replicas=2, max_in_flight=8, num_cpus=0.5)

@@ -72,10 +72,17 @@ class ModelRuntime:
         if self.scale_up_timeout_s <= 0:
             check_ray_cluster(self.models)
             return
-        from toolsweep.cluster.placement import wait_for_ray_capacity
+        from ray.autoscaler.sdk import request_resources
 
-        self._asked_autoscaler = True
-        wait_for_ray_capacity(self.models, self.scale_up_timeout_s, self._log)
+        from toolsweep.cluster.placement import wait_for_capacity
+
+        def ask(bundles: list[dict[str, float]]) -> None:
+            # The request is cluster-wide: withdraw only one this runtime made.
+            request_resources(bundles=bundles)
+            self._asked_autoscaler = bool(bundles)
+
+        wait_for_capacity(self.models, self.scale_up_timeout_s, check=lambda: check_ray_cluster(self.models),
+                          request=ask, log=self._log)
 
     def start(self) -> dict[str, Any]:
         """Start what the models need; returns name -> endpoint spec (picklable) for the workers."""

@@ -376,12 +376,3 @@ def wait_for_capacity(
         "Raise --scale-up-timeout when nodes take longer to join."
     )
 
-
-def wait_for_ray_capacity(models: Sequence[Any], timeout_s: float, log: Callable[[str], None]) -> PlacementPlan:
-    """`wait_for_capacity` against the connected Ray cluster and its autoscaler."""
-    from ray.autoscaler.sdk import request_resources
-
-    return wait_for_capacity(
-        models, timeout_s, check=lambda: check_ray_cluster(models),
-        request=lambda bundles: request_resources(bundles=bundles), log=log,
-    )
