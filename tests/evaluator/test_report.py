@@ -170,9 +170,9 @@ def test_text_table_of_real_cell_summaries():
 def test_html_is_well_formed_and_has_charts(parsed):
     assert parsed.stack == []
     assert parsed.tags[0] == "html"
-    # One bar chart per (benchmark, metric) with values, one termination chart per benchmark,
-    # and one convergence chart.
-    assert parsed.tags.count("svg") == 3 + 2 + 1
+    # A headline chart per benchmark in the summary, one bar chart per (benchmark, metric) with values,
+    # one termination chart per benchmark, and one convergence chart (its estimate moved).
+    assert parsed.tags.count("svg") == 2 + 3 + 2 + 1
     assert "rect" in parsed.tags and "path" in parsed.tags  # bars and whiskers
     assert "polyline" in parsed.tags
 
@@ -182,7 +182,7 @@ def test_html_contains_every_cells_numbers(page, parsed):
     for needle in [
         "41.3 [28.7, 56.3]", "0.333 [0.251, 0.422]", "100.0 [100.0, 100.0]", "95.0 [85.0, 100.0]",
         "12.3 [5.0, 20.0]", "58.7 [43.7, 71.3]",  # the paired difference, scaled
-        "Table 3: success by difficulty", "macro-average over settings", "A higher",
+        "Table 3: success by difficulty", "macro-average over settings", "A better",
         "20261122-101500", "ray 2.60.0", "toolmaze 1.2",
     ]:
         assert needle in text, needle
@@ -225,7 +225,7 @@ def test_write_html_report_replaces_the_file_atomically(tmp_path):
 def test_interval_level_comes_from_the_sweep_config():
     manifest = {**MANIFEST, "config": {**MANIFEST["config"], "bootstrap": {"confidence": 0.9}}}
     html = render_html_report(manifest, CELLS, SPECS, [], PAIRED)
-    assert "Metrics by model (90% CI)" in html and "A − B [90% CI]" in html
+    assert "metrics by model (90% CI)" in html and "A − B [90% CI]" in html
     assert "95% CI" not in html
 
 
@@ -238,3 +238,117 @@ def test_terminal_table_keeps_headline_metrics_and_says_how_many_are_hidden():
     assert "+3 more metrics" in text
     full = format_cells_table([cell], {"b": specs}, max_metrics=None)
     assert "m8" in full and "more metrics" not in full
+
+
+# ----------------------------------------------------------------------------- a report read top to bottom
+
+
+def _wide_benchmark(n_metrics: int = 40, n_settings: int = 29, models: tuple[str, ...] = ("a", "b")):
+    """An APB-sized benchmark: many settings and many metrics per cell."""
+    specs = [MetricSpec(name="correct", scale=100, description="answer correct")] + [
+        MetricSpec(name=f"m{i}", scale=100) for i in range(n_metrics - 1)
+    ]
+    cells = [
+        {"model": m, "benchmark": "wide", "setting": f"setting_{s:02d}", "n": 10, "terminations": {"answered": 10},
+         "metrics": {sp.name: _metric(0.5, 0.25, 0.75) for sp in specs}}
+        for m in models for s in range(n_settings)
+    ]
+    return cells, {"wide": specs}
+
+
+def _tables(page: str) -> list[list[str]]:
+    """Each table's header cells."""
+    out = []
+    for t in page.split("<table>")[1:]:
+        head = t.split("</thead>")[0]
+        out.append([h.split("</th>")[0] for h in head.split("<th>")[1:]])
+    return out
+
+
+def test_the_summary_comes_first_with_each_benchmarks_headline_metric(page):
+    summary = page.index('<section id="summary">')
+    assert summary < page.index('id="b-toolmaze"') and summary < page.index('id="b-apb"')
+    head = page[summary:page.index("</section>", summary)]
+    # toolmaze's headline (its first metric) per setting and model, apb's likewise; nothing else
+    assert "success (%)" in head and "f1 (%)" in head and "itcr" not in head
+    assert "41.3 [28.7, 56.3]" in head and "12.3 [5.0, 20.0]" in head
+    assert "100 episodes in 3 cells" in head  # toolmaze: 40 + 40 + 20
+
+
+def test_a_wide_benchmark_keeps_every_table_narrow_and_its_breakdowns_collapsed():
+    cells, specs = _wide_benchmark(n_metrics=40, models=tuple(f"model{i}" for i in range(8)))
+    page = render_html_report({"run_id": "r"}, cells, specs)
+    widths = [len(h) for h in _tables(page)]
+    # the cells table: model, setting, n and the first metrics; summary and per-setting tables split
+    # the 8 models into tables of at most MODELS_PER_TABLE
+    assert max(widths) <= 3 + 6
+    assert "m38 (%)" in page  # every metric is still there...
+    first_details = page.index("<details><summary>All 40 metrics, by setting</summary>")
+    assert page.index("m38 (%)") > first_details  # ...behind a toggle
+    assert page.count("<details><summary>setting_") == 29
+    assert "<details open" not in page
+
+
+def test_tables_without_data_are_named_not_drawn():
+    cells, specs = _wide_benchmark(n_metrics=2, n_settings=2)
+    tables = {"wide": [
+        ReportTable(title="Table 4 — refinement", columns=["model", "base", "refined"], rows=[]),
+        ReportTable(title="Pearson r", columns=["metric", "r"], rows=[["edt", "n/a"], ["turns", "n/a"]]),
+        ReportTable(title="Table 1", columns=["model", "CR"], rows=[["a", "41.3 ±2.0"]]),
+    ]}
+    page = render_html_report({"run_id": "r"}, cells, specs, tables)
+    assert "<h4>Table 1</h4>" in page
+    assert "<h4>Table 4 — refinement</h4>" not in page and "<h4>Pearson r</h4>" not in page
+    assert "Not shown, no data in this run: Table 4 — refinement; Pearson r." in page
+
+
+def test_paired_differences_say_which_model_is_better_by_the_metrics_direction():
+    specs = {"toolmaze": [MetricSpec(name="success", scale=100),
+                          MetricSpec(name="errors", higher_is_better=False)]}
+    paired = [
+        {"benchmark": "toolmaze", "setting": "easy", "model_a": "x", "model_b": "y", "metric": "success",
+         "value": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 30},
+        {"benchmark": "toolmaze", "setting": "easy", "model_a": "x", "model_b": "y", "metric": "errors",
+         "value": 0.2, "ci_low": 0.1, "ci_high": 0.3, "n": 30},
+        {"benchmark": "toolmaze", "setting": "easy", "model_a": "x", "model_b": "y", "metric": "errors",
+         "value": 0.0, "ci_low": -0.1, "ci_high": 0.1, "n": 30},
+    ]
+    page = render_html_report({"run_id": "r"}, CELLS[:2], specs, [], paired)
+    assert '<td class="better-a">A better</td>' in page  # more success
+    assert '<td class="better-b">B better (lower is better)</td>' in page  # more errors
+    assert "<td>CI covers 0</td>" in page
+    assert "<th>pairs</th>" in page and "<th>cells</th>" not in page
+    # the headline metric's differences are open, the others behind a toggle
+    assert page.index("Every other metric (2 rows)") < page.index("B better (lower is better)")
+
+
+def _tick_values(svg: str) -> list[float]:
+    """The numbers on a chart's value axis (not the episode counts)."""
+    import re
+
+    return [float(v) for v in re.findall(r'<text class="tick" x="52\.?0?"[^>]*text-anchor="end">([-0-9.]+)</text>', svg)] + [
+        float(v) for v in re.findall(r'<text class="tick" x="48"[^>]*text-anchor="end">([-0-9.]+)</text>', svg)]
+
+
+def test_convergence_draws_cells_that_moved_on_the_metrics_own_axis():
+    flat = [{"n": float(n), "value": 1.0, "ci_low": 1.0, "ci_high": 1.0} for n in (5, 10, 20)]
+    moved = [{"n": 5.0, "value": 0.8, "ci_low": 0.4, "ci_high": 1.0},
+             {"n": 20.0, "value": 0.95, "ci_low": 0.85, "ci_high": 1.0}]
+    convergence = {"oracle | toolmaze | easy — success": flat, "x | toolmaze | hard — success": moved}
+    page = render_html_report({"run_id": "r"}, CELLS, SPECS, [], [], convergence)
+    section = page[page.index('<section id="convergence">'):]
+    assert section.count("<svg") == 1
+    assert "x | toolmaze | hard — success (%)" in section and "oracle | toolmaze | easy" not in section
+    assert "1 cells whose estimate never moved are not drawn" in section
+    ticks = _tick_values(section)
+    assert ticks and min(ticks) >= 0 and max(ticks) <= 100  # percentages, never past 100
+    assert max(ticks) >= 95 and min(ticks) <= 40  # and they cover the band
+
+
+def test_a_flat_fraction_gets_an_axis_inside_its_range():
+    from toolsweep.evaluator.report import convergence_chart
+
+    svg = convergence_chart("c", [{"n": 1, "value": 1.0, "ci_low": 1.0, "ci_high": 1.0},
+                                  {"n": 2, "value": 1.0, "ci_low": 1.0, "ci_high": 1.0}], SPECS["toolmaze"][0])
+    ticks = _tick_values(svg)
+    assert max(ticks) == 100 and min(ticks) >= 0  # not the 100..200 of a padded flat line

@@ -40,15 +40,62 @@ def resolve_tracking_uri(explicit: str | None) -> str:
     return explicit or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_TRACKING_URI
 
 
-def _metric_key(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_\-. /]", "_", name)
+def local_artifact_location(tracking_uri: str) -> str | None:
+    """Artifacts of a new experiment in a sqlite store go beside the database (`mlflow.db` →
+    `mlflow_artifacts/`), not into `./mlruns` of whatever directory the command ran in. A tracking
+    server (http) or a file store decides for itself (None)."""
+    prefix = "sqlite:///"
+    if not tracking_uri.startswith(prefix):
+        return None
+    db = Path(tracking_uri[len(prefix):].split("?", 1)[0])
+    if str(db) in ("", ":memory:"):
+        return None
+    db = db.resolve()
+    return (db.parent / f"{db.stem}_artifacts").as_uri()
+
+
+_KEY_WORDS = [(">=", "ge"), ("<=", "le"), (">", "gt"), ("<", "lt"), ("=", "eq"), ("%", "pct"), ("+", "plus")]
+METRIC_NAMES_TAG = "toolsweep.metric_names"
+"""On each cell's run: JSON {MLflow key: metric name} for every key that differs from its name."""
+
+
+def metric_key(name: str) -> str:
+    """A metric name as an MLflow key (letters, digits, `_ - . /` and spaces on every platform): comparison
+    and percent signs become words (`correct_bin_>20` → `correct_bin_gt20`), anything else `_`. Keys
+    that differ from their names are recorded in METRIC_NAMES_TAG, so the mapping is reversible."""
+    key = name
+    for sign, word in _KEY_WORDS:
+        key = key.replace(sign, word)
+    return re.sub(r"[^\w\-. /]", "_", key, flags=re.ASCII)
+
+
+def metric_keys(names: list[str]) -> dict[str, str]:
+    """Each name's key, unique among these names (a clash gets `_2`, `_3`, ...), so no two metrics
+    share a chart."""
+    out: dict[str, str] = {}
+    taken = {n for n in names if metric_key(n) == n}
+    for name in names:
+        key = metric_key(name)
+        if key != name:
+            base, i = key, 2
+            while key in taken:
+                key, i = f"{base}_{i}", i + 1
+        taken.add(key)
+        out[name] = key
+    return out
+
+
+def renamed_metrics(summary: dict[str, Any]) -> dict[str, str]:
+    """{MLflow key: metric name} for the cell's metrics whose key differs from the name."""
+    return {k: n for n, k in metric_keys(list(summary["metrics"])).items() if k != n}
 
 
 def cell_metrics(summary: dict[str, Any]) -> dict[str, float]:
     """`<metric>`, `<metric>_ci_low`, `<metric>_ci_high` plus `n` and termination counts."""
     out: dict[str, float] = {"n": float(summary["n"])}
+    keys = metric_keys(list(summary["metrics"]))
     for name, est in summary["metrics"].items():
-        key = _metric_key(name)
+        key = keys[name]
         for suffix, field_name in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
             value = est[field_name]
             if value is not None and value == value:  # MLflow rejects NaN in some backends
@@ -99,6 +146,33 @@ def headline_metrics(summaries: list[dict[str, Any]]) -> dict[str, float]:
                 out[key + suffix] = float(v)
     return out
 
+def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -> dict[Cell, Path]:
+    """Write each cell's episodes to `out/<i>/episodes.parquet` in one pass over the run directory;
+    returns the folder of each cell that has episodes."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    writers: dict[Cell, Any] = {}
+    folders: dict[Cell, Path] = {}
+    try:
+        for part in run_dir.iter_tables():
+            keys = pc.binary_join_element_wise(part["model"], part["benchmark"], part["setting"], "\x1f")
+            for key in pc.unique(keys).to_pylist():
+                cell = tuple(key.split("\x1f"))
+                if cell not in cells:
+                    continue
+                rows = part.filter(pc.equal(keys, key))
+                if cell not in writers:
+                    folders[cell] = out / str(len(folders))  # type: ignore[index]
+                    folders[cell].mkdir(parents=True)  # type: ignore[index]
+                    writers[cell] = pq.ParquetWriter(folders[cell] / "episodes.parquet", rows.schema)  # type: ignore[index]
+                writers[cell].write_table(rows)  # type: ignore[index]
+    finally:
+        for w in writers.values():
+            w.close()
+    return folders  # type: ignore[return-value]
+
+
 class MlflowMirror:
     """Mirrors cells of one run directory into MLflow: experiment = sweep, a parent run per sweep
     run, a nested child run per (model, benchmark, setting). Finds existing runs on resume."""
@@ -126,6 +200,7 @@ class MlflowMirror:
         # re-sync that would log the same point again logs nothing, so histories are never doubled
         self._logged: dict[Any, tuple[int, str]] = {}
         self._traced: dict[Any, str] = {}
+        self._names_tagged: set[Cell] = set()
 
     def connect(self, manifest: dict[str, Any], params: dict[str, Any]) -> None:
         """Open (or find again) the parent run. Raises when MLflow cannot be reached."""
@@ -138,7 +213,9 @@ class MlflowMirror:
 
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
         exp = self.client.get_experiment_by_name(self.experiment)
-        self._experiment_id = exp.experiment_id if exp else self.client.create_experiment(self.experiment)
+        self._experiment_id = exp.experiment_id if exp else self.client.create_experiment(
+            self.experiment, artifact_location=local_artifact_location(self.tracking_uri)
+        )
         found = self.client.search_runs(
             [self._experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{self.run_id}'"
         )
@@ -226,35 +303,43 @@ class MlflowMirror:
             cell = (s["model"], s["benchmark"], s["setting"])
             step = int(sum(s.get("terminations", {}).values()))
             self._log_once(cell, lambda cell=cell: self._child(cell), step, cell_metrics(s))
+            renamed = renamed_metrics(s)
+            if renamed and cell not in self._names_tagged:
+                from mlflow.entities import RunTag
+
+                self.client.log_batch(self._child(cell), tags=[RunTag(METRIC_NAMES_TAG, json.dumps(renamed, sort_keys=True))])
+                self._names_tagged.add(cell)
 
     def log_artifacts(self, run_dir: RunDirectory, summaries: list[dict[str, Any]]) -> None:
-        """The sweep's manifest, summary and report (and the summary's composites as metrics) on the
-        parent; each cell's episodes and summary on its child."""
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
+        """The sweep's manifest, summary, report and benchmark plots (and the summary's composites as
+        metrics) on the parent; each cell's episodes, summary, convergence plot and traces on its child.
+        Episodes stream: one pass over the part files splits them by cell, so memory holds one part."""
         if run_dir.summary_path.exists():
             summary = read_summary(run_dir.summary_path)  # the record, so a re-sync logs the same values
             self.log_composites({**headline_metrics(summary.get("cells", [])), **(summary.get("composites") or {})})
         for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
             if path.exists():
                 self.client.log_artifact(self.parent_id, str(path))
-        table = run_dir.read_table()
+        for plot in sorted(run_dir.plots_dir.glob("*.svg")):
+            self.client.log_artifact(self.parent_id, str(plot), "plots")
+        wanted = {(s["model"], s["benchmark"], s["setting"]): s for s in summaries}
         with tempfile.TemporaryDirectory() as tmp:
-            for s in summaries:
-                cell = (s["model"], s["benchmark"], s["setting"])
-                mask = pc.and_(
-                    pc.and_(pc.equal(table["model"], cell[0]), pc.equal(table["benchmark"], cell[1])),
-                    pc.equal(table["setting"], cell[2]),
-                )
-                ep_path = Path(tmp) / "episodes.parquet"
-                pq.write_table(table.filter(mask), ep_path)
-                sum_path = Path(tmp) / "summary.json"
-                sum_path.write_text(json.dumps(s, indent=2, default=str))
-                self.client.log_artifact(self._child(cell), str(ep_path))
-                self.client.log_artifact(self._child(cell), str(sum_path))
+            files = split_episodes_by_cell(run_dir, set(wanted), Path(tmp))
+            for cell, s in wanted.items():
+                folder = files.get(cell)
+                if folder is None:
+                    continue
+                (folder / "summary.json").write_text(json.dumps(s, indent=2, default=str))
+                run_id = self._child(cell)
+                self.client.log_artifact(run_id, str(folder / "episodes.parquet"))
+                self.client.log_artifact(run_id, str(folder / "summary.json"))
+                plot = run_dir.cell_plot_path(cell)
+                if plot.exists():
+                    self.client.log_artifact(run_id, str(plot), "plots")
                 if self.traces_per_cell > 0:
-                    self._log_traces(cell, table.filter(mask))
+                    import pyarrow.parquet as pq
+
+                    self._log_traces(cell, pq.read_table(folder / "episodes.parquet"))
 
     def _log_traces(self, cell: Cell, rows: Any) -> None:
         """Transcripts of the cell's failures and a few of its answered episodes, once per set."""

@@ -25,7 +25,7 @@ from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json
-from toolsweep.evaluator.summary import CellTable, convergence_points
+from toolsweep.evaluator.summary import CellTable, convergence_by_cell, convergence_label
 from toolsweep.evaluator.sweep import expand_units
 
 Log = Callable[[str], None]
@@ -137,11 +137,12 @@ def finalize_run(
     kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
     cells = table.summarize(specs_for, **kw)
     paired = table.paired(specs_for, **kw) if len({c["model"] for c in cells}) > 1 else []
-    tables = []
+    tables_by_benchmark: dict[str, list[Any]] = {}
     for name, bench in benchmarks.items():
         own = [c for c in cells if c["benchmark"] == name]
         if own:
-            tables.extend(_report_tables(bench, own, table.report_episodes(name, **kw)))
+            tables_by_benchmark[name] = _report_tables(bench, own, table.report_episodes(name, **kw))
+    tables = [t for ts in tables_by_benchmark.values() for t in ts]
     summary = {
         "sweep": config.name,
         "run_id": config.resolved_run_id(),
@@ -164,14 +165,49 @@ def finalize_run(
         for name, b in benchmarks.items()
     }
     manifest = run_dir.read_manifest()
-    convergence = convergence_points(rows, specs_for, confidence=config.bootstrap.confidence)
-    write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables, paired, convergence)
+    by_cell = convergence_by_cell(rows, specs_for, confidence=config.bootstrap.confidence)
+    write_plots(run_dir, cells, specs_by_benchmark, by_cell, confidence=config.bootstrap.confidence)
+    convergence = {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
+    write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables_by_benchmark, paired, convergence)
     text = format_cells_table(cells, specs_by_benchmark)
     for t in tables:
         text += "\n\n" + _format_report_table(t)
     summary["table_text"] = text  # what a re-run with nothing to do prints
     atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
     return cells, text
+
+
+def write_plots(
+    run_dir: RunDirectory,
+    cells: list[dict[str, Any]],
+    specs_by_benchmark: dict[str, list[Any]],
+    by_cell: dict[Any, tuple[str, list[dict[str, float]]]],
+    *,
+    confidence: float,
+) -> None:
+    """`plots/<benchmark>.svg` (the headline metric per setting and model, with intervals) and
+    `plots/cells/<cell>.svg` (a cell's estimate and interval over episodes), logged to MLflow beside the
+    runs they describe; plots of cells or benchmarks no longer in the summary are removed."""
+    from toolsweep.evaluator.report import convergence_chart, headline_chart
+
+    level = f"{100 * confidence:g}% CI"
+    written: set[Path] = set()
+    for benchmark in sorted({c["benchmark"] for c in cells}):
+        own = [c for c in cells if c["benchmark"] == benchmark]
+        present = {name for c in own for name in (c.get("metrics") or {})}
+        specs = [s for s in specs_by_benchmark.get(benchmark, []) if s.name in present]
+        if specs:
+            path = run_dir.plots_dir / f"{benchmark}.svg"
+            atomic_write_text(path, headline_chart(benchmark, own, specs[0], level))
+            written.add(path)
+    for cell, (metric, points) in by_cell.items():
+        spec = next((s for s in specs_by_benchmark.get(cell[1], []) if s.name == metric), None)
+        path = run_dir.cell_plot_path(cell)
+        atomic_write_text(path, convergence_chart(convergence_label(cell, metric), points, spec))
+        written.add(path)
+    for stale in [*run_dir.plots_dir.glob("*.svg"), *run_dir.plots_dir.glob("cells/*.svg")]:
+        if stale not in written:
+            stale.unlink(missing_ok=True)
 
 
 def _infrastructure_metrics(counts: dict[str, Any] | None) -> dict[str, float]:

@@ -21,7 +21,10 @@ from typing import Any
 from toolsweep.evaluator.protocols import MetricSpec, ReportTable
 from toolsweep.evaluator.types import TerminationReason
 
-__all__ = ["format_cells_table", "render_html_report", "write_html_report", "format_estimate"]
+__all__ = [
+    "format_cells_table", "render_html_report", "write_html_report", "format_estimate", "convergence_chart",
+    "headline_chart", "table_has_data",
+]
 
 _REASONS = [r.value for r in TerminationReason]
 _MISSING = "—"
@@ -211,16 +214,16 @@ def _bar_chart(
     series: list[str],
     values: Mapping[tuple[str, str], tuple[float, float | None, float | None]],
 ) -> str:
-    """Grouped bars (groups = settings, bars = models) with CI whiskers, as inline SVG."""
-    bar_w, gap, left, right = 16, 26, 52, 12
-    group_w = max(1, len(series)) * bar_w
-    width = max(360, left + right + len(groups) * (group_w + gap))
+    """Horizontal grouped bars (a row per group = setting, a bar per series = model) with CI whiskers,
+    as inline SVG: any number of settings stays legible, each label on its own line."""
+    left, right, plot_w, bar_h, gap = 180, 16, 420, 9, 8
+    width = left + plot_w + right
     colors = {s: _PALETTE[i % len(_PALETTE)] for i, s in enumerate(series)}
-    legend, legend_h = _legend([(s, colors[s]) for s in series], left, 26, width - left - right)
-    top = 26 + legend_h + 6
-    plot_h = 150
-    bottom = top + plot_h
-    height = bottom + 40
+    legend, legend_h = _legend([(s, colors[s]) for s in series], 8, 24, width - 16)
+    top = 24 + legend_h + 14
+    row_h = max(1, len(series)) * bar_h + gap
+    bottom = top + len(groups) * row_h
+    height = bottom + 8
 
     finite = [v for triple in values.values() for v in triple if v is not None and math.isfinite(v)]
     lo = min([0.0, *finite])
@@ -230,48 +233,47 @@ def _bar_chart(
     ticks = _nice_ticks(lo, hi)
     lo, hi = min(lo, ticks[0]), max(hi, ticks[-1])
 
-    def y(v: float) -> float:
-        return bottom - (v - lo) / (hi - lo) * plot_h
+    def x(v: float) -> float:
+        return left + (v - lo) / (hi - lo) * plot_w
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
-        f'<text class="title" x="{left}" y="16">{_e(title)}</text>',
+        f'<text class="title" x="8" y="16">{_e(title)}</text>',
         *legend,
     ]
     for t in ticks:
         parts.append(
-            f'<line class="grid" x1="{left}" x2="{width - right}" y1="{y(t):.1f}" y2="{y(t):.1f}"/>'
-            f'<text class="tick" x="{left - 4}" y="{y(t) + 3:.1f}" text-anchor="end">{_e(_tick(t))}</text>'
+            f'<line class="grid" x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top - 4}" y2="{bottom}"/>'
+            f'<text class="tick" x="{x(t):.1f}" y="{top - 6}" text-anchor="middle">{_e(_tick(t))}</text>'
         )
-    parts.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{y(0):.1f}" y2="{y(0):.1f}"/>')
-    slot_w = (width - left - right) / max(1, len(groups))  # groups spread over the width
+    parts.append(f'<line class="axis" x1="{x(0):.1f}" x2="{x(0):.1f}" y1="{top - 4}" y2="{bottom}"/>')
     for gi, g in enumerate(groups):
-        gx = left + gi * slot_w + (slot_w - group_w) / 2
+        gy = top + gi * row_h + gap / 2
+        parts.append(
+            f'<text class="label" x="{left - 6}" y="{gy + len(series) * bar_h / 2 + 4:.1f}" text-anchor="end">'
+            f"{_e(_short(g, 28))}<title>{_e(g)}</title></text>"
+        )
         for si, s in enumerate(series):
             v, ci_lo, ci_hi = values.get((g, s), (math.nan, None, None))
             if v is None or not math.isfinite(v):
                 continue
             has_ci = ci_lo is not None and ci_hi is not None
-            x = gx + si * bar_w
-            y0, y1 = sorted((y(0.0), y(v)))
+            y = gy + si * bar_h
+            x0, x1 = sorted((x(0.0), x(v)))
             tip = f"{s} · {g}: {_tick(v)}"
             if has_ci:
                 tip += f" [{_tick(ci_lo)}, {_tick(ci_hi)}]"
             parts.append(
-                f'<rect x="{x + 1:.1f}" y="{y0:.1f}" width="{bar_w - 2}" height="{max(y1 - y0, 0.5):.1f}" '
+                f'<rect x="{x0:.1f}" y="{y + 1:.1f}" width="{max(x1 - x0, 0.5):.1f}" height="{bar_h - 2}" '
                 f'fill="{colors[s]}"><title>{_e(tip)}</title></rect>'
             )
             if has_ci:
-                cx = x + bar_w / 2
+                cy = y + bar_h / 2
                 parts.append(
-                    f'<path class="whisker" d="M{cx:.1f},{y(ci_lo):.1f}V{y(ci_hi):.1f}'
-                    f'M{cx - 4:.1f},{y(ci_lo):.1f}h8M{cx - 4:.1f},{y(ci_hi):.1f}h8"/>'
+                    f'<path class="whisker" d="M{x(ci_lo):.1f},{cy:.1f}H{x(ci_hi):.1f}'
+                    f'M{x(ci_lo):.1f},{cy - 3:.1f}v6M{x(ci_hi):.1f},{cy - 3:.1f}v6"/>'
                 )
-        parts.append(
-            f'<text class="label" x="{gx + group_w / 2:.1f}" y="{bottom + 16}" text-anchor="middle">'
-            f"{_e(_short(g))}<title>{_e(g)}</title></text>"
-        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -315,8 +317,23 @@ def _termination_chart(rows: list[tuple[str, Mapping[str, int]]], reasons: list[
     return "".join(parts)
 
 
-def _convergence_chart(label: str, points: Sequence[Any]) -> str:
-    """The estimate and its interval against episodes done."""
+def _y_range(values: Sequence[float], spec: MetricSpec | None) -> tuple[float, float]:
+    """The y range of a convergence chart: the data's, padded when flat, never past a fraction's [0, 1]
+    (scaled: [0, 100])."""
+    lo, hi = min(values), max(values)
+    if hi - lo < 1e-12:
+        pad = 0.05 * (abs(lo) or 1.0)
+        lo, hi = lo - pad, hi + pad
+    if spec is not None and spec.scale == 100:  # a percentage of a [0, 1] fraction
+        lo, hi = max(lo, 0.0), min(hi, 100.0)
+        if hi - lo < 1e-12:
+            lo, hi = (max(0.0, hi - 10.0), hi) if hi > 0 else (0.0, 10.0)
+    return lo, hi
+
+
+def convergence_chart(label: str, points: Sequence[Any], spec: MetricSpec | None = None) -> str:
+    """The estimate and its interval against episodes done, scaled for display by the metric's spec."""
+    scale = spec.scale if spec is not None else 1.0
     pts = []
     for p in points:
         if isinstance(p, Mapping):
@@ -324,21 +341,23 @@ def _convergence_chart(label: str, points: Sequence[Any]) -> str:
         else:
             n, v, lo, hi = (list(p) + [None] * 4)[:4]
         if _finite(n) is not None and _finite(v) is not None:
-            pts.append((float(n), float(v), _finite(lo), _finite(hi)))
+            lo_, hi_ = _finite(lo), _finite(hi)
+            pts.append((float(n), float(v) * scale, None if lo_ is None else lo_ * scale,
+                        None if hi_ is None else hi_ * scale))
     pts.sort()
+    title = label if spec is None or spec.scale != 100 else f"{label} (%)"
     width, height, left, top, plot_w, plot_h = 420, 210, 52, 26, 350, 150
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(label)}">',
-        f'<text class="title" x="{left}" y="16">{_e(_short(label, 60))}<title>{_e(label)}</title></text>',
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{_e(title)}">',
+        f'<text class="title" x="{left}" y="16">{_e(_short(title, 60))}<title>{_e(title)}</title></text>',
     ]
     if pts:
         xs = [p[0] for p in pts]
-        ys = [v for p in pts for v in p[1:] if v is not None]
         x_lo, x_hi = min(xs), max(xs)
         if x_hi == x_lo:
             x_hi = x_lo + 1
-        y_ticks = _nice_ticks(min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 1)
+        y_ticks = _nice_ticks(*_y_range([v for p in pts for v in p[1:] if v is not None], spec))
         y_lo, y_hi = y_ticks[0], y_ticks[-1]
 
         def px(n: float) -> float:
@@ -372,25 +391,41 @@ def _convergence_chart(label: str, points: Sequence[Any]) -> str:
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
-max-width:1200px;padding:0 16px;color:#222;line-height:1.4}
+max-width:1440px;padding:0 16px;color:#222;line-height:1.4}
 h1{margin-bottom:4px}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-top:36px}
+h3{margin-top:24px}
+.scroll{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;margin:8px 0 16px;font-size:14px}
-th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.pos{color:#1a7f37}td.neg{color:#cf222e}
+td.better-a{color:#1a7f37}td.better-b{color:#9a3412}
 dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 16px;font-size:14px}
-dl.meta dt{font-weight:600}dl.meta dd{margin:0}
+dl.meta dt{font-weight:600}dl.meta dd{margin:0;overflow-wrap:anywhere}
 .note{color:#555;font-size:13px}.charts{display:flex;flex-wrap:wrap;gap:16px}
-svg.chart{font-size:11px;background:#fff;border:1px solid #eee}
+.side{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}.side>div{max-width:100%}
+details{margin:8px 0}details>summary{cursor:pointer;font-weight:600}
+details details{margin-left:16px}details details>summary{font-weight:400}
+svg.chart{font-size:11px;background:#fff;border:1px solid #eee;max-width:100%;height:auto}
 svg .title{font-weight:600;font-size:12px}svg .grid{stroke:#eee}svg .axis{stroke:#888}
 svg .tick{fill:#666}svg .whisker{stroke:#222;stroke-width:1.2;fill:none}
 svg .band{fill:#4e79a7;opacity:.2}svg .estimate{fill:none;stroke:#4e79a7;stroke-width:1.5}
-pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}
+pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
+nav ul{display:flex;flex-wrap:wrap;gap:4px 16px;list-style:none;padding:0}
 """
+
+MODELS_PER_TABLE = 6
+"""Model columns per table in the summary and in the per-setting metric tables: more would not fit a
+1600-px window; a sweep with more models gets several tables."""
+
+CONVERGENCE_SHOWN = 12
+"""Convergence charts shown open; the rest of the cells whose estimate moved are behind a toggle."""
+
+_EMPTY_VALUES = {"", "n/a", "na", "nan", "none", "—", "-", "–"}
 
 
 def _html_table(header: Sequence[str], rows: Iterable[Sequence[tuple[str, str]]]) -> str:
-    """Rows of (text, css class) pairs; all text escaped."""
+    """Rows of (text, css class) pairs; all text escaped; wide tables scroll inside their box, never
+    the page."""
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join(
         "<tr>"
@@ -398,11 +433,19 @@ def _html_table(header: Sequence[str], rows: Iterable[Sequence[tuple[str, str]]]
         + "</tr>"
         for r in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _details(summary: str, body: str, open_: bool = False) -> str:
+    return f"<details{' open' if open_ else ''}><summary>{_e(summary)}</summary>{body}</details>"
 
 
 def _anchor(name: str) -> str:
     return "b-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "x")
+
+
+def _chunks(items: Sequence[str], size: int) -> list[list[str]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)] or [[]]
 
 
 def _meta(manifest: Mapping[str, Any]) -> str:
@@ -433,21 +476,27 @@ def _meta(manifest: Mapping[str, Any]) -> str:
     ) + "</dl>"
 
 
-def _paired_rows(
-    paired: Sequence[Mapping[str, Any]], specs: Mapping[str, MetricSpec]
-) -> list[list[tuple[str, str]]]:
+def _verdict(p: Mapping[str, Any], spec: MetricSpec | None) -> tuple[str, str]:
+    """Which model the interval says is better, by the metric's direction (A − B > 0 is "A better"
+    only when higher is better)."""
+    lo, hi = _finite(p.get("ci_low")), _finite(p.get("ci_high"))
+    if lo is None or hi is None:
+        return "", ""
+    if lo <= 0 <= hi:
+        return "CI covers 0", ""
+    a_higher = lo > 0
+    a_better = a_higher if (spec is None or spec.higher_is_better) else not a_higher
+    direction = "" if spec is None or spec.higher_is_better else " (lower is better)"
+    return ("A better" + direction, "better-a") if a_better else ("B better" + direction, "better-b")
+
+
+def _paired_table(
+    paired: Sequence[Mapping[str, Any]], specs: Mapping[str, MetricSpec], level: str
+) -> str:
     rows = []
     for p in paired:
-        scale = specs[p["metric"]].scale if p.get("metric") in specs else 1.0
-        lo, hi = _finite(p.get("ci_low")), _finite(p.get("ci_high"))
-        verdict, cls = "", ""
-        if lo is not None and hi is not None:
-            if lo > 0:
-                verdict, cls = "A higher", "pos"
-            elif hi < 0:
-                verdict, cls = "B higher", "neg"
-            else:
-                verdict = "CI covers 0"
+        spec = specs.get(str(p.get("metric")))
+        verdict, cls = _verdict(p, spec)
         rows.append(
             [
                 (str(p.get("setting", "")), ""),
@@ -455,11 +504,11 @@ def _paired_rows(
                 (str(p.get("model_a", "")), ""),
                 (str(p.get("model_b", "")), ""),
                 (str(p.get("n", "")), "num"),
-                (format_estimate(p, scale), f"num {cls}".strip()),
+                (format_estimate(p, spec.scale if spec else 1.0), f"num {cls}".strip()),
                 (verdict, cls),
             ]
         )
-    return rows
+    return _html_table(["setting", "metric", "model A", "model B", "pairs", f"A − B [{level}]", ""], rows)
 
 
 def _table_cell(v: Any) -> tuple[str, str]:
@@ -473,11 +522,256 @@ def _table_cell(v: Any) -> tuple[str, str]:
     return (f"{v:.1f}" if abs(v) >= 10 else f"{v:.3f}"), "num"
 
 
-def _report_table_html(t: ReportTable | Mapping[str, Any]) -> str:
-    table = t if isinstance(t, ReportTable) else ReportTable.model_validate(t)
+def _has_data(value: Any) -> bool:
+    """A table entry that carries a number (a finite number, or text that starts with one, e.g.
+    "41.3 ±2.0")."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return math.isfinite(value)
+    text = str(value).strip().lower()
+    return text not in _EMPTY_VALUES and bool(re.match(r"[-+]?(\d|\.\d)", text))
+
+
+def table_has_data(table: ReportTable) -> bool:
+    """Whether a paper table shows anything: rows, with a number somewhere past the row label."""
+    return any(_has_data(v) for row in table.rows for v in row[1:])
+
+
+def _report_table_html(table: ReportTable) -> str:
     rows = [[_table_cell(v) for v in r] for r in table.rows]
     note = f'<p class="note">{_e(table.note)}</p>' if table.note else ""
     return f"<h4>{_e(table.title)}</h4>{_html_table([str(c) for c in table.columns], rows)}{note}"
+
+
+def _paper_tables(tables: Sequence[ReportTable]) -> str:
+    """The tables with data, in order; the names of those without (a setting the sweep did not run,
+    a correlation across fewer than three models) in one line, not as header-only tables."""
+    shown = [t for t in tables if table_has_data(t)]
+    empty = [t.title for t in tables if not table_has_data(t)]
+    parts = [_report_table_html(t) for t in shown]
+    if empty:
+        parts.append(
+            '<p class="note">Not shown, no data in this run: ' + "; ".join(_e(t) for t in empty) + ".</p>"
+        )
+    return "".join(parts)
+
+
+def _as_table(t: ReportTable | Mapping[str, Any]) -> ReportTable:
+    return t if isinstance(t, ReportTable) else ReportTable.model_validate(t)
+
+
+def _headline_values(
+    own: Sequence[Mapping[str, Any]], spec: MetricSpec
+) -> dict[tuple[str, str], tuple[float, float | None, float | None]]:
+    """(setting, model) -> the metric's value and interval, scaled for display."""
+    values = {}
+    for c in own:
+        m = (c.get("metrics") or {}).get(spec.name) or {}
+        v = _finite(m.get("value"))
+        if v is None:
+            continue
+        lo, hi = _finite(m.get("ci_low")), _finite(m.get("ci_high"))
+        values[(str(c["setting"]), str(c["model"]))] = (
+            v * spec.scale,
+            None if lo is None else lo * spec.scale,
+            None if hi is None else hi * spec.scale,
+        )
+    return values
+
+
+def _settings_and_models(own: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
+    settings = list(dict.fromkeys(str(c["setting"]) for c in own))
+    models = sorted({str(c["model"]) for c in own})
+    return settings, models
+
+
+def _arrow(spec: MetricSpec) -> str:
+    return "↑" if spec.higher_is_better else "↓"
+
+
+def headline_chart(benchmark: str, own: Sequence[Mapping[str, Any]], spec: MetricSpec, level: str) -> str:
+    """The benchmark's headline metric per setting and model, with intervals (inline SVG)."""
+    settings, models = _settings_and_models(own)
+    return _bar_chart(
+        f"{benchmark}: {_header(spec)} {_arrow(spec)} ({level})", settings, models, _headline_values(own, spec)
+    )
+
+
+def _summary_section(
+    grouped: Mapping[str, Sequence[Mapping[str, Any]]],
+    specs_by_benchmark: Mapping[str, Sequence[MetricSpec]],
+    level: str,
+) -> str:
+    """Each benchmark's headline metric: settings down, models across, value [interval]."""
+    parts = ['<section id="summary"><h2>Summary</h2>']
+    for benchmark, own in grouped.items():
+        specs = _metric_specs(benchmark, own, specs_by_benchmark)
+        if not specs:
+            continue
+        spec = specs[0]
+        settings, models = _settings_and_models(own)
+        by_cell = {(str(c["setting"]), str(c["model"])): c for c in own}
+        episodes = sum(int(c.get("n") or 0) for c in own)
+        parts.append(
+            f'<h3><a href="#{_anchor(benchmark)}">{_e(benchmark)}</a>: {_e(_header(spec))} {_arrow(spec)}</h3>'
+            f'<p class="note">{episodes} episodes in {len(own)} cells; {level}.'
+            + (f" {_e(spec.description)}." if spec.description else "")
+            + "</p>"
+        )
+        tables = []
+        for chunk in _chunks(models, MODELS_PER_TABLE):
+            rows = [
+                [(s, "")]
+                + [
+                    (format_estimate(((by_cell.get((s, m)) or {}).get("metrics") or {}).get(spec.name), spec.scale), "num")
+                    for m in chunk
+                ]
+                for s in settings
+            ]
+            tables.append(_html_table(["setting", *chunk], rows))
+        parts.append(f'<div class="side"><div>{"".join(tables)}</div>{headline_chart(benchmark, own, spec, level)}</div>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], level: str) -> str:
+    """The cells with the benchmark's first metrics open; every metric by setting, the charts and the
+    termination reasons behind toggles."""
+    shown = specs[:TERMINAL_METRICS]
+    header = ["model", "setting", "n", *(_header(s) for s in shown)]
+    rows = [
+        [
+            (str(c["model"]), ""),
+            (str(c["setting"]), ""),
+            (str(c.get("n", "")), "num"),
+            *((format_estimate((c.get("metrics") or {}).get(s.name), s.scale), "num") for s in shown),
+        ]
+        for c in own
+    ]
+    parts = [f"<h3>Cells ({level})</h3>", _html_table(header, rows)]
+    described = [s for s in shown if s.description]
+    if described:
+        parts.append(
+            '<p class="note">'
+            + "; ".join(
+                f"{_e(s.name)}: {_e(s.description)}{'' if s.higher_is_better else ' (lower is better)'}"
+                for s in described
+            )
+            + "</p>"
+        )
+    settings, models = _settings_and_models(own)
+    if len(specs) > len(shown):
+        by_cell = {(str(c["setting"]), str(c["model"])): c for c in own}
+        per_setting = []
+        for setting in settings:
+            tables = []
+            for chunk in _chunks(models, MODELS_PER_TABLE):
+                t_rows = [
+                    [(_header(s), ""), ("↑" if s.higher_is_better else "↓", "")]
+                    + [
+                        (format_estimate(((by_cell.get((setting, m)) or {}).get("metrics") or {}).get(s.name), s.scale), "num")
+                        for m in chunk
+                    ]
+                    for s in specs
+                ]
+                tables.append(_html_table(["metric", "", *chunk], t_rows))
+            per_setting.append(_details(setting, "".join(tables)))
+        parts.append(_details(f"All {len(specs)} metrics, by setting", "".join(per_setting)))
+    charts = [
+        _bar_chart(f"{_header(s)} {_arrow(s)}", settings, models, values)
+        for s in shown
+        if (values := _headline_values(own, s))
+    ]
+    if charts:
+        parts.append(_details(f"Charts: metrics by model ({level})", f'<div class="charts">{"".join(charts)}</div>'))
+    reasons = _reasons_in(own)
+    t_rows = [
+        [(str(c["model"]), ""), (str(c["setting"]), "")]
+        + [(str(int((c.get("terminations") or {}).get(r, 0))), "num") for r in reasons]
+        + [(str(sum(int(v) for v in (c.get("terminations") or {}).values())), "num")]
+        for c in own
+    ]
+    body = _html_table(["model", "setting", *reasons, "total"], t_rows)
+    if reasons:
+        body += _termination_chart(
+            [(f"{c['model']} / {c['setting']}", c.get("terminations") or {}) for c in own], reasons
+        )
+    parts.append(_details("Termination reasons", body))
+    return "".join(parts)
+
+
+def _benchmark_section(
+    benchmark: str,
+    own: Sequence[Mapping[str, Any]],
+    specs: list[MetricSpec],
+    tables: Sequence[ReportTable],
+    paired: Sequence[Mapping[str, Any]],
+    level: str,
+    declared: Sequence[MetricSpec] = (),
+) -> str:
+    """`declared`: every metric the benchmark declares (a paired difference may be of a metric no
+    cell shows), for each metric's direction."""
+    parts = [f'<section id="{_anchor(benchmark)}"><h2>{_e(benchmark)}</h2>']
+    if tables:
+        parts.append("<h3>Paper tables</h3>" + _paper_tables(tables))
+    if paired:
+        by_name = {s.name: s for s in [*declared, *specs]}
+        headline = specs[0].name if specs else None
+        first = [p for p in paired if p.get("metric") == headline] or list(paired)
+        rest = [p for p in paired if p not in first]
+        parts.append("<h3>Paired differences (A minus B, same task and seed)</h3>")
+        parts.append(_paired_table(first, by_name, level))
+        if rest:
+            parts.append(_details(f"Every other metric ({len(rest)} rows)", _paired_table(rest, by_name, level)))
+    if own:
+        parts.append(_cells_section(own, specs, level))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _convergence_spec(label: str, specs_by_benchmark: Mapping[str, Sequence[MetricSpec]]) -> MetricSpec | None:
+    """The spec of a convergence label "model | benchmark | setting — metric"."""
+    for benchmark, specs in specs_by_benchmark.items():
+        if f" | {benchmark} | " in label:
+            for s in specs:
+                if label.endswith(f" — {s.name}"):
+                    return s
+    return None
+
+
+def _moved(points: Sequence[Any]) -> bool:
+    """Whether the estimate changed as episodes finished (a flat line says nothing a table does not)."""
+    values = set()
+    for p in points:
+        v = _finite(p.get("value") if isinstance(p, Mapping) else (list(p) + [None, None])[1])
+        if v is not None:
+            values.add(round(v, 12))
+    return len(values) > 1
+
+
+def _convergence_section(
+    convergence: Mapping[str, Sequence[Any]], specs_by_benchmark: Mapping[str, Sequence[MetricSpec]]
+) -> str:
+    moved = {label: pts for label, pts in convergence.items() if _moved(pts)}
+    flat = len(convergence) - len(moved)
+    parts = ['<section id="convergence"><h2>Convergence</h2>']
+    parts.append(
+        '<p class="note">Each cell\'s headline estimate and its interval as episodes finished'
+        + (f"; {flat} cells whose estimate never moved are not drawn" if flat else "")
+        + ".</p>"
+    )
+    charts = []
+    for label, pts in moved.items():
+        spec = _convergence_spec(str(label), specs_by_benchmark)
+        charts.append(convergence_chart(str(label), pts, spec))
+    if charts:
+        parts.append(f'<div class="charts">{"".join(charts[:CONVERGENCE_SHOWN])}</div>')
+        if len(charts) > CONVERGENCE_SHOWN:
+            more = len(charts) - CONVERGENCE_SHOWN
+            parts.append(_details(f"{more} more cells", f'<div class="charts">{"".join(charts[CONVERGENCE_SHOWN:])}</div>'))
+    parts.append("</section>")
+    return "".join(parts)
 
 
 def render_html_report(
@@ -488,13 +782,14 @@ def render_html_report(
     paired: Sequence[Mapping[str, Any]] | None = None,
     convergence: Mapping[str, Sequence[Any]] | None = None,
 ) -> str:
-    """The report page.
+    """The report page, read top to bottom: the headline metric of every benchmark per model, then per
+    benchmark its paper tables, paired differences and cells, with breakdowns behind toggles, then the
+    convergence of the cells that moved.
 
     `tables` are the benchmarks' paper-style tables (a list, or {benchmark: list} to place each
-    under its benchmark). `paired` rows carry benchmark, setting, model_a, model_b, metric, n,
-    value, ci_low, ci_high (A minus B). `convergence` maps a label (e.g. "model / benchmark /
-    setting / metric") to points {n, value, ci_low, ci_high}, drawn as the estimate against
-    episodes done.
+    under its benchmark). `paired` rows carry benchmark,
+    setting, model_a, model_b, metric, n, value, ci_low, ci_high (A minus B). `convergence` maps a
+    label "model | benchmark | setting — metric" to points {n, value, ci_low, ci_high}.
     """
     config = manifest.get("config") if isinstance(manifest.get("config"), Mapping) else {}
     sweep = manifest.get("sweep") or manifest.get("name") or config.get("name") or "sweep"
@@ -502,8 +797,13 @@ def render_html_report(
     boot = config.get("bootstrap") if isinstance(config.get("bootstrap"), Mapping) else {}
     level = f"{100 * float(boot.get('confidence', 0.95)):g}% CI"
     grouped = _by_benchmark(cells)
-    tables_by_bench = dict(tables) if isinstance(tables, Mapping) else {}
-    loose_tables = [] if isinstance(tables, Mapping) else list(tables)
+    tables_by_bench: dict[str, list[ReportTable]] = {}
+    loose_tables: list[ReportTable] = []
+    if isinstance(tables, Mapping):
+        for b, ts in tables.items():
+            tables_by_bench.setdefault(str(b), []).extend(_as_table(t) for t in ts)
+    else:
+        loose_tables = [_as_table(t) for t in tables]
     paired = list(paired or [])
 
     out = [
@@ -513,114 +813,37 @@ def render_html_report(
         f"<title>{_e(f'toolsweep report: {sweep} {run_id}'.strip())}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<header><h1>{_e(sweep)}</h1>{_meta(manifest)}",
-        "<details><summary>manifest.json</summary><pre>"
-        f"{_e(json.dumps(manifest, indent=2, sort_keys=True, default=str))}</pre></details></header>",
+        _details("manifest.json", f"<pre>{_e(json.dumps(manifest, indent=2, sort_keys=True, default=str))}</pre>"),
+        "</header>",
     ]
+    names = list(grouped) + [b for b in tables_by_bench if b not in grouped]
+    if names:
+        links = "".join(f'<li><a href="#{_anchor(b)}">{_e(b)}</a></li>' for b in names)
+        extra = '<li><a href="#convergence">convergence</a></li>' if convergence else ""
+        out.append(f'<nav><ul><li><a href="#summary">summary</a></li>{links}{extra}</ul></nav>')
     if not cells:
         out.append("<p>No finished episodes yet.</p>")
-    names = list(grouped) + [b for b in tables_by_bench if b not in grouped]
-    if len(names) > 1:
-        links = "".join(f'<li><a href="#{_anchor(b)}">{_e(b)}</a></li>' for b in names)
-        out.append(f"<nav><ul>{links}</ul></nav>")
+    else:
+        out.append(_summary_section(grouped, specs_by_benchmark, level))
     for benchmark in names:
         own = grouped.get(benchmark, [])
         specs = _metric_specs(benchmark, own, specs_by_benchmark)
-        out.append(f'<section id="{_anchor(benchmark)}"><h2>{_e(benchmark)}</h2>')
-        if own:
-            out.append(_cells_section(own, specs, level))
-        for t in tables_by_bench.get(benchmark, []):
-            out.append(_report_table_html(t))
         own_paired = [p for p in paired if str(p.get("benchmark")) == benchmark]
-        if own_paired:
-            out.append("<h3>Paired differences (A minus B, same task and seed)</h3>")
-            out.append(
-                _html_table(
-                    ["setting", "metric", "model A", "model B", "cells", f"A − B [{level}]", ""],
-                    _paired_rows(own_paired, {s.name: s for s in specs}),
-                )
+        out.append(
+            _benchmark_section(
+                benchmark, own, specs, tables_by_bench.get(benchmark, []), own_paired, level,
+                declared=specs_by_benchmark.get(benchmark, ()),
             )
-        out.append("</section>")
+        )
     if loose_tables:
-        out.append('<section id="tables"><h2>Paper tables</h2>')
-        out.extend(_report_table_html(t) for t in loose_tables)
-        out.append("</section>")
+        out.append('<section id="tables"><h2>Paper tables</h2>' + _paper_tables(loose_tables) + "</section>")
     stray = [p for p in paired if str(p.get("benchmark")) not in names]
     if stray:
-        out.append("<section><h2>Paired differences</h2>")
-        out.append(
-            _html_table(
-                ["setting", "metric", "model A", "model B", "cells", f"A − B [{level}]", ""],
-                _paired_rows(stray, {}),
-            )
-        )
-        out.append("</section>")
+        out.append("<section><h2>Paired differences</h2>" + _paired_table(stray, {}, level) + "</section>")
     if convergence:
-        out.append('<section id="convergence"><h2>Convergence</h2><div class="charts">')
-        out.extend(_convergence_chart(str(label), pts) for label, pts in convergence.items())
-        out.append("</div></section>")
+        out.append(_convergence_section(convergence, specs_by_benchmark))
     out.append("</body></html>")
     return "\n".join(out) + "\n"
-
-
-def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], level: str) -> str:
-    reasons = _reasons_in(own)
-    header = ["model", "setting", "n", *(_header(s) for s in specs)]
-    rows = [
-        [
-            (str(c["model"]), ""),
-            (str(c["setting"]), ""),
-            (str(c.get("n", "")), "num"),
-            *((format_estimate((c.get("metrics") or {}).get(s.name), s.scale), "num") for s in specs),
-        ]
-        for c in own
-    ]
-    parts = ["<h3>Cells</h3>", _html_table(header, rows)]
-    described = [s for s in specs if s.description]
-    if described:
-        parts.append(
-            '<p class="note">'
-            + "; ".join(
-                f"{_e(s.name)}: {_e(s.description)}{'' if s.higher_is_better else ' (lower is better)'}"
-                for s in described
-            )
-            + "</p>"
-        )
-    settings = list(dict.fromkeys(str(c["setting"]) for c in own))
-    models = list(dict.fromkeys(str(c["model"]) for c in sorted(own, key=lambda c: str(c["model"]))))
-    charts = []
-    for s in specs:
-        values = {}
-        for c in own:
-            m = (c.get("metrics") or {}).get(s.name) or {}
-            v = _finite(m.get("value"))
-            if v is None:
-                continue
-            lo, hi = _finite(m.get("ci_low")), _finite(m.get("ci_high"))
-            values[(str(c["setting"]), str(c["model"]))] = (
-                v * s.scale,
-                None if lo is None else lo * s.scale,
-                None if hi is None else hi * s.scale,
-            )
-        if values:
-            arrow = "↑" if s.higher_is_better else "↓"
-            charts.append(_bar_chart(f"{_header(s)} {arrow}", settings, models, values))
-    if charts:
-        parts.append(f'<h3>Metrics by model ({level})</h3><div class="charts">{"".join(charts)}</div>')
-    parts.append("<h3>Termination reasons</h3>")
-    t_rows = [
-        [(str(c["model"]), ""), (str(c["setting"]), "")]
-        + [(str(int((c.get("terminations") or {}).get(r, 0))), "num") for r in reasons]
-        + [(str(sum(int(v) for v in (c.get("terminations") or {}).values())), "num")]
-        for c in own
-    ]
-    parts.append(_html_table(["model", "setting", *reasons, "total"], t_rows))
-    if reasons:
-        parts.append(
-            _termination_chart(
-                [(f"{c['model']} / {c['setting']}", c.get("terminations") or {}) for c in own], reasons
-            )
-        )
-    return "".join(parts)
 
 
 def write_html_report(path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Path:

@@ -14,12 +14,14 @@ Parquet part. Resume = skip the unit_ids already here.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +179,7 @@ class RunDirectory:
         self.summary_path = self.path / "summary.json"
         self.report_path = self.path / "report.html"
         self.pending_path = self.episodes_dir / "pending.jsonl"
+        self.plots_dir = self.path / "plots"
 
     def exists(self) -> bool:
         return self.manifest_path.exists()
@@ -207,23 +210,39 @@ class RunDirectory:
                     break  # a torn last line from a killed writer: that episode was in flight
         return rows
 
+    def cell_plot_path(self, cell: tuple[str, str, str]) -> Path:
+        """Where a (model, benchmark, setting) cell's convergence plot lives: a readable name, made
+        unique by a hash of the cell."""
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", "__".join(cell)).strip("_")[:80]
+        digest = hashlib.sha256("|".join(cell).encode()).hexdigest()[:8]
+        return self.plots_dir / "cells" / f"{slug}-{digest}.svg"
+
+    def iter_tables(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
+        """The recorded episodes a part file at a time (then the write-ahead log), one row per unit_id
+        (the first record wins): memory holds one part, not the run."""
+        wanted = columns if columns is None or "unit_id" in columns else [*columns, "unit_id"]
+        seen: set[str] = set()
+        pending = self._pending_rows()
+        sources: list[Any] = [*self.part_paths(), *([pending] if pending else [])]
+        for src in sources:
+            if isinstance(src, Path):
+                t = pq.read_table(src, columns=wanted)
+            else:
+                t = pa.Table.from_pylist(src, schema=SCHEMA)
+                t = t.select(wanted) if wanted else t
+            ids = t.column("unit_id").to_pylist()
+            keep = [not (i in seen or seen.add(i)) for i in ids]  # type: ignore[func-returns-value]
+            if not all(keep):
+                t = t.filter(pa.array(keep))
+            yield t.select(columns) if columns is not None and wanted != columns else t
+
     def read_table(self, columns: list[str] | None = None) -> pa.Table:
         """Every recorded episode, one row per unit_id (the first record wins)."""
-        tables = [pq.read_table(p, columns=columns) for p in self.part_paths()]
-        pending = self._pending_rows()
-        if pending:
-            t = pa.Table.from_pylist(pending, schema=SCHEMA)
-            tables.append(t.select(columns) if columns else t)
+        tables = list(self.iter_tables(columns))
         if not tables:
             schema = pa.schema([SCHEMA.field(c) for c in columns]) if columns else SCHEMA
             return schema.empty_table()
-        table = pa.concat_tables(tables)
-        ids = table.column("unit_id").to_pylist() if "unit_id" in table.column_names else None
-        if ids is not None and len(set(ids)) != len(ids):
-            seen: set[str] = set()
-            keep = [not (i in seen or seen.add(i)) for i in ids]  # type: ignore[func-returns-value]
-            table = table.filter(pa.array(keep))
-        return table
+        return pa.concat_tables(tables)
 
     def records_signature(self) -> list[Any]:
         """Changes whenever an episode is recorded (part files and the write-ahead log): a summary made

@@ -154,24 +154,24 @@ class CellTable:
         return out
 
 
-def convergence_points(
+def convergence_by_cell(
     rows: Iterable[dict[str, Any]],
     specs_for: SpecsFor,
     *,
     checkpoints: int = 12,
     n_resamples: int = 300,
     confidence: float = 0.95,
-    max_cells: int = 24,
-) -> dict[str, list[dict[str, float]]]:
+    max_cells: int | None = None,
+) -> dict[Cell, tuple[str, list[dict[str, float]]]]:
     """How each cell's headline metric and its interval evolved as episodes finished (rows in the
-    run directory's format, with `finished_at`): the report's convergence charts."""
+    run directory's format, with `finished_at`): cell -> (metric, points {n, value, ci_low, ci_high})."""
     ordered = sorted(rows, key=lambda r: r["finished_at"])
     totals: Counter = Counter((r["model"], r["benchmark"], r["setting"]) for r in ordered)
-    cells = sorted(totals)[:max_cells]
+    cells = sorted(totals)[:max_cells] if max_cells is not None else sorted(totals)
     wanted = set(cells)
     table = CellTable()
     seen: Counter = Counter()
-    out: dict[str, list[dict[str, float]]] = {}
+    out: dict[Cell, tuple[str, list[dict[str, float]]]] = {}
     for r in ordered:
         cell = (r["model"], r["benchmark"], r["setting"])
         if cell not in wanted:
@@ -190,6 +190,27 @@ def convergence_points(
         est = summary["metrics"].get(specs[0].name)
         if est is None:
             continue
-        label = f"{cell[0]} | {cell[1]} | {cell[2]} — {specs[0].name}"
-        out.setdefault(label, []).append({"n": float(seen[cell]), **{k: est[k] for k in ("value", "ci_low", "ci_high")}})
+        point = {"n": float(seen[cell]), **{k: est[k] for k in ("value", "ci_low", "ci_high")}}
+        out.setdefault(cell, (specs[0].name, []))[1].append(point)
     return out
+
+
+def convergence_label(cell: Cell, metric: str) -> str:
+    return f"{cell[0]} | {cell[1]} | {cell[2]} — {metric}"
+
+
+def convergence_points(
+    rows: Iterable[dict[str, Any]],
+    specs_for: SpecsFor,
+    *,
+    checkpoints: int = 12,
+    n_resamples: int = 300,
+    confidence: float = 0.95,
+    max_cells: int | None = 24,
+) -> dict[str, list[dict[str, float]]]:
+    """`convergence_by_cell` keyed by a label "model | benchmark | setting — metric": the report's
+    convergence charts."""
+    by_cell = convergence_by_cell(
+        rows, specs_for, checkpoints=checkpoints, n_resamples=n_resamples, confidence=confidence, max_cells=max_cells
+    )
+    return {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
