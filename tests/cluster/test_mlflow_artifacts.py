@@ -118,3 +118,28 @@ def test_a_renamed_metric_is_tagged_with_its_name(tmp_path):
     run = mirror.client.get_run(mirror.children[("m", "apb", "holistic")])
     assert run.data.metrics["correct_bin_gt20"] == 0.5 and "correct_bin_gt20_ci_high" in run.data.metrics
     assert json.loads(run.data.tags[METRIC_NAMES_TAG]) == {"correct_bin_gt20": "correct_bin_>20"}
+
+
+def test_a_trace_sits_on_the_episodes_own_time_with_strict_json_outputs(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from toolsweep.actors.traces import log_episode_trace
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("timed", artifact_location=local_artifact_location(uri))
+    run = client.create_run(exp)
+    (result,) = _results({("a", "small"): 1})
+    result = result.model_copy(update={"metrics": {"accuracy": 1.0, "precision": float("nan")}, "wall_time_s": 2.5})
+    finished = 1_800_000_000.0
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)  # the trace exporter writes to the process's tracking URI
+    trace_id = log_episode_trace(client, exp, run.info.run_id, result, finished)
+    mlflow.flush_trace_async_logging(terminate=False)
+    trace = client.get_trace(trace_id)
+    assert trace.info.request_time == int((finished - 2.5) * 1000)  # started when the episode did
+    assert abs(trace.info.execution_duration - 2500) <= 1  # and lasted as long
+    outputs = trace.data.spans[0].outputs
+    assert outputs["metrics"] == {"accuracy": 1.0, "precision": None}
+    assert "NaN" not in json.dumps(outputs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from test_sweep_end_to_end import _run, make_config
 
 from toolsweep.cluster.sync import sync_run_dir
@@ -49,6 +51,13 @@ def test_episode_transcripts_are_traces_on_their_cell_run(ray_local, tmp_path):
     failures = sum(r["termination"] != "answered" for r in mine)
     assert len(traces) == min(failures, 20) + min(5, len(mine) - failures)
     trace = client.get_trace(traces[0].info.trace_id)
+    finished = {r["unit_id"]: r["finished_at"] for r in out.run_dir.read_table(columns=["unit_id", "finished_at"]).to_pylist()}
+    unit = trace.info.tags["toolsweep.unit_id"]
+    # on the episode's own time (the UI lists traces by time range), ending when the episode did
+    assert trace.info.request_time / 1000 <= finished[unit] + 1e-3
+    assert abs(trace.info.request_time / 1000 - finished[unit]) < 60
+    root = trace.data.spans[0]
+    assert "NaN" not in json.dumps(root.outputs)  # strict JSON: an undefined metric is null
     names = [s.name for s in trace.data.spans]
     assert names[0].startswith("random | fake | small") and "turn 1" in names
     turn = next(s for s in trace.data.spans if s.name == "turn 1")

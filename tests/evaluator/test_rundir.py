@@ -5,7 +5,7 @@ import pytest
 
 from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory
 from toolsweep.evaluator.sweep import BenchmarkPlan, expand_units
-from toolsweep.evaluator.types import EpisodeResult, Sampling, TerminationReason
+from toolsweep.evaluator.types import EpisodeResult, Sampling, TerminationReason, WorkUnit
 
 
 def _results(n, sweep="s"):
@@ -63,3 +63,17 @@ def test_expansion_is_deterministic_and_rejects_duplicates():
     assert len(u1) == 2 * 3 * 2
     with pytest.raises(ValueError, match="duplicate"):
         expand_units("s", ["m1", "m1"], [plan], Sampling())
+
+
+def test_a_result_read_back_keeps_its_recorded_unit_id(tmp_path):
+    """A unit's id also hashes its `context` (serving config, benchmark fingerprint), which a row does
+    not keep: reading a row back must not recompute a different id."""
+    rd = RunDirectory(tmp_path / "run")
+    (r,) = _results(1)
+    fields = r.unit.model_dump()
+    r = r.model_copy(update={"unit": WorkUnit(**{**fields, "context": "served-by-x"})})
+    w = EpisodeWriter(rd)
+    w.append([r])
+    w.close()
+    (back,) = rd.read_results()
+    assert back.unit_id == r.unit_id != WorkUnit(**{**fields, "context": ""}).unit_id

@@ -362,7 +362,7 @@ class MlflowMirror:
         mlflow.set_tracking_uri(self.tracking_uri)
         for unit_id in picked:
             row = rows.slice(index[unit_id], 1).to_pylist()[0]
-            log_episode_trace(self.client, self._experiment_id, run_id, row_to_result(row))
+            log_episode_trace(self.client, self._experiment_id, run_id, row_to_result(row), row.get("finished_at"))
         flush = getattr(mlflow, "flush_trace_async_logging", None)
         if flush is not None:
             flush(terminate=False)

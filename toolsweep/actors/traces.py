@@ -10,6 +10,8 @@ Which episodes: every one that did not end as `answered` (up to `max_failures` p
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 from typing import Any
 
 from toolsweep.evaluator.types import EpisodeResult, Message
@@ -38,13 +40,17 @@ def _msg(m: Message) -> dict[str, Any]:
     return d
 
 
-def log_episode_trace(client: Any, experiment_id: str, run_id: str, result: EpisodeResult) -> str:
+def log_episode_trace(
+    client: Any, experiment_id: str, run_id: str, result: EpisodeResult, finished_at: float | None = None
+) -> str:
     """One episode as a trace: the root span holds the opening messages and the outcome, a child span
     per turn the model call (inputs: what was new since its last turn; outputs: its reply), and a
     grandchild span what the environment answered. Times are reconstructed from the recorded
-    latencies, so the timeline shows where the episode spent its time."""
+    latencies, so the timeline shows where the episode spent its time; the trace starts when the
+    episode did (`finished_at` less its wall time), so the MLflow UI's time filters find it."""
     unit, traj = result.unit, result.trajectory
-    t = 1_000_000_000  # spans are placed on the episode's own clock
+    spent = max(result.wall_time_s, sum(max(s.usage.latency_s, 0.0) for s in traj.steps))
+    t = start = int(((finished_at if finished_at is not None else time.time()) - spent) * 1e9)
     opening = traj.messages[: len(traj.messages) - sum(1 + len(s.observation) for s in traj.steps)] or traj.messages[:2]
     root = client.start_trace(
         name=f"{unit.model} | {unit.benchmark} | {unit.setting} | {unit.task_id} | seed {unit.seed}",
@@ -77,7 +83,8 @@ def log_episode_trace(client: Any, experiment_id: str, run_id: str, result: Epis
                             end_time_ns=t)
         shown = [_msg(m) for m in step.observation]
     status = "OK" if result.termination.value in ("answered", "max_turns") else "ERROR"
-    client.end_trace(trace_id, outputs={"termination": result.termination.value, "metrics": result.metrics,
+    metrics = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in result.metrics.items()}
+    client.end_trace(trace_id, outputs={"termination": result.termination.value, "metrics": metrics,
                                         "error": (result.error or "")[:2000]},
-                     status=status, end_time_ns=t + 1000)
+                     status=status, end_time_ns=max(t + 1000, start + int(result.wall_time_s * 1e9)))
     return trace_id

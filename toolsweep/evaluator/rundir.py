@@ -152,6 +152,10 @@ def row_to_result(row: dict[str, Any]) -> EpisodeResult:
         seed=row["seed"],
         sampling=json.loads(row["sampling"]),
     )
+    if row.get("unit_id"):
+        # the recorded id: it also covers the unit's `context` (the model's serving config and the
+        # benchmark's fingerprint), which the row does not keep, so it cannot be recomputed from it
+        unit.__dict__["unit_id"] = row["unit_id"]
     return EpisodeResult(
         unit=unit,
         termination=row["termination"],
