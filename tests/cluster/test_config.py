@@ -94,10 +94,15 @@ def test_task_filter_ids_are_checked(tmp_path):
 def test_benchmarks_command_lists_settings_policies_and_metrics(capsys):
     assert main(["benchmarks"]) == 0
     out = capsys.readouterr().out
-    assert "fake  v1" in out and "small, large" in out and "oracle (calls add" in out
+    assert "fake  v1" in out and "small, large" in out and "policies: oracle, random" in out
     assert "accuracy, calls_per_turn" in out
-    # A benchmark that needs an option says which, instead of failing the listing.
-    assert "traject_bench" in out and "data_dir" in out
+    # A benchmark that needs an option says which, and how to fix it, instead of failing the listing.
+    assert "traject_bench" in out and "set the benchmark option `data_dir` to that folder" in out
+    # wrapped for a terminal: only the loader's own message lines may run longer
+    own = [line for line in out.splitlines() if not line.startswith(("    (", "  not loaded"))]
+    assert max(map(len, own)) <= 100
+    assert main(["benchmarks", "--verbose"]) == 0
+    assert "oracle: calls add" in capsys.readouterr().out
 
 
 def test_seeds_default_to_one_seed_when_left_out():

@@ -88,7 +88,14 @@ def test_sweep_writes_run_dir_and_mlflow_and_resumes(ray_local, tmp_path, capsys
     rd.report_path.unlink()
     assert main(["report", str(rd.path)]) == 0
     printed = capsys.readouterr().out
-    assert "== fake" in printed and "calls_per_turn" in printed and rd.report_path.exists()
+    # the headline metric per setting and model, short and narrow; every metric with --full
+    assert "== fake: accuracy (%), higher is better (96 episodes)" in printed and rd.report_path.exists()
+    table = printed.split("\nwrote ")[0].splitlines()  # the last line names the files
+    assert "calls_per_turn" not in printed and max(len(line) for line in table) <= 100
+    assert len(table) <= 12
+    assert main(["report", str(rd.path), "--full"]) == 0
+    printed = capsys.readouterr().out
+    assert "calls_per_turn" in printed and "answered=" in printed
 
     again = _run(cfg)
     assert again.done == 0 and again.skipped == n_units
@@ -101,7 +108,8 @@ def test_env_error_is_counted_and_sweep_goes_on(ray_local, tmp_path):
     assert out.done == 2 * 2 * 6
     cell = next(c for c in out.cells if c["model"] == "oracle" and c["setting"] == "small")
     assert cell["terminations"]["env_error"] == 1 and cell["terminations"]["answered"] == 5
-    assert "env_error" in out.table_text
+    summary = json.loads(out.run_dir.summary_path.read_text())
+    assert "env_error=1" in summary["table_text_full"]  # `toolsweep report --full` shows the terminations
 
 
 def test_mlflow_unreachable_sweep_completes_and_says_so_once(ray_local, tmp_path):

@@ -352,3 +352,18 @@ def test_a_flat_fraction_gets_an_axis_inside_its_range():
                                   {"n": 2, "value": 1.0, "ci_low": 1.0, "ci_high": 1.0}], SPECS["toolmaze"][0])
     ticks = _tick_values(svg)
     assert max(ticks) == 100 and min(ticks) >= 0  # not the 100..200 of a padded flat line
+
+
+def test_the_end_of_run_summary_is_the_headline_per_setting_and_model_in_narrow_blocks():
+    from toolsweep.evaluator.report import format_headline_table
+
+    cells, specs = _wide_benchmark(n_metrics=40, n_settings=3, models=tuple(f"model-{i}" for i in range(6)))
+    text = format_headline_table(cells + CELLS, {**specs, **SPECS})
+    lines = text.splitlines()
+    assert "== wide: correct (%), higher is better (180 episodes)" in lines
+    assert "== toolmaze: success (%), higher is better (100 episodes)" in lines
+    assert "m1 (%)" not in text and "itcr" not in text and "answered" not in text  # the headline only
+    # 6 models: a block of 4 and a block of 2, each line far narrower than the cells table's
+    assert sum(line.startswith("setting ") for line in lines) == 2 + 1 + 1  # wide, apb, toolmaze
+    assert max(map(len, lines)) <= 100
+    assert "50.0 [25.0, 75.0]" in text and "41.3 [28.7, 56.3]" in text

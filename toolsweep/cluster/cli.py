@@ -123,9 +123,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise
         print(f"error: preflight failed, nothing was run\n{err}\n(--skip-preflight runs anyway)", file=sys.stderr)
         return EXIT_PREFLIGHT
-    print(outcome.table_text)
     if outcome.interrupted:
-        print("\n(PARTIAL: the run was interrupted; these numbers cover the episodes finished so far)")
+        print("PARTIAL: the run was interrupted; these numbers cover the episodes finished so far\n")
+    print(outcome.table_text)
     print(f"\nrun directory: {outcome.run_dir.path}  (report: {outcome.run_dir.report_path})")
     if config.mlflow:
         from toolsweep.actors.result_sink import resolve_tracking_uri
@@ -165,7 +165,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _fail_config(err)
     benchmarks = load_benchmarks(config)
     units, _ = current_units(config, benchmarks)
-    _, text = finalize_run(run_dir, config, benchmarks, unit_ids={u.unit_id for u in units})
+    _, text = finalize_run(run_dir, config, benchmarks, unit_ids={u.unit_id for u in units}, full_text=args.full)
     print(text)
     print(f"\nwrote {run_dir.summary_path} and {run_dir.report_path}")
     return 0
@@ -186,6 +186,11 @@ def cmd_sync_mlflow(args: argparse.Namespace) -> int:
     return 0
 
 
+def _wrapped(label: str, text: str) -> str:
+    return textwrap.fill(f"{label}: {text}", 100, initial_indent="  ", subsequent_indent="    ",
+                         break_on_hyphens=False)
+
+
 def cmd_benchmarks(args: argparse.Namespace) -> int:
     from toolsweep.evaluator.registry import available_benchmarks, get_benchmark
 
@@ -193,17 +198,26 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
         try:
             bench = get_benchmark(name, json.loads(args.options) if args.options else None)
         except Exception as exc:  # noqa: BLE001 - e.g. a dataset path is required
-            print(f"{name}  ({target})\n  not loaded: {type(exc).__name__}: {str(exc)[:300]}\n")
+            # the whole message: its last lines say how to fix it
+            detail = textwrap.indent(f"{type(exc).__name__}: {exc}", "    ").lstrip()
+            print(f"{name}  ({target})\n  not loaded: {detail}\n")
             continue
         settings = list(bench.settings())
         print(f"{name}  v{bench.version}  ({target})")
-        print(textwrap.fill("settings: " + ", ".join(settings), 100, initial_indent="  ", subsequent_indent="    "))
-        print("  policies: " + ", ".join(f"{k} ({v})" for k, v in bench.scripted_policies().items()))
+        print(_wrapped("settings", ", ".join(settings)))
+        if args.verbose:
+            print("  policies:")
+            for k, v in bench.scripted_policies().items():
+                print(textwrap.fill(f"{k}: {v}", 100, initial_indent="    ", subsequent_indent="      "))
+        else:
+            print(_wrapped("policies", ", ".join(bench.scripted_policies())))
         exploits = bench.exploit_policies()
         if exploits:
-            print("  exploit policies: " + ", ".join(e.name for e in exploits))
-        print("  metrics: " + ", ".join(s.name for s in bench.metrics(None)))
+            print(_wrapped("exploit policies", ", ".join(e.name for e in exploits)))
+        print(_wrapped("metrics", ", ".join(s.name for s in bench.metrics(None))))
         print()
+    if not args.verbose:
+        print("(--verbose describes each policy)")
     return 0
 
 
@@ -269,10 +283,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "report", help="re-print the table and rewrite report.html of a run directory", formatter_class=raw,
-        description="Recompute summary.json (full bootstrap) and report.html from a run directory's episodes.\n\n"
-        "example:\n  toolsweep report runs/quickstart/3f2a9c1b0d4e",
+        description="Recompute summary.json (full bootstrap), report.html and plots/ from a run directory's\n"
+        "episodes, and print each benchmark's headline metric per setting and model (--full: every cell's\n"
+        "first metrics with their terminations, then the paper tables).\n\n"
+        "examples:\n  toolsweep report runs/quickstart/main\n  toolsweep report runs/quickstart/main --full | less -S",
     )
     p.add_argument("run_dir")
+    p.add_argument("--full", action="store_true", help="print every cell's metrics and the paper tables, not only the headline")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser(
@@ -292,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  toolsweep benchmarks --options '{\"data_dir\": \"../shared/datasets/traject_bench\"}'",
     )
     p.add_argument("--options", help="JSON options passed to every benchmark (e.g. a data_dir)")
+    p.add_argument("--verbose", "-v", action="store_true", help="describe each scripted policy")
     p.set_defaults(func=cmd_benchmarks)
 
     p = sub.add_parser("compare", help="models side by side with intervals (text, md, csv, latex, json)",

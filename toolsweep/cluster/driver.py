@@ -108,12 +108,13 @@ def _report_tables(bench: Any, cells: list[dict[str, Any]], episodes: Any) -> li
 
 def finalize_run(
     run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], *, extra: dict[str, Any] | None = None,
-    unit_ids: set[str] | None = None,
+    unit_ids: set[str] | None = None, full_text: bool = False,
 ) -> tuple[list[dict[str, Any]], str]:
     """Summaries with full-B intervals, paired differences, summary.json, report.html; returns the
-    cell summaries and the text table. With `unit_ids` (the current config's units), episodes of units
-    no longer in the config stay on disk but out of the summary."""
-    from toolsweep.evaluator.report import format_cells_table, write_html_report
+    cell summaries and the text: each benchmark's headline metric per setting and model, or with
+    `full_text` every cell's first metrics and the paper tables. With `unit_ids` (the current config's
+    units), episodes of units no longer in the config stay on disk but out of the summary."""
+    from toolsweep.evaluator.report import format_cells_table, format_headline_table, write_html_report
 
     specs_for = specs_lookup(benchmarks)
     if run_dir.summary_path.exists() and "infrastructure" not in (extra or {}):
@@ -169,12 +170,16 @@ def finalize_run(
     write_plots(run_dir, cells, specs_by_benchmark, by_cell, confidence=config.bootstrap.confidence)
     convergence = {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
     write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables_by_benchmark, paired, convergence)
-    text = format_cells_table(cells, specs_by_benchmark)
+    full = format_cells_table(cells, specs_by_benchmark)
     for t in tables:
-        text += "\n\n" + _format_report_table(t)
+        full += "\n\n" + _format_report_table(t)
+    text = format_headline_table(cells, specs_by_benchmark)
+    if cells:
+        text += "\n\n(every metric, the paper tables and the terminations: report.html, or toolsweep report --full)"
     summary["table_text"] = text  # what a re-run with nothing to do prints
+    summary["table_text_full"] = full  # what `toolsweep report --full` prints
     atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
-    return cells, text
+    return cells, (full if full_text else text)
 
 
 def write_plots(

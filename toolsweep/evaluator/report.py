@@ -22,7 +22,7 @@ from toolsweep.evaluator.protocols import MetricSpec, ReportTable
 from toolsweep.evaluator.types import TerminationReason
 
 __all__ = [
-    "format_cells_table", "render_html_report", "write_html_report", "format_estimate", "convergence_chart",
+    "format_cells_table", "format_headline_table", "render_html_report", "write_html_report", "format_estimate", "convergence_chart",
     "headline_chart", "table_has_data",
 ]
 
@@ -147,6 +147,42 @@ def format_cells_table(
         right = set(range(2, 3 + len(specs)))
         note = [f"(+{hidden} more metrics in summary.json and report.html)"] if hidden else []
         blocks.append("\n".join([f"== {benchmark}", *_text_table(header, rows, right), *note]))
+    return "\n\n".join(blocks)
+
+
+TERMINAL_MODELS = 4
+"""Model columns per block of the end-of-run summary (each ~22 characters): more get another block."""
+
+
+def format_headline_table(
+    cells: Sequence[Mapping[str, Any]], specs_by_benchmark: Mapping[str, Sequence[MetricSpec]]
+) -> str:
+    """The end-of-run summary: per benchmark its headline metric (its first), settings down and models
+    across as `value [low, high]`; short and narrow enough for a terminal. Every metric, the paper
+    tables and the terminations are in report.html and `toolsweep report --full`."""
+    if not cells:
+        return "no finished episodes yet"
+    blocks = []
+    for benchmark, own in _by_benchmark(cells).items():
+        specs = _metric_specs(benchmark, own, specs_by_benchmark)
+        if not specs:
+            continue
+        spec = specs[0]
+        settings = list(dict.fromkeys(str(c["setting"]) for c in own))
+        models = sorted({str(c["model"]) for c in own})
+        by_cell = {(str(c["setting"]), str(c["model"])): c for c in own}
+        episodes = sum(int(c.get("n") or 0) for c in own)
+        arrow = "higher is better" if spec.higher_is_better else "lower is better"
+        lines = [f"== {benchmark}: {_header(spec)}, {arrow} ({episodes} episodes)"]
+        for i in range(0, len(models), TERMINAL_MODELS):
+            chunk = models[i : i + TERMINAL_MODELS]
+            rows = [
+                [s, *(format_estimate(((by_cell.get((s, m)) or {}).get("metrics") or {}).get(spec.name), spec.scale)
+                      for m in chunk)]
+                for s in settings
+            ]
+            lines += _text_table(["setting", *chunk], rows, set(range(1, 1 + len(chunk))))
+        blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
