@@ -58,7 +58,8 @@ def main() -> None:
     async def chat(request):
         body = await request.json()
         last = [m for m in body["messages"] if m["role"] == "user"]
-        content = json.dumps({"echo": last[-1]["content"] if last else "", "port": args.port, "flags": engine_flags})
+        content = json.dumps({"echo": last[-1]["content"] if last else "", "port": args.port, "flags": engine_flags,
+                              "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")})
         return web.json_response({
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2},

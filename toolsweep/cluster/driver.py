@@ -220,6 +220,7 @@ def _infrastructure_metrics(counts: dict[str, Any] | None) -> dict[str, float]:
     if not counts:
         return {}
     out = {f"infra/{cell.replace('|', '/')}/timeouts": float(n) for cell, n in counts.get("timeouts_by_cell", {}).items()}
+    out.update({f"infra/{model}/replica_restarts": float(n) for model, n in counts.get("replica_restarts_by_model", {}).items()})
     out["infra/units_in_failures_jsonl"] = float(counts.get("units_in_failures_jsonl", 0))
     return out
 
@@ -422,7 +423,7 @@ def run_sweep(
             raise EndpointMisconfigured(stats.config_error)
         sink.writer.flush_part()
         cells, text = finalize_run(run_dir, config, benchmarks, unit_ids=unit_ids,
-                                   extra={"infrastructure": _infrastructure_counts(run_dir, stats)})
+                                   extra={"infrastructure": _infrastructure_counts(run_dir, stats, runtime)})
         sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
         sink = None
         return RunOutcome(
@@ -614,14 +615,16 @@ def _timeouts_by_model(stats: Any) -> dict[str, int]:
     return out
 
 
-def _infrastructure_counts(run_dir: RunDirectory, stats: Any) -> dict[str, Any]:
+def _infrastructure_counts(run_dir: RunDirectory, stats: Any, runtime: Any = None) -> dict[str, Any]:
     """What was not scored, for summary.json and MLflow: this run's wall-clock expiries and retries per
-    cell, and the units still listed in failures.jsonl (they leave it once a re-run records them)."""
+    cell, replica restarts per model, and the units still listed in failures.jsonl (they leave it once
+    a re-run records them)."""
     failures = run_dir.path / "failures.jsonl"
     waiting = len(failures.read_text().splitlines()) if failures.exists() else 0
     return {
         "timeouts_by_cell": dict(stats.timeouts_by_cell) if stats else {},
         "requeued": stats.requeued if stats else 0,
+        "replica_restarts_by_model": runtime.restart_counts() if runtime is not None else {},
         "units_in_failures_jsonl": waiting,
     }
 

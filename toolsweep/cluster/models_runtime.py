@@ -177,7 +177,12 @@ class ModelRuntime:
                         pass
                 replica.actor = None
                 replica.restarts += 1
+                self._log(f"model {model_name}: replica {replica.index} is down; restarting it in its placement "
+                          "group (the model's units wait, other models keep running)")
+                began = time.monotonic()
                 self._start_replica(model, replica)
+                self._log(f"model {model_name}: replica {replica.index} is back after {time.monotonic() - began:.0f} s "
+                          f"(restart {replica.restarts})")
             if dead:
                 self._generation[model_name] += 1
                 self._endpoints[model_name] = self._vllm_endpoint(model)
@@ -189,6 +194,10 @@ class ModelRuntime:
             name: [{"index": r.index, **r.address, "alive": self._alive(r), "restarts": r.restarts} for r in reps]
             for name, reps in self._replicas.items()
         }
+
+    def restart_counts(self) -> dict[str, int]:
+        """Replica restarts per served model in this run (summary.json and MLflow report them)."""
+        return {name: sum(r.restarts for r in reps) for name, reps in self._replicas.items()}
 
     def replica_actors(self, model_name: str) -> list[Any]:
         return [r.actor for r in self._replicas.get(model_name, [])]

@@ -4,6 +4,8 @@ Bounded in-flight units per worker and per model (so every model replica sees la
 batches without drowning), requeue of the units of a dead worker, `infra_error` and `timeout` (a
 wall-clock expiry) retried up to `max_attempts` and never recorded as a result, a stop at the first
 `config_error` (the endpoint refuses the configuration), a progress bar, and a clean stop on Ctrl-C.
+After an `infra_error` the model's replicas are checked and restarted off the scheduling loop (a
+vLLM restart takes about a minute): that model's units wait, every other model keeps running.
 Units go out in one `submit` call per worker and come back through one long-polling `collect`
 per worker: an actor call per episode cost a measurable share of the sweep (bench/scheduler.py).
 No benchmark name appears here.
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +94,9 @@ class Scheduler:
         self.on_infra_error = on_infra_error
         self.progress = progress
         self.log = log
+        # model -> its replicas being checked/restarted in the background (its units wait meanwhile)
+        self._healing: dict[str, Future] = {}
+        self._heal_pool: ThreadPoolExecutor | None = None
 
     def _pick_worker(self, load: list[int]) -> int | None:
         best = min(range(len(load)), key=load.__getitem__)
@@ -116,6 +123,7 @@ class Scheduler:
                     if finished:
                         self._record(finished, stats, start)
                     break
+                self._finish_heals()
                 pending = self._lease(pending, in_flight, worker_load, model_load)
                 # Record only after the freed slots are leased again: the workers never wait on
                 # the driver's bookkeeping.
@@ -123,6 +131,8 @@ class Scheduler:
                     self._record(finished, stats, start)
                     finished = []
                 if not in_flight:
+                    if self._healing:  # only units of a healing model are left: wait for it
+                        wait_futures(list(self._healing.values()), timeout=1.0, return_when=FIRST_COMPLETED)
                     continue
                 ready, _ = ray.wait(list(polls), num_returns=1, timeout=1.0)
                 for ref in ready:
@@ -153,11 +163,7 @@ class Scheduler:
                             self._retry(lease, pending, stats, result.error or "timeout", result)
                             continue
                         if result.termination == TerminationReason.INFRA_ERROR:
-                            if self.on_infra_error is not None:
-                                endpoints = self.on_infra_error(lease.unit.model)
-                                if endpoints:
-                                    for worker in self.workers:
-                                        worker.update_endpoints.remote(endpoints)
+                            self._start_heal(lease.unit.model)
                             self._retry(lease, pending, stats, result.error or "infra_error", result)
                             continue
                         result.attempts = lease.attempts
@@ -173,8 +179,36 @@ class Scheduler:
             )
         for ref in polls:
             ray.cancel(ref)
+        if self._heal_pool is not None:
+            self._heal_pool.shutdown(wait=True, cancel_futures=True)  # a restart under way completes
+            self._heal_pool = None
+            self._healing.clear()
         stats.wall_s = time.monotonic() - start
         return stats
+
+    def _start_heal(self, model: str) -> None:
+        """Check (and restart) the model's replicas in the background, once at a time per model."""
+        if self.on_infra_error is None or model in self._healing:
+            return
+        if self._heal_pool is None:
+            self._heal_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="toolsweep-heal")
+        self._healing[model] = self._heal_pool.submit(self.on_infra_error, model)
+
+    def _finish_heals(self) -> None:
+        """Hand the workers the endpoints of models whose check finished; their units lease again."""
+        for model, future in list(self._healing.items()):
+            if not future.done():
+                continue
+            del self._healing[model]
+            try:
+                endpoints = future.result()
+            except Exception as exc:  # noqa: BLE001 - its units are retried (and given up after max_attempts)
+                self.log(f"model {model}: checking or restarting its replicas failed ({type(exc).__name__}: "
+                         f"{str(exc)[:300]}); its units are retried")
+                continue
+            if endpoints:
+                for worker in self.workers:
+                    worker.update_endpoints.remote(endpoints)
 
     @staticmethod
     def _release(lease: _Lease, worker_load: list[int], model_load: Counter) -> None:
@@ -196,7 +230,7 @@ class Scheduler:
         while pending:
             unit, attempts = pending.popleft()
             cap = self.per_model.get(unit.model)
-            if cap is not None and model_load[unit.model] >= cap:
+            if unit.model in self._healing or (cap is not None and model_load[unit.model] >= cap):
                 waiting.append((unit, attempts))
                 continue
             w = self._pick_worker(worker_load)
