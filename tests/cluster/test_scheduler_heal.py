@@ -107,3 +107,11 @@ def test_a_restart_runs_beside_the_loop_and_holds_only_its_models_units(ray_loca
         # no unit of model a went out while its restart was under way
         assert not [t for m, t, _ in submits if m == "a" and began + 0.2 < t < ended - 0.2]
     assert stats.requeued >= 4  # the failed attempts were retried, never recorded
+
+
+def test_replica_restarts_are_reported_per_model_on_the_sweeps_run():
+    from toolsweep.cluster.driver import _infrastructure_metrics
+
+    metrics = _infrastructure_metrics({"replica_restarts_by_model": {"qwen": 2, "judge": 0},
+                                       "units_in_failures_jsonl": 0})
+    assert metrics["infra/qwen/replica_restarts"] == 2.0 and metrics["infra/judge/replica_restarts"] == 0.0

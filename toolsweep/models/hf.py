@@ -29,31 +29,35 @@ from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall,
 from toolsweep.models.client import ChatResponse
 from toolsweep.models.config import HFModelConfig
 
-_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)\Z", re.DOTALL)
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
 
 
 def parse_hermes(text: str) -> tuple[str | None, list[ToolCall]]:
-    """Split generated text into content and Hermes tool calls.
+    """Split generated text into content and Hermes tool calls, by the rules of vLLM's `hermes` parser,
+    so a model's text gives the same messages through this backend and through a vLLM server:
 
-    Like vLLM's hermes parser: if any `<tool_call>` block is not valid JSON with a name, the whole
-    text stays content and there are no tool calls (the environment then judges the text).
+    - every `<tool_call>` block (the last may be unterminated) must be a JSON object with a string
+      `name` and an `arguments` key (not `parameters`); otherwise the whole text stays content and
+      there are no tool calls (the environment then judges the text);
+    - `arguments` is re-encoded as JSON whatever it is (a string stays a JSON string, which the agent
+      then finds is not an object);
+    - the content is the text before the first `<tool_call>`, as it is, or None when empty.
     """
     if "<tool_call>" not in text:
         return text, []
     calls: list[ToolCall] = []
     for match in _TOOL_CALL.finditer(text):
-        raw = (match.group(1) if match.group(1) is not None else match.group(2) or "").strip()
+        raw = match.group(1) if match.group(1) else (match.group(2) or "")
         try:
             obj = json.loads(raw)
-            name = obj["name"]
-            args = obj.get("arguments", obj.get("parameters", {}))
-        except (ValueError, KeyError, TypeError, AttributeError):
+            name, args = obj["name"], obj["arguments"]
+        except (ValueError, KeyError, TypeError, IndexError):
             return text, []
         if not isinstance(name, str):
             return text, []
-        arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        arguments = json.dumps(args, ensure_ascii=False)
         calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:24]}", function=FunctionCall(name=name, arguments=arguments)))
-    content = text[: text.index("<tool_call>")].strip()
+    content = text[: text.index("<tool_call>")]
     return (content or None), calls
 
 
