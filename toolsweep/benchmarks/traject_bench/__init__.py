@@ -91,6 +91,11 @@ class TrajectBench(Benchmark):
             "tool is rebuilt from the gold calls and flagged): 'include' runs them and reports their share "
             "(`uses_synthesized_tool`); 'exclude' leaves them out.")
         breakdowns: bool = Field(True, description="Per-domain and per-length metrics.")
+        judge: str = Field(
+            "proxy", pattern=r"^(proxy|llm:\S+)$",
+            description="'proxy': Acc and Traj-Satisfy by their deterministic proxies only. 'llm:<name>': a served "
+            "model of the sweep (under `helpers:`; the paper used Claude-4) also judges them, at temperature 0, "
+            "as acc_llm and traj_satisfy_llm (judge.py), with their agreement with the proxies.")
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -171,7 +176,14 @@ class TrajectBench(Benchmark):
         task = self.dataset.task_by_id.get(task_id)
         if task is None or task.split != spec.split:
             raise KeyError(f"traject_bench: task {task_id!r} is not in setting {setting!r}")
-        return TrajectEnv(self.ctx, task, spec, seed)
+        return TrajectEnv(self.ctx, task, spec, seed, judge=self.judge_model is not None)
+
+    @property
+    def judge_model(self) -> str | None:
+        return self.options.judge.split(":", 1)[1] if self.options.judge != "proxy" else None
+
+    def helper_models(self) -> dict[str, str]:
+        return {"judge": self.judge_model} if self.judge_model else {}
 
     def max_turns(self, setting: str) -> int:
         spec = self.spec(setting)
@@ -253,6 +265,17 @@ class TrajectBench(Benchmark):
                        description="Share of executed calls with no recorded response"),
             MetricSpec(name="n_pred_calls", higher_is_better=False, description="Predicted calls per episode"),
         ]
+        if self.judge_model:
+            out += [
+                MetricSpec(name="acc_llm", description="Acc as the LLM judge decides it (paper §4.1)"),
+                MetricSpec(name="traj_satisfy_llm", description="Traj-Satisfy, 0-10, as the LLM judge scores it "
+                           "(rubric bands; query and predicted tools only, no gold)"),
+                MetricSpec(name="acc_agreement", description="Share of episodes where the judge's Acc equals the proxy's"),
+                MetricSpec(name="traj_satisfy_abs_diff", higher_is_better=False,
+                           description="Mean |judge - proxy| Traj-Satisfy per episode"),
+                MetricSpec(name="judge_unreadable", higher_is_better=False,
+                           description="Judge replies without a readable verdict per episode (scored as no match / 0)"),
+            ]
         if seq is None or seq:
             out += [
                 MetricSpec(name="order_lcs", description="LCS of predicted and gold tool order / |gold| (sequential)"),

@@ -41,7 +41,8 @@ from toolsweep.benchmarks.traject_bench.replay import (
     placeholder_target,
 )
 from toolsweep.benchmarks.traject_bench.retrieval import ToolRetriever
-from toolsweep.evaluator.types import Message, Observation, TerminationReason, stable_seed
+from toolsweep.benchmarks.traject_bench import judge as llm_judge
+from toolsweep.evaluator.types import Consult, Message, Observation, TerminationReason, stable_seed
 
 POOLS = ("domain", "all", "retrieval", "retrieval-all", "fixed-k")
 METHODS = ("direct", "cot", "native", "react-domain", "react-static", "react-dynamic")
@@ -281,8 +282,13 @@ def react_thought(text: str) -> str:
 class TrajectEnv:
     """One episode of one task under one setting."""
 
-    def __init__(self, ctx: Context, task: Task, spec: SettingSpec, seed: int) -> None:
+    def __init__(self, ctx: Context, task: Task, spec: SettingSpec, seed: int, *, judge: bool = False) -> None:
         self.ctx = ctx
+        # `judge`: Acc and Traj-Satisfy are also asked of the sweep's "judge" helper model (judge.py)
+        self.judge = judge
+        self.judged: dict[str, float] = {}
+        self._consults: list[tuple[list[Message], Any]] = []
+        self._final: Observation | None = None
         self.task = task
         self.spec = spec
         self.seed = seed
@@ -400,7 +406,53 @@ class TrajectEnv:
 
     def _end(self, reason: TerminationReason, messages: list[Message] | None = None, **info: Any) -> Observation:
         self.done = True
-        return Observation(messages=messages or [], done=True, termination=reason, info=self._info("end", **info))
+        final = Observation(messages=messages or [], done=True, termination=reason, info=self._info("end", **info))
+        return self._judge_then(final) if self.judge else final
+
+    # -- the LLM judge (judge.py) --------------------------------------------------------------------
+    def _judge_then(self, final: Observation) -> Observation:
+        """Ask the judge for Acc and Traj-Satisfy, then end with `final`. An outcome that needs no
+        judge is decided here: no answer matches only an empty gold answer; no call scores 0."""
+        gold, answer = self.task.final_answer or "", self.final_answer or ""
+        if answer.strip():
+            self._consults.append((llm_judge.acc_messages(self.task.query, gold, answer), self._on_acc))
+        else:
+            self.judged["acc_llm"] = float(not gold.strip())
+        if self.pred:
+            ds = self.ctx.dataset
+            calls = [(c.name, ds.tool_def(c.name, self.task.domain).description if c.name in ds.catalog
+                      else "(no such tool)") for c in self.pred]
+            self._consults.append((llm_judge.traj_messages(self.task.query, calls), self._on_traj))
+        else:
+            self.judged["traj_satisfy_llm"] = 0.0
+        self.judged["judge_unreadable"] = 0.0
+        self._final = final
+        return self._next_consult()
+
+    def _next_consult(self) -> Observation:
+        if self._consults:
+            return Observation(consult=Consult(role="judge", messages=self._consults[0][0]), info={"consult": "judge"})
+        final, self._final = self._final, None
+        return final if final is not None else Observation(done=True, termination=TerminationReason.ANSWERED)
+
+    def consult_reply(self, role: str, reply: Message) -> Observation:
+        if role != "judge" or not self._consults:
+            raise RuntimeError(f"traject_bench received a {role!r} reply it did not ask for")
+        _, handle = self._consults.pop(0)
+        handle(reply.text())
+        return self._next_consult()
+
+    def _on_acc(self, text: str) -> None:
+        verdict = llm_judge.parse_acc_verdict(text)
+        if verdict is None:
+            self.judged["judge_unreadable"] += 1
+        self.judged["acc_llm"] = float(bool(verdict))
+
+    def _on_traj(self, text: str) -> None:
+        score = llm_judge.parse_traj_score(text)
+        if score is None:
+            self.judged["judge_unreadable"] += 1
+        self.judged["traj_satisfy_llm"] = score if score is not None else 0.0  # the rubric's scorer: 0
 
     def _info(self, phase: str, **extra: Any) -> dict[str, Any]:
         return {"phase": phase, "turn": self.turns, **extra}
@@ -494,6 +546,10 @@ class TrajectEnv:
             self.task, self.pred, self.final_answer, self.retrieved, paper_compat=self.ctx.paper_compat
         )
         out["format_errors"] = float(self.format_errors)
+        if self.judge and self.judged:
+            out.update(self.judged)
+            out["acc_agreement"] = float(out["acc_llm"] == out["acc"])
+            out["traj_satisfy_abs_diff"] = abs(out["traj_satisfy_llm"] - out["traj_satisfy_proxy"])
         cat = self.ctx.dataset.catalog
         out["uses_synthesized_tool"] = float(any(cat[c.name].synthesized for c in self.task.calls))
         out["replay_miss"] = (

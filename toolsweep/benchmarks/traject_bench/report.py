@@ -20,6 +20,15 @@ if TYPE_CHECKING:
 COLS = (("em", "EM"), ("inclusion", "Inclusion"), ("usage", "Usage"),
         ("traj_satisfy_proxy", "Traj-Satisfy*"), ("acc", "Acc"))  # fmt: skip
 
+JUDGED_COLS = (("em", "EM"), ("inclusion", "Inclusion"), ("usage", "Usage"),
+               ("traj_satisfy_llm", "Traj-Satisfy"), ("acc_llm", "Acc"))  # fmt: skip
+
+JUDGED_NOTE = (
+    "Traj-Satisfy and Acc by the LLM judge the sweep serves (option judge: llm:<model>; the paper used "
+    "Claude-4); their agreement with the deterministic proxies is in the judge table. Tools are replayed "
+    "from the release's recordings; retrieval is BM25 (the paper's dense retrievers need weights)."
+)
+
 NOTE = (
     "Traj-Satisfy* and Acc are deterministic proxies of the paper's LLM judges (gold-informed "
     "0-10 score; recall of the gold answer's tool facts >= 0.8). Tools are replayed from the "
@@ -49,9 +58,11 @@ def build_tables(bench: TrajectBench, cells: list[dict[str, Any]]) -> list[Repor
         if c["model"] not in models:
             models.append(c["model"])
     tables: list[ReportTable] = []
+    judged = bench.judge_model is not None
+    cols, note = (JUDGED_COLS, JUDGED_NOTE) if judged else (COLS, NOTE)
     for (pool, method), group in sorted(by.items()):
         rr = pool.startswith("retrieval") or method in ("react-static", "react-dynamic")
-        par_cols = [*COLS, ("retrieval_rate", "RR")] if rr else list(COLS)
+        par_cols = [*cols, ("retrieval_rate", "RR")] if rr else list(cols)
         if any(k.endswith("\x00par-simple") or k.endswith("\x00par-hard") for k in group):
             rows = []
             for m in models:
@@ -64,7 +75,7 @@ def build_tables(bench: TrajectBench, cells: list[dict[str, Any]]) -> list[Repor
                     title=f"TRAJECT-Bench parallel, pool={pool}, method={method} (layout of the paper's Table 2)",
                     columns=["Model", *[f"S-{n}" for _, n in par_cols], *[f"H-{n}" for _, n in par_cols]],
                     rows=rows,
-                    note=NOTE,
+                    note=note,
                 )
             )
         if any(k.endswith("\x00seq") for k in group):
@@ -75,9 +86,11 @@ def build_tables(bench: TrajectBench, cells: list[dict[str, Any]]) -> list[Repor
                     title=f"TRAJECT-Bench sequential, pool={pool}, method={method} (layout of the paper's Table 3)",
                     columns=["Model", *[n for _, n in seq_cols]],
                     rows=rows,
-                    note=NOTE,
+                    note=note,
                 )
             )
+    if judged and mine:
+        tables.append(judge_table(mine, bench.judge_model or ""))
     domains = list(bench.ctx.breakdown_domains)
     if domains and mine:
         rows = []
@@ -103,3 +116,24 @@ def build_tables(bench: TrajectBench, cells: list[dict[str, Any]]) -> list[Repor
             )
         )
     return tables
+
+
+def judge_table(cells: list[dict[str, Any]], judge: str) -> ReportTable:
+    """The LLM judge against the deterministic proxies, per cell (as APB's judge table does)."""
+    rows = []
+    for c in cells:
+        agree = _v(c, "acc_agreement")
+        rows.append([
+            c["model"], c["setting"], c.get("n"),
+            _v(c, "acc_llm"), _v(c, "acc"), None if agree is None else round(100 * agree, 1),
+            _v(c, "traj_satisfy_llm"), _v(c, "traj_satisfy_proxy"), _v(c, "traj_satisfy_abs_diff"),
+            _v(c, "judge_unreadable"),
+        ])
+    return ReportTable(
+        title=f"TRAJECT-Bench LLM judge ({judge}) against the deterministic proxies",
+        columns=["Model", "Setting", "n", "Acc judge", "Acc proxy", "Acc agreement %", "Traj-Sat judge",
+                 "Traj-Sat proxy", "mean |judge - proxy|", "unreadable / episode"],
+        rows=rows,
+        note="Acc agreement: share of episodes where the judge and the proxy decide Acc alike. The proxy "
+             "Traj-Satisfy sees the gold trajectory; the judge, as in the paper, only the query and the prediction.",
+    )
