@@ -86,12 +86,18 @@ def phase_offline(cfg: VLLMModelConfig, prompts: list[dict[str, Any]], max_token
     }
 
 
+FIRST_TURN = {"first_turn": "first_turn:FirstTurn"}
+
+
 def phase_run_sweep(model_config: str, bench_name: str, options: dict[str, Any], setting: str, episodes: int,
                     max_tokens: int, in_flight: int | None, work: Path) -> dict[str, Any]:
     """(b) and (c): `episodes` first turns through run_sweep; `in_flight` caps the model (None: its own cap)."""
     import yaml
 
     from toolsweep.cluster.config import SweepConfig
+    from toolsweep.evaluator.registry import register_benchmark
+
+    register_benchmark(*next(iter(FIRST_TURN.items())))  # the driver validates the config against it
     from toolsweep.cluster.driver import run_sweep
 
     model = yaml.safe_load(Path(model_config).read_text())
@@ -107,8 +113,7 @@ def phase_run_sweep(model_config: str, bench_name: str, options: dict[str, Any],
         "concurrency": {"workers": 1, "episodes_per_worker": max(episodes, 1)},
         "output_dir": str(work), "mlflow": False, "preflight": False, "budget_check": "off",
     })
-    outcome = run_sweep(config, progress=False, extra_benchmarks={"first_turn": "first_turn:FirstTurn"},
-                        log=lambda m: None)
+    outcome = run_sweep(config, progress=False, extra_benchmarks=FIRST_TURN, log=lambda m: None)
     rows = outcome.run_dir.read_table(columns=["completion_tokens", "prompt_tokens", "termination"]).to_pylist()
     return {
         "wall_s": outcome.wall_s,

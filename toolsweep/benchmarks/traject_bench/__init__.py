@@ -58,7 +58,7 @@ _contexts: dict[tuple[str, bool], Context] = {}
 
 class TrajectBench(Benchmark):
     name: ClassVar[str] = "traject_bench"
-    version: ClassVar[str] = "1.1"
+    version: ClassVar[str] = "1.2"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -113,7 +113,7 @@ class TrajectBench(Benchmark):
             ctx = Context(
                 dataset=ds,
                 replayer=Replayer(ds),
-                retriever=ToolRetriever({n: t.description for n, t in ds.catalog.items()}),
+                retriever=ToolRetriever(lambda name, domain, ds=ds: ds.tool_def(name, domain).description),
                 paper_compat=o.paper_compat,
                 breakdown_domains=tuple(ds.domains) if o.breakdowns else (),
                 breakdown_lengths=tuple(lengths) if o.breakdowns else (),

@@ -330,7 +330,7 @@ class TrajectEnv:
 
     def _initial_pool(self) -> tuple[str, ...]:
         if self.spec.pool in RETRIEVAL_POOLS:
-            return tuple(self.ctx.retriever.retrieve(self.task.query, self.base_pool, self.spec.k))
+            return tuple(self.ctx.retriever.retrieve(self.task.query, self.base_pool, self.spec.k, self.task.domain))
         return self.base_pool
 
     def visible(self, names: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
@@ -534,7 +534,7 @@ class TrajectEnv:
             return self._end(TerminationReason.MAX_TURNS, [Message(role="user", content=obs_text)], **info)
         if self.spec.method == "react-dynamic":
             q = react_thought(text) or self.task.query
-            self.pool = tuple(self.ctx.retriever.retrieve(q, self.base_pool, self.spec.k))
+            self.pool = tuple(self.ctx.retriever.retrieve(q, self.base_pool, self.spec.k, self.task.domain))
             self.retrieved |= set(self.pool)
             obs_text += "\n\n" + REACT_TOOLS_UPDATE.format(tools=self.rendered_pool())
         return Observation(messages=[Message(role="user", content=obs_text)], info=self._info("react", **info))

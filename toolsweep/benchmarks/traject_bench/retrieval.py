@@ -13,7 +13,7 @@ import math
 import re
 import threading
 from collections import Counter
-from typing import Sequence
+from typing import Callable, Sequence
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -67,30 +67,34 @@ class BM25:
 
 
 class ToolRetriever:
-    """One BM25 index per tool pool, built on first use and shared by all episodes of a process."""
+    """One BM25 index per (domain, tool pool), built on first use and shared by all episodes of a
+    process. A tool is indexed as the task's own domain describes it (`describe(name, domain)`), so a
+    task's retrieval never depends on which other domains are loaded."""
 
-    def __init__(self, describe: dict[str, str]) -> None:
+    def __init__(self, describe: Callable[[str, str | None], str]) -> None:
         self._describe = describe
-        self._indexes: dict[tuple[str, ...], BM25] = {}
-        self._results: dict[tuple[tuple[str, ...], str, int], list[str]] = {}
+        self._indexes: dict[tuple[str | None, tuple[str, ...]], BM25] = {}
+        self._results: dict[tuple[str | None, tuple[str, ...], str, int], list[str]] = {}
         self._lock = threading.Lock()
 
-    def _index(self, pool: tuple[str, ...]) -> BM25:
-        idx = self._indexes.get(pool)
+    def _index(self, pool: tuple[str, ...], domain: str | None) -> BM25:
+        key = (domain, pool)
+        idx = self._indexes.get(key)
         if idx is None:
             with self._lock:
-                idx = self._indexes.get(pool)
+                idx = self._indexes.get(key)
                 if idx is None:
-                    idx = BM25([f"{n} {self._describe.get(n, '')}" for n in pool])
-                    self._indexes[pool] = idx
+                    idx = BM25([f"{n} {self._describe(n, domain)}" for n in pool])
+                    self._indexes[key] = idx
         return idx
 
-    def retrieve(self, query: str, pool: tuple[str, ...], k: int) -> list[str]:
-        """Top-k tool names of `pool` for `query` (results cached: every model sees the same)."""
-        key = (pool, query, k)
+    def retrieve(self, query: str, pool: tuple[str, ...], k: int, domain: str | None = None) -> list[str]:
+        """Top-k tool names of `pool` for `query`, as a task of `domain` sees the tools (results
+        cached: every model sees the same)."""
+        key = (domain, pool, query, k)
         got = self._results.get(key)
         if got is None:
-            got = [pool[i] for i in self._index(pool).top_k(query, k)]
+            got = [pool[i] for i in self._index(pool, domain).top_k(query, k)]
             if len(self._results) < 100_000:
                 self._results[key] = got
         return list(got)
