@@ -63,7 +63,7 @@ def parse_setting(setting: str) -> tuple[int, str, str]:
 
 class ToolMaze(Benchmark):
     name: ClassVar[str] = "toolmaze"
-    version: ClassVar[str] = "1.1.0"
+    version: ClassVar[str] = "1.2.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")

@@ -42,6 +42,8 @@ TASKS_PER_LEVEL = 100
 LEVELS = (1, 2, 3, 4)
 _DOMAIN_OFFSET = {1: 0, 2: 2, 3: 4, 4: 0}  # spec §3.2 step 1
 _MAX_ATTEMPTS = 1000
+C2_N_ATTEMPTS = 300
+"""Attempts a C2 task spends looking for the N it drew before settling for N = 2."""
 _TOL = 1e-2
 
 # A binding: ("user", slot) | ("edge", src_tool, field_path) | ("free", src_tool, field_path)
@@ -203,6 +205,7 @@ class _Ctx:
     rng: random.Random
     usage: Counter
     used: set[str] = field(default_factory=set)
+    attempt: int = 0
 
     @property
     def pool(self) -> list[Tool]:
@@ -284,9 +287,10 @@ def _single(ctx: _Ctx, t: Tool, lane: str = "main") -> Position:
     return Position(lane, "single", ((t.name,),), None, t.intent, t.primary.type)
 
 
-def _group_pos(ctx: _Ctx, t: Tool, lane: str = "main") -> Position:
+def _group_pos(ctx: _Ctx, t: Tool, lane: str = "main", size: int | None = None) -> Position:
+    """A 1-to-N group of `size` members of t's family (default: 2 or 3, as many as it has)."""
     fam = ctx.corpus.family_of(t.name)
-    n = min(len(fam.members), ctx.rng.choice((2, 3)))
+    n = min(len(fam.members), size or ctx.rng.choice((2, 3)))
     members = [fam.members[0]] + ctx.rng.sample(list(fam.members[1:]), n - 1)
     for m in members:
         ctx.used.add(m)
@@ -294,7 +298,7 @@ def _group_pos(ctx: _Ctx, t: Tool, lane: str = "main") -> Position:
                     t.primary.type)
 
 
-def _chain(ctx: _Ctx, length: int, group_at: int | None) -> list[Position]:
+def _chain(ctx: _Ctx, length: int, group_at: int | None, group_size: int | None = None) -> list[Position]:
     positions: list[Position] = []
     prev: Tool | None = None
     available: set[str] = set()
@@ -302,8 +306,10 @@ def _chain(ctx: _Ctx, length: int, group_at: int | None) -> list[Position]:
         cat = SOURCE if i == 0 else ACTION if i == length - 1 else PROCESSOR
         cands = _chain_candidates(ctx, cat, prev, available, need_group=(i == group_at),
                                   root_domain_only=(i == 0))
+        if i == group_at and group_size:
+            cands = [t for t in cands if len(ctx.corpus.family_of(t.name).members) >= group_size]
         t = ctx.pick(cands, key=lambda x: x.name)
-        positions.append(_group_pos(ctx, t) if i == group_at else _single(ctx, t))
+        positions.append(_group_pos(ctx, t, size=group_size) if i == group_at else _single(ctx, t))
         available |= set(t.out_types)
         prev = t
     return positions
@@ -398,8 +404,13 @@ def _skeleton(ctx: _Ctx, level: int) -> list[Position]:
     if level == 1:
         return _chain(ctx, rng.choices((3, 4, 5), weights=(3, 4, 3))[0], None)
     if level == 2:
+        # |S| = N in {2, 3} (spec §2.1): the task's N is drawn first and its group sought among
+        # the families that large (the corpus has few 3-provider families, so a task whose domain
+        # offers none falls back to N = 2 after C2_N_ATTEMPTS tries)
         length = rng.choices((3, 4, 5), weights=(3, 4, 3))[0]
-        return _chain(ctx, length, rng.randrange(length))
+        group_at = rng.randrange(length)
+        want = rng.choice((2, 3)) if ctx.attempt < C2_N_ATTEMPTS else 2
+        return _chain(ctx, length, group_at, want)
     groups = [g for g in ctx.corpus.m2m.values() if g.domain == ctx.domain]
     if level == 3:
         g = ctx.pick(groups, key=lambda g: g.group_id)
@@ -663,7 +674,7 @@ def _build_task(corpus: Corpus, world: World, sim: Simulator, level: int, index:
     domain = DOMAINS[(index - 1 + _DOMAIN_OFFSET[level]) % len(DOMAINS)]
     for attempt in range(_MAX_ATTEMPTS):
         rng = random.Random(seeded_int(dataset_seed, "shape", task_id, attempt))
-        ctx = _Ctx(corpus, world, sim, domain, rng, usage)
+        ctx = _Ctx(corpus, world, sim, domain, rng, usage, attempt=attempt)
         try:
             positions = _skeleton(ctx, level)
             tool_set = frozenset(t for p in positions for t in p.tools)
