@@ -91,6 +91,16 @@ def test_step_count_distribution_matches_tab10(ds):
     assert len(calls) == b["meta"]["L"] + 1 and calls[-1]["tool_calls"][0]["function"]["name"] == FINISH
 
 
+def test_cases_list_as_many_tools_as_the_papers(ds):
+    """App. B.1: the augmented cases average 9.4 tools (Finish, the protocol's terminal, not counted);
+    each still has an unneeded tool (the forbid_tool constraint and extraneous-tool checks use one)."""
+    tools = [[t for t in b["tools"] if t["name"] != FINISH] for b in ds.bases]
+    assert abs(statistics.mean(len(t) for t in tools) - 9.4) <= 0.1
+    assert all(any(t["hidden"].get("neutral") for t in ts) for ts in tools)
+    used = [len({n["tool"] for n in b["reference"]["nodes"]}) for b in ds.bases]
+    assert statistics.mean(len(t) for t in tools) - statistics.mean(used) < 2.0  # most listed tools are needed
+
+
 def test_every_base_passes_the_generation_quality_checks(ds):
     bad = {b["base_id"]: quality_problems(b) for b in ds.bases if quality_problems(b)}
     assert bad == {}
@@ -238,7 +248,7 @@ def test_benchmark_interface(bench):
     with pytest.raises(KeyError, match="no task"):
         bench.make_env("nope", "holistic", 0)
     fp = bench.fingerprint()
-    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-2" and len(fp["cases_sha256"]) == 64
+    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-3" and len(fp["cases_sha256"]) == 64
     assert all(t.startswith("apb-g0-holistic-") for t in bench.tasks("holistic"))  # ids carry the generation seed
     exploits = {e.name for e in bench.exploit_policies()}
     assert set(bench.scripted_policies()) == {"oracle", "always_refuse", "random"} | exploits

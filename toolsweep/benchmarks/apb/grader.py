@@ -1,4 +1,4 @@
-"""The deterministic grader (`grader_version=apb-rule-2`, spec §6): output parsing, holistic
+"""The deterministic grader (`grader_version=apb-rule-3`, spec §6): output parsing, holistic
 alignment by max-weight matching, step-wise checks, the E1–E6 flags, the 0–1 plan grade, the
 5-way Tool-Broken classifier, the unsolvable refusal judge and plan cost.
 
@@ -19,7 +19,7 @@ from typing import Any
 from toolsweep.benchmarks.apb import plans
 from toolsweep.benchmarks.apb.tools import FINISH, VAGUE
 
-GRADER_VERSION = "apb-rule-2"
+GRADER_VERSION = "apb-rule-3"
 FLAGS = ("E1", "E2", "E3", "E4", "E5", "E6")
 EPS = 1e-3
 
@@ -486,6 +486,43 @@ class PlanGrader:
             slot_of[min(cands, key=key)["id"]] = si
         return slot_of
 
+    def _resolved(self, slots, calls) -> dict[str, int]:
+        """The literal reading: each reference names the calls it says (`$Tool.field`: the most recent
+        call of Tool before this one, or every earlier call of it for a list input; "step i": call i),
+        and a call performs the node whose inputs are exactly those calls and whose arguments check
+        out. Fan-out plans that repeat identical chains per entity have one meaning under it."""
+        chain_names = frozenset(n for n, _ in calls)
+        slot_of: dict[str, int] = {}
+        for si, (pos, name, args, cov) in enumerate(slots):
+            if cov is not None or not isinstance(args, dict):
+                continue
+            lower = {str(k).casefold(): v for k, v in args.items()}
+            aligned, slot_call = self._slot_ctx(slots, slot_of)
+
+            def named(value: Any, many: bool) -> set[int]:
+                dollars, steps, _, _ = _tokens(str(value), chain_names)
+                out = {s - 1 for s in steps if 1 <= s <= pos}
+                for d in dollars:
+                    earlier = [i for i, (n, _) in enumerate(calls[:pos]) if n == d]
+                    out.update(earlier if many else earlier[-1:])
+                return out
+
+            def fits(n: dict[str, Any]) -> bool:
+                for q, spec in n["args"].items():
+                    srcs = plans.spec_sources(spec)
+                    if not srcs:
+                        continue
+                    if any(s not in aligned for s in srcs) or q.casefold() not in lower:
+                        return False
+                    if named(lower[q.casefold()], len(srcs) > 1) != {aligned[s] for s in srcs}:
+                        return False
+                return not self._pair_issues(slots, calls, si, n, aligned, slot_call)[0]
+
+            good = [n for n in self.nodes if n["id"] not in slot_of and name in self.names_for[n["id"]] and fits(n)]
+            if good:
+                slot_of[min(good, key=lambda n: self.rank[n["id"]])["id"]] = si
+        return slot_of
+
     def _matching(self, slots, calls, prev: dict[str, int]) -> dict[str, int]:
         """Max-weight bipartite matching (§6.2), argument checks taken against a previous reading."""
         aligned, slot_call = self._slot_ctx(slots, prev)
@@ -593,6 +630,15 @@ class PlanGrader:
                 break
             readings.append(nxt)
             prev = nxt
+        if first[0] or first[3]:
+            # the literal reading counts only when it makes the whole plan clean: it rescues a correct
+            # plan whose references the other readings misassign, never hides a missing step
+            literal = self._resolved(slots, calls)
+            required = {n["id"] for n in nodes if n["required"]}
+            if literal not in readings and required <= set(literal):
+                scored = self._score(slots, calls, literal)
+                if not scored[0] and not scored[3]:
+                    readings.append(literal)
         best = None
         for slot_of in readings:
             scored = self._score(slots, calls, slot_of)

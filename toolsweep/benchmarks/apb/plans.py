@@ -132,10 +132,29 @@ def assistant_call(thought: str, name: str, arguments: dict[str, Any]) -> dict[s
 
 # ----------------------------------------------------------------------------- holistic rendering
 
+def _dollar_reads_right(src_ids: list[str], positions: dict[str, int], names: dict[str, str],
+                       nodes: dict[str, dict[str, Any]], current: int) -> bool:
+    """Whether `$Tool.field` names exactly these sources from call `current`: a reader takes it as the
+    most recent call of that tool (several sources: every earlier call of it), so a tool called again
+    in between (parallel chains interleaved) makes it name another step."""
+    by_tool: dict[str, set[int]] = {}
+    for s in src_ids:
+        by_tool.setdefault(names.get(s, nodes[s]["tool"]), set()).add(positions[s])
+    for tool, wanted in by_tool.items():
+        earlier = {p for n, p in positions.items() if names.get(n) == tool and p < current}
+        if len(wanted) == 1:
+            if not earlier or max(earlier) != next(iter(wanted)):
+                return False
+        elif earlier != wanted:
+            return False
+    return True
+
+
 def describe_ref(src_ids: list[str], fields: list[str], nodes: dict[str, dict[str, Any]],
-                 positions: dict[str, int], names: dict[str, str], style: str) -> str:
-    """Describe where a dynamic value comes from: `$Tool.field` or "the output of step i"."""
-    if style == "dollar":
+                 positions: dict[str, int], names: dict[str, str], style: str, current: int | None = None) -> str:
+    """Describe where a dynamic value comes from: `$Tool.field` or "the output of step i". The dollar
+    form falls back to step numbers where it would name another call (see `_dollar_reads_right`)."""
+    if style == "dollar" and (current is None or _dollar_reads_right(src_ids, positions, names, nodes, current)):
         parts = []
         for s, f in zip(src_ids, fields):
             part = f"${names.get(s, nodes[s]['tool'])}.{f}"
@@ -184,7 +203,7 @@ def holistic_chain(
                 if all(s in covered for s in srcs):
                     continue
                 fields = [spec["field"]] if spec["kind"] == "ref" else spec["fields"]
-                desc[p] = describe_ref(srcs, fields, nodes, positions, names, style)
+                desc[p] = describe_ref(srcs, fields, nodes, positions, names, style, current=i)
             else:
                 desc[p] = spec["value"]
         reason = "; ".join(nodes[n]["nl"] for n in c["covers"])
