@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolsweep.evaluator import Benchmark, Message, MetricSpec, Observation, TerminationReason
-from toolsweep.evaluator.registry import get_benchmark
+from toolsweep.evaluator.registry import benchmark_class
 
 
 class OneTurnEnv:
@@ -49,7 +49,8 @@ class FirstTurn(Benchmark):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.inner = get_benchmark(self.options.inner, self.options.inner_options)
+        # its own instance: get_benchmark holds the registry's lock while this constructor runs
+        self.inner = benchmark_class(self.options.inner)(**self.options.inner_options)
         self.inner_tasks = self.inner.tasks(self.options.inner_setting)
 
     def settings(self) -> dict[str, dict[str, Any]]:
