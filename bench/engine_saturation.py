@@ -158,19 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(prompts)} prompts from {args.benchmark}/{args.setting}; model {cfg.name} ({cfg.path}), "
           f"max_tokens {args.max_tokens}, engine args {cfg.engine_args.model_dump(exclude_none=True)}", flush=True)
 
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, __file__, "--phase", "offline", "--prompts-file", f.name, "--model-config", args.model_config,
-         "--max-tokens", str(args.max_tokens)],
-        capture_output=True, text=True,
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        print(proc.stdout[-3000:], proc.stderr[-5000:], file=sys.stderr)
-        return 1
-    a = json.loads(lines[-1][7:])
-    print(f"(a) offline batch done ({time.perf_counter() - t0:.0f}s incl. engine start)", flush=True)
-
     # bench/ on the path of the driver and of the Ray workers it starts (they load first_turn from it)
     bench_dir = str(Path(__file__).resolve().parent)
     sys.path.insert(0, bench_dir)
@@ -193,6 +180,21 @@ def main(argv: list[str] | None = None) -> int:
     if b["terminations"] != ["answered"] or c["terminations"] != ["answered"]:
         print(f"episodes did not all answer: (b) {b['terminations']} (c) {c['terminations']}", file=sys.stderr)
         return 1
+
+    # (a) last, in its own process: nothing of the sweeps' engines is left to compete with it
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--phase", "offline", "--prompts-file", f.name, "--model-config", args.model_config,
+         "--max-tokens", str(args.max_tokens)],
+        capture_output=True, text=True,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        print(proc.stdout[-3000:], proc.stderr[-5000:], file=sys.stderr)
+        return 1
+    a = json.loads(lines[-1][7:])
+    print(f"(a) offline batch done ({time.perf_counter() - t0:.0f}s incl. engine start)", flush=True)
+
 
     rows = [("(a) offline batch", a), ("(b) run_sweep, all in flight", b), ("(c) run_sweep, one at a time", c)]
     print(f"\n{'mode':28} {'episodes':>8} {'prompt tok':>10} {'gen tok':>8} {'wall s':>8} {'gen tok/s':>10}")

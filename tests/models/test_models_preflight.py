@@ -145,3 +145,23 @@ def test_the_benchmark_probe_uses_the_environments_own_verdict():
         report = run_preflight(models, [("fake", ["small"])], probe_timeout_s=5)
     probe = next(r for r in report.results if r.probe == "fake/small")
     assert not probe.ok and probe.cause == "format"
+
+
+def test_the_preflight_closes_its_connections():
+    """Its event loop ends with it: a session left open is reported "Unclosed client session" at exit
+    (seen after a failed preflight)."""
+    import subprocess
+    import sys
+
+    with FakeOpenAIServer() as bad:
+        bad.default = broken_template_model
+        script = (
+            "from toolsweep.cluster.preflight import run_preflight\n"
+            "from toolsweep.models.config import OpenAIModelConfig\n"
+            f"m = OpenAIModelConfig(name='bad', base_url='{bad.base_url}', model='b', max_retries=0)\n"
+            "print(run_preflight([m], []).failed_models())\n"
+        )
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "['bad']" in done.stdout
+    assert "Unclosed" not in done.stderr, done.stderr[-2000:]

@@ -272,7 +272,12 @@ async def _run_model(model: Any, endpoint: Any, benchmarks: list[tuple[Benchmark
                 return env_verdict(env.step(message), before, env)
 
             jobs.append(_probe(model.name, name, policy(), list(obs.messages), obs.tools, judge, timeout_s, on_result))
-    return list(await asyncio.gather(*jobs))
+    try:
+        return list(await asyncio.gather(*jobs))
+    finally:
+        closer = getattr(client, "aclose", None)
+        if closer is not None:
+            await closer()  # this event loop's connections: the loop ends with the preflight
 
 
 def run_preflight(
