@@ -409,6 +409,7 @@ class ResultSink:
         self._queue: queue.Queue[bool] = queue.Queue()
         self._thread: threading.Thread | None = None
         self.mlflow_ok = mirror is not None
+        self.closed = False
 
     @property
     def known_unit_ids(self) -> set[str]:
@@ -459,7 +460,11 @@ class ResultSink:
                 self._mirror_failed(exc)
 
     def close(self, final_summaries: list[dict[str, Any]] | None, status: str = "FINISHED") -> None:
-        """Flush the run directory; log final numbers and artifacts to MLflow if it is reachable."""
+        """Flush the run directory; log final numbers and artifacts to MLflow if it is reachable.
+        A second call does nothing (the driver closes a sink that an error left open)."""
+        if self.closed:
+            return
+        self.closed = True
         self.writer.close()
         if self._thread is not None:
             self._queue.put(True)

@@ -1,7 +1,14 @@
-"""The driver: validate, connect to (or start) Ray, run the sweep, summarise, report.
+"""The driver: a sweep in four phases (`run_sweep` reads as them).
 
-Order matters: the config and every benchmark, setting and policy are checked before Ray starts or
-any model is loaded, so a typo costs a second, not a cluster start.
+1. plan (`plan_sweep`): the config and every benchmark, setting and policy checked, the units
+   expanded, the run directory and the token budgets checked, before Ray starts or any model loads,
+   so a typo costs a second, not a cluster start; a run with nothing to do ends here;
+2. provision (`provisioned`): Ray, the model servers, the preflight, the manifest;
+3. run (`rollout_workers`, `result_sink`, `run_units`): workers, the run directory and MLflow
+   mirror, the scheduler;
+4. finish (`finish`): summary.json, report.html and plots, the final MLflow state.
+
+Each phase that starts something stops it on the way out, in reverse order, whatever happens.
 """
 
 from __future__ import annotations
@@ -16,10 +23,11 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
 from toolsweep.evaluator.protocols import MetricSpec
@@ -331,119 +339,207 @@ def run_sweep(
     log: Log = _stderr,
     extra_benchmarks: dict[str, str] | None = None,
 ) -> RunOutcome:
-    """Run (or resume) a sweep end to end and return what happened."""
-    import ray
-    from toolsweep.cluster.progress import make_progress
+    """Run (or resume, or grow) a sweep end to end, as four phases: plan (no resources), provision (Ray,
+    model servers, preflight, manifest), run (rollout workers, result sink, scheduler), finish (summary,
+    report, MLflow). Everything a phase starts is stopped on the way out, whatever happens."""
+    planned = plan_sweep(config, log, extra_benchmarks)
+    if isinstance(planned, RunOutcome):
+        return planned
+    with provisioned(planned, log) as models:
+        todo = planned.todo()
+        with rollout_workers(planned, models, todo, log) as scheduler:
+            # the MLflow mirror opens while the workers build their benchmarks: both take seconds
+            with result_sink(planned, log) as sink:
+                stats, skipped = run_units(planned, scheduler, sink, todo, progress, log)
+                return finish(planned, models, sink, stats, skipped)
 
-    from toolsweep.actors.result_sink import ResultSink
-    from toolsweep.cluster.models_runtime import ModelRuntime
 
+@dataclass
+class SweepPlan:
+    """What a sweep will do, decided before any resource is taken."""
+
+    config: SweepConfig
+    plans: list[Any]
+    benchmarks: dict[str, Any]
+    units: list[Any]
+    fingerprints: dict[str, Any]
+    run_dir: RunDirectory
+    extra_benchmarks: dict[str, str]
+    unit_ids: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.unit_ids = {u.unit_id for u in self.units}
+
+    def todo(self) -> list[Any]:
+        """The units the run directory has not recorded yet."""
+        done = self.run_dir.finished_unit_ids() if self.run_dir.exists() else set()
+        return [u for u in self.units if u.unit_id not in done]
+
+
+def plan_sweep(config: SweepConfig, log: Log = _stderr,
+               extra_benchmarks: dict[str, str] | None = None) -> SweepPlan | RunOutcome:
+    """Phase 1, no Ray and no engine: validate every benchmark, setting and policy, expand the units,
+    check that the run directory can take them and that the token budgets fit. A run with nothing to
+    do ends here, with its outcome."""
+    from toolsweep.cluster.plan import check_budgets
     from toolsweep.evaluator.registry import extra_benchmarks as registered_extras
 
-    extra_benchmarks = {**registered_extras(), **(extra_benchmarks or {})}
     finished = _finished_already(config, log)
     if finished is not None:
         return finished
-    plans = resolve_plans(config)  # validates everything before any resource is taken
+    plans = resolve_plans(config)
     benchmarks = load_benchmarks(config)
     units, fingerprints = current_units(config, benchmarks, plans)
-    unit_ids = {u.unit_id for u in units}
     run_dir = RunDirectory(config.run_path())
     if run_dir.exists():
         _check_resumable(run_dir, config, fingerprints)
         finished = _nothing_to_do(run_dir, config, units, log)
         if finished is not None:
             return finished
-
-    sigterm = signal.getsignal(signal.SIGTERM)
-    from toolsweep.cluster.plan import check_budgets
-
     check_budgets(config, log)  # before any engine starts
+    return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir,
+                     {**registered_extras(), **(extra_benchmarks or {})})
+
+
+@dataclass
+class Models:
+    """The sweep's model servers and the endpoints the workers reach them by."""
+
+    runtime: Any
+    endpoints: dict[str, Any]
+
+
+@contextmanager
+def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
+    """Phase 2: Ray (embedded unless an address is given), the model servers, the preflight and the
+    manifest. The servers, and a Ray this phase started, are stopped on the way out."""
+    import ray
+
+    from toolsweep.cluster.models_runtime import ModelRuntime
+
+    config = plan.config
+    sigterm = signal.getsignal(signal.SIGTERM)
     started_ray = _connect_ray(config.ray_address, log)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
     runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log)
-    workers: list[Any] = []
-    sink = None
     try:
         endpoints = runtime.start()
-        if config.preflight and config.helpers:
-            from toolsweep.cluster.preflight import HelpersUnreachable, check_helpers
-
-            log("preflight: checking that every helper model answers")
-            unreachable = check_helpers(list(config.helpers), endpoints)
-            if unreachable:
-                raise HelpersUnreachable(unreachable)
-        if config.preflight and any(m.kind != "scripted" for m in config.models):
-            from toolsweep.cluster.preflight import require_preflight
-
-            log("preflight: checking that every model's replies parse into valid actions")
-            require_preflight(list(config.models), list(config.benchmarks), endpoints,
-                              on_result=lambda r: log(r.line()))
-        if not run_dir.exists() or run_dir.read_manifest().get("config_sha256") != config.config_sha256():
-            stops: dict[str, dict[str, list[str]]] = {}
-            for p in plans:
-                for s in p.tasks_by_setting:
-                    if seq := benchmarks[p.benchmark].stop_sequences(s):
-                        stops.setdefault(p.benchmark, {})[s] = seq
-            manifest = build_manifest(config, fingerprints, runtime.manifest(), stops)
-            run_dir.write_manifest(_with_history(run_dir, manifest))
-
-        done_ids = run_dir.finished_unit_ids() if run_dir.exists() else set()
-        todo = [u for u in units if u.unit_id not in done_ids]
-        scheduler = warmups = None
-        if todo:
-            # Workers build their benchmarks while the driver opens MLflow: both take seconds.
-            scheduler, warmups = _start_workers(config, ray, todo, endpoints, extra_benchmarks, runtime, log)
-            workers = scheduler.workers
-        mirror = _open_mirror(config, run_dir, log)
-        sink = ResultSink(
-            run_dir, specs_lookup(benchmarks), mirror=mirror,
-            live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence,
-            flush_interval_s=config.mlflow_interval_s, log=log,
-        )
-        todo = [u for u in todo if u.unit_id not in sink.known_unit_ids]
-        skipped = len(units) - len(todo)
-        if skipped:
-            log(f"resuming {run_dir.path}: {skipped} of {len(units)} units already done")
-        sink.start()
-
-        stats = None
-        if scheduler is not None and todo:
-            _await_warmups(scheduler, warmups, log)
-            with make_progress(len(todo), config.name, progress, log) as bar:
-                scheduler.record = sink.add
-                scheduler.progress = bar
-                stats = scheduler.run(todo)
-            workers = scheduler.workers
-        _update_failures(run_dir, stats.gave_up if stats else [], config.max_attempts, log)
-        if stats is not None and stats.config_error is not None:
-            sink.close(None, status="FAILED")
-            sink = None
-            raise EndpointMisconfigured(stats.config_error)
-        sink.writer.flush_part()
-        cells, text = finalize_run(run_dir, config, benchmarks, unit_ids=unit_ids,
-                                   extra={"infrastructure": _infrastructure_counts(run_dir, stats, runtime)})
-        sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
-        sink = None
-        return RunOutcome(
-            run_dir=run_dir, total_units=len(units), skipped=skipped,
-            done=stats.done if stats else 0, interrupted=bool(stats and stats.interrupted),
-            gave_up=len(stats.gave_up) if stats else 0, cells=cells, table_text=text,
-            worker_restarts=stats.worker_restarts if stats else 0, wall_s=stats.wall_s if stats else 0.0,
-            timeouts=_timeouts_by_model(stats), terminated=bool(stats and stats.terminated),
-        )
+        _preflight(config, endpoints, log)
+        _write_manifest(plan, runtime)
+        yield Models(runtime, endpoints)
     finally:
-        if sink is not None:
-            sink.close(None, status="FAILED")
-        for w in workers:
+        runtime.stop()
+        if started_ray:
+            ray.shutdown()
+
+
+def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log) -> None:
+    """Every helper answers and every model's replies parse into valid actions, before any unit."""
+    if config.preflight and config.helpers:
+        from toolsweep.cluster.preflight import HelpersUnreachable, check_helpers
+
+        log("preflight: checking that every helper model answers")
+        unreachable = check_helpers(list(config.helpers), endpoints)
+        if unreachable:
+            raise HelpersUnreachable(unreachable)
+    if config.preflight and any(m.kind != "scripted" for m in config.models):
+        from toolsweep.cluster.preflight import require_preflight
+
+        log("preflight: checking that every model's replies parse into valid actions")
+        require_preflight(list(config.models), list(config.benchmarks), endpoints, on_result=lambda r: log(r.line()))
+
+
+def _write_manifest(plan: SweepPlan, runtime: Any) -> None:
+    """A new or changed config gets a manifest (the earlier configs kept in its history)."""
+    run_dir, config = plan.run_dir, plan.config
+    if run_dir.exists() and run_dir.read_manifest().get("config_sha256") == config.config_sha256():
+        return
+    stops: dict[str, dict[str, list[str]]] = {}
+    for p in plan.plans:
+        for s in p.tasks_by_setting:
+            if seq := plan.benchmarks[p.benchmark].stop_sequences(s):
+                stops.setdefault(p.benchmark, {})[s] = seq
+    manifest = build_manifest(config, plan.fingerprints, runtime.manifest(), stops)
+    run_dir.write_manifest(_with_history(run_dir, manifest))
+
+
+@contextmanager
+def rollout_workers(plan: SweepPlan, models: Models, todo: list[Any], log: Log) -> Iterator[Any]:
+    """Phase 3a: the rollout workers (warming up their benchmarks in the background) and the scheduler
+    that drives them, or None when every unit is recorded. The workers are killed on the way out."""
+    import ray
+
+    scheduler = None
+    try:
+        if todo:
+            scheduler = _start_workers(plan.config, ray, todo, models.endpoints, plan.extra_benchmarks,
+                                       models.runtime, log)
+        yield scheduler
+    finally:
+        for w in scheduler.workers if scheduler is not None else []:
             try:
                 ray.kill(w)
             except Exception:  # noqa: BLE001
                 pass
-        runtime.stop()
-        if started_ray:
-            ray.shutdown()
+
+
+@contextmanager
+def result_sink(plan: SweepPlan, log: Log) -> Iterator[Any]:
+    """Phase 3b: the result sink (run directory and MLflow mirror); a run that fails or is cut short
+    closes it as FAILED, keeping every recorded episode."""
+    from toolsweep.actors.result_sink import ResultSink
+
+    config = plan.config
+    mirror = _open_mirror(config, plan.run_dir, log)
+    sink = ResultSink(
+        plan.run_dir, specs_lookup(plan.benchmarks), mirror=mirror,
+        live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence,
+        flush_interval_s=config.mlflow_interval_s, log=log,
+    )
+    try:
+        yield sink
+    finally:
+        sink.close(None, status="FAILED")  # nothing if `finish` closed it
+
+
+def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: list[Any], progress: bool,
+              log: Log) -> tuple[Any, int]:
+    """Phase 3c: lease the units the sink has not seen to the workers, recording each result as it
+    comes; returns the scheduler's stats (None when there was nothing to run) and the units skipped."""
+    from toolsweep.cluster.progress import make_progress
+
+    todo = [u for u in todo if u.unit_id not in sink.known_unit_ids]
+    skipped = len(plan.units) - len(todo)
+    if skipped:
+        log(f"resuming {plan.run_dir.path}: {skipped} of {len(plan.units)} units already done")
+    sink.start()
+    stats = None
+    if scheduler is not None and todo:
+        _await_warmups(scheduler, scheduler.warmups, log)
+        with make_progress(len(todo), plan.config.name, progress, log) as bar:
+            scheduler.record = sink.add
+            scheduler.progress = bar
+            stats = scheduler.run(todo)
+    _update_failures(plan.run_dir, stats.gave_up if stats else [], plan.config.max_attempts, log)
+    if stats is not None and stats.config_error is not None:
+        raise EndpointMisconfigured(stats.config_error)  # the sink closes as FAILED
+    return stats, skipped
+
+
+def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int) -> RunOutcome:
+    """Phase 4: summary.json with full-B intervals, report.html and plots, the final MLflow state."""
+    sink.writer.flush_part()
+    cells, text = finalize_run(plan.run_dir, plan.config, plan.benchmarks, unit_ids=plan.unit_ids,
+                               extra={"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)})
+    sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
+    return RunOutcome(
+        run_dir=plan.run_dir, total_units=len(plan.units), skipped=skipped,
+        done=stats.done if stats else 0, interrupted=bool(stats and stats.interrupted),
+        gave_up=len(stats.gave_up) if stats else 0, cells=cells, table_text=text,
+        worker_restarts=stats.worker_restarts if stats else 0, wall_s=stats.wall_s if stats else 0.0,
+        timeouts=_timeouts_by_model(stats), terminated=bool(stats and stats.terminated),
+    )
 
 
 def setting_params(config: SweepConfig) -> dict[tuple[str, str], dict[str, Any]]:
@@ -490,8 +586,9 @@ def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
 def _start_workers(
     config: SweepConfig, ray: Any, todo: list[Any], endpoints: dict[str, Any],
     extra_benchmarks: dict[str, str], runtime: Any, log: Log,
-) -> tuple[Any, list[Any]]:
-    """Create the rollout workers (spread over the nodes) and start their warm-up."""
+) -> Any:
+    """Create the rollout workers (spread over the nodes) and their scheduler, and start the workers'
+    warm-up (`scheduler.warmups`)."""
     from toolsweep.actors.rollout_worker import RemoteRolloutWorker
     from toolsweep.cluster.scheduler import Scheduler
 
@@ -530,7 +627,8 @@ def _start_workers(
     plan = {b: sorted(s) for b, s in settings.items()}
     log(f"preparing {n_workers} rollout workers ({', '.join(plan)})")
     scheduler.warmup_plan = plan
-    return scheduler, [w.warmup.remote(plan) for w in scheduler.workers]
+    scheduler.warmups = [w.warmup.remote(plan) for w in scheduler.workers]
+    return scheduler
 
 
 class WorkersFailed(RuntimeError):

@@ -1,0 +1,68 @@
+"""The driver's phases one at a time: plan takes no resource, provision stops what it started, the
+rollout workers die with their phase, and the result sink closes as FAILED when a run is cut short."""
+
+from __future__ import annotations
+
+import pytest
+from test_sweep_end_to_end import FAKE_TARGET, make_config
+
+from toolsweep.cluster.config import ConfigError
+from toolsweep.cluster.driver import (
+    RunOutcome,
+    SweepPlan,
+    plan_sweep,
+    provisioned,
+    result_sink,
+    rollout_workers,
+    run_sweep,
+)
+
+EXTRA = {"fake": FAKE_TARGET}
+
+
+def _no_ray():
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()  # the shared embedded Ray; the next test that needs it starts it again
+    return ray
+
+
+def test_plan_takes_no_resource_and_refuses_a_bad_config_first(tmp_path):
+    ray = _no_ray()
+    cfg = make_config(tmp_path, name="phases", n_tasks=3, seeds=[0], mlflow=False)
+    planned = plan_sweep(cfg, lambda m: None, EXTRA)
+    assert isinstance(planned, SweepPlan) and len(planned.units) == 2 * 2 * 3
+    assert planned.todo() == planned.units and len(planned.unit_ids) == 12
+    assert not ray.is_initialized() and not planned.run_dir.path.exists()
+    bad = cfg.model_copy(update={"benchmarks": [cfg.benchmarks[0].model_copy(update={"settings": ["tiny"]})]})
+    with pytest.raises(ConfigError, match="tiny"):
+        plan_sweep(bad, lambda m: None, EXTRA)
+    assert not ray.is_initialized()
+
+
+def test_provision_stops_what_it_started_even_when_the_run_fails(tmp_path):
+    ray = _no_ray()
+    cfg = make_config(tmp_path, name="phases-fail", n_tasks=3, seeds=[0], mlflow=False)
+    planned = plan_sweep(cfg, lambda m: None, EXTRA)
+    workers = []
+    with pytest.raises(RuntimeError, match="cut short"):
+        with provisioned(planned, lambda m: None) as models:
+            assert ray.is_initialized() and planned.run_dir.manifest_path.exists()
+            with rollout_workers(planned, models, planned.todo(), lambda m: None) as scheduler:
+                workers = list(scheduler.workers)
+                assert all(ray.get(w.info.remote(), timeout=60) for w in workers)
+                with result_sink(planned, lambda m: None) as sink:
+                    raise RuntimeError("cut short")
+    assert sink.closed  # closed as FAILED, its records kept
+    assert not ray.is_initialized()  # the embedded Ray this phase started is gone, with its workers
+    assert len(workers) == 2
+
+
+def test_the_phases_make_a_run_and_a_rerun_is_planned_as_done(tmp_path):
+    _no_ray()
+    cfg = make_config(tmp_path, name="phases-ok", n_tasks=3, seeds=[0], mlflow=False)
+    out = run_sweep(cfg, progress=False, extra_benchmarks=EXTRA, log=lambda m: None)
+    assert out.done == out.total_units == 12
+    again = plan_sweep(cfg, lambda m: None, EXTRA)
+    assert isinstance(again, RunOutcome) and again.done == 0 and again.skipped == 12
