@@ -30,12 +30,13 @@ from toolsweep.evaluator.registry import get_benchmark  # noqa: E402
 EXTRA = {"latency": "_latency_bench:LatencyBench"}
 
 
-def sweep(tmp: str, name: str, models: list[dict], bench: dict, workers: int, per_worker: int, seeds=1) -> tuple[float, object]:
+def sweep(tmp: str, name: str, models: list[dict], bench: dict, workers: int, per_worker: int, seeds=1,
+          **extra) -> tuple[float, object]:
     cfg = SweepConfig.model_validate({
         "name": name, "seeds": seeds, "models": models, "benchmarks": [bench],
         "concurrency": {"workers": workers, "episodes_per_worker": per_worker},
         "bootstrap": {"n_resamples": 1000, "live_n_resamples": 100},
-        "output_dir": tmp, "mlflow": False,
+        "output_dir": tmp, "mlflow": False, **extra,
     })
     t0 = time.perf_counter()
     out = run_sweep(cfg, progress=False, extra_benchmarks=EXTRA, log=lambda m: None)
