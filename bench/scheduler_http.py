@@ -23,7 +23,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -104,39 +103,19 @@ def _ticks(pid: int) -> int:
         return -1
 
 
-class WorkerCpu:
-    """CPU seconds of the rollout worker processes, sampled while they live (they end with the sweep)."""
-
-    def __init__(self) -> None:
-        self.last: dict[int, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit():
-                    continue
-                try:
-                    cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-                except OSError:
-                    continue
-                if b"RemoteRolloutWorker" in cmd:
-                    t = _ticks(int(entry))
-                    if t >= 0:
-                        self.last[int(entry)] = t
-            self._stop.wait(0.2)
-
-    def __enter__(self) -> "WorkerCpu":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def seconds(self) -> float:
-        return sum(self.last.values()) / os.sysconf("SC_CLK_TCK")
+def worker_cpu() -> float:
+    """CPU seconds the rollout worker processes have used so far (read from /proc)."""
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"ray::RolloutWorker" in cmd:
+            ticks += max(0, _ticks(int(entry)))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def driver_cpu() -> float:
@@ -144,21 +123,22 @@ def driver_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-SCHEDULER_CPU: list[float] = []
+SCHEDULER_CPU: list[tuple[float, float]] = []
 
 
 def time_the_scheduler() -> None:
-    """Record the driver's CPU over each `Scheduler.run` (not the plan and finish phases around it)."""
+    """Record the driver's and the workers' CPU over each `Scheduler.run` (not the worker start-up, nor
+    the plan and finish phases around it)."""
     from toolsweep.cluster import scheduler as sched
 
     run = sched.Scheduler.run
 
     def timed(self, units):  # type: ignore[no-untyped-def]
-        c0 = driver_cpu()
+        c0, w0 = driver_cpu(), worker_cpu()
         try:
             return run(self, units)
         finally:
-            SCHEDULER_CPU.append(driver_cpu() - c0)
+            SCHEDULER_CPU.append((driver_cpu() - c0, worker_cpu() - w0))
 
     sched.Scheduler.run = timed
 
@@ -198,15 +178,14 @@ def main() -> None:
                     ("http", {"name": "served", "kind": "openai", "base_url": url + "/v1", "model": "m",
                               "max_in_flight": k, "timeout_s": 60, "max_retries": 0}),
                 ):
-                    with WorkerCpu() as wcpu:
-                        _, out = sweep(tmp, f"{path}{k}", [model], bench, args.workers, per_worker,
-                                       preflight=False)
+                    _, out = sweep(tmp, f"{path}{k}", [model], bench, args.workers, per_worker, preflight=False)
+                    driver_s, workers_s = SCHEDULER_CPU[-1]
                     calls = n * t
                     ideal = math.ceil(n / k) * t * lat
                     assert out.done == n, out
                     print(f"{path:<8}{k:>6}{ideal:>9.2f}{out.wall_s:>9.2f}{ideal / out.wall_s:>10.3f}"
-                          f"{calls / out.wall_s:>9.0f}{1000 * SCHEDULER_CPU[-1] / calls:>15.3f}"
-                          f"{1000 * wcpu.seconds() / calls:>16.3f}")
+                          f"{calls / out.wall_s:>9.0f}{1000 * driver_s / calls:>15.3f}"
+                          f"{1000 * workers_s / calls:>16.3f}")
         ray.shutdown()
     finally:
         server.terminate()
