@@ -43,20 +43,59 @@ def test_single_type_settings_share_the_mixed_blocked_set():
             assert b.make_env(t.id, s, 42).blocked == mixed
 
 
-def test_keep_shortest_and_keep_longest_survivors_have_the_wanted_length():
+def test_every_task_is_blocked_as_its_setting_says():
+    """All 327 tasks, every one-path setting: one or two survivors (n* = 1, delta = 1), all of the
+    wanted length for keep_*; a task is left unblocked only when it has a single minimal set, which
+    the paper's own rule resolves with C = {} (21 in this world). keep_longest used to leave 55
+    tasks unblocked and 34 with survivors that were not the longest."""
     b = bench()
-    unresolved = 0
-    for t in b.task_set.tasks[::10]:
-        for setting, want in (("keep_shortest", t.lstar), ("keep_longest", t.lmax)):
+    for setting in ("one_path_mixed", "keep_shortest", "keep_longest"):
+        unblocked = 0
+        for t in b.task_set.tasks:
             ch = b.blocker.choose(t, SETTINGS[setting], 42)
             surv = _survivors(t, ch.blocked, b.world)
-            assert surv, (t.id, setting)
-            if ch.resolved:
+            assert ch.resolved and 1 <= len(surv) <= 2 and len(surv) == ch.survivors, (t.id, setting)
+            want = {"keep_shortest": t.lstar, "keep_longest": t.lmax}.get(setting)
+            if want is not None:
                 assert all(len(r) == want for r in surv), (t.id, setting)
-            else:
-                unresolved += 1
-                assert not ch.blocked
-    assert unresolved <= 6
+            if not ch.blocked:
+                unblocked += 1
+                assert len(t.minimal_sets) == 1, (t.id, setting)
+        assert unblocked == 21, setting
+
+
+def test_single_type_settings_inject_three_alternatives_of_their_type():
+    """Takeaway 5 keeps the blocked tools and the number of replacements and varies only their
+    behaviour: three alternatives per blocked tool, all of the setting's type, all distinct tools."""
+    b = bench()
+    for t in b.task_set.tasks[::7]:
+        for setting, kind in (("one_path_explicit", "exp"), ("one_path_implicit", "imp"),
+                              ("one_path_misleading", "sem"), ("one_path_mixed", None)):
+            env = b.make_env(t.id, setting, 42)
+            for tool_id in env.blocked:
+                alts = env.retriever.alternatives(tool_id, env.spec.btypes)
+                assert len({a.name for a in alts}) == 3
+                kinds = sorted(a.kind for a in alts)
+                if kind is None:
+                    assert kinds == ["blocker:exp", "blocker:imp", "blocker:sem"]
+                else:
+                    assert kinds == [f"blocker:{kind}"] * 3
+                    assert all(a.paired == tool_id for a in alts)
+
+
+def test_the_papers_pool_draws_from_every_size_and_stays_feasible():
+    from toolsweep.benchmarks.planbench_xl import PlanBenchXL
+
+    smallest, paper = bench(), PlanBenchXL(blocker_pool="paper")
+    grew = 0
+    for t in smallest.task_set.tasks[::5]:
+        a = smallest.blocker.choose(t, SETTINGS["one_path_mixed"], 42)
+        c = paper.blocker.choose(t, SETTINGS["one_path_mixed"], 42)
+        surv = _survivors(t, c.blocked, paper.world)
+        assert 1 <= len(surv) <= 2 and abs(len(surv) - 1) <= abs(a.survivors - 1)
+        assert len(c.blocked) >= len(a.blocked)
+        grew += len(c.blocked) > len(a.blocked)
+    assert grew > 0
 
 
 def test_ratio_settings_disable_about_rho_of_the_paths():

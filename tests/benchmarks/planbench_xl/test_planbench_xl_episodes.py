@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 
 import pytest
 
@@ -71,9 +70,12 @@ def test_oracle_solves_all_327_tasks(setting):
         assert m["retrievals"] == m["tool_calls"] and m["turns"] == 2 * m["tool_calls"] + 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setting", [s for s in SETTINGS if s not in ("default", "one_path_mixed", "single_step")])
-def test_oracle_solves_every_other_setting_on_a_subsample(setting):
-    ids = bench().tasks(setting)[::13]
+def test_oracle_solves_every_task_of_every_other_setting(setting):
+    """Spec §10.6, in full: every task of every setting, no sampling."""
+    ids = bench().tasks(setting)
+    assert len(ids) == 327
     for r in play(setting, ids):
         assert r.metrics["accuracy"] == 1.0, (setting, r.unit.task_id)
 
@@ -189,7 +191,42 @@ def test_implicit_failure_value_as_answer_is_wrong_and_enforced_feedback_is_boun
     obs = env.step(Message(role="assistant", content=answer_text(imp_last.fixed_output)))
     m = env.result()
     assert obs.done and m["accuracy"] == 0 and m["failure_final_answer_wrong"] == 1
-    assert m["category_no_traction"] == 1.0 or m["category_stalled"] == 1.0
+    assert m["category_no_traction"] == 1.0 or m["category_other"] == 1.0
+
+
+def test_error_taxonomy_is_the_papers_and_the_rest_is_other():
+    """§6.3/§6.4: a wrong answer is a 'wrong tool value' only if a tool returned it; a budget spent
+    on calls rather than search is not 'search exhaustion'; a datatype held only through an implicit
+    failure does not make the first real call for it non-progress."""
+    b = bench()
+    env, ctx = _worked_example_env()
+    o, r, s = ctx["chain"]
+    rec = ctx["rec"]
+    imp = b.world.blockers_of[o.id]["imp"]
+    env.reset()
+    env.state.retrieved[imp.name] = imp
+    env.step(Message(role="assistant", content=call_text(imp.name, {imp.params[0][0]: rec["order_id"]})))
+    env.step(Message(role="assistant", content=_io(o)))
+    env.step(Message(role="assistant", content=call_text(o.name, {o.params[0][0]: rec["order_id"]})))
+    assert env.state.log[-1]["progress"] is True  # D_t held it (Fig. 17), D_exec did not
+    env.step(Message(role="assistant", content=answer_text("rrq_99999")))
+    assert env.result()["ending_other"] == 1.0  # fabricated: no tool returned it
+
+    env, _ = _worked_example_env()
+    env.reset()
+    env.step(Message(role="assistant", content=_io(o)))
+    env.step(Message(role="assistant", content=call_text(o.name, {o.params[0][0]: rec["order_id"]})))
+    env.step(Message(role="assistant", content=answer_text(rec["return_request_id"])))
+    assert env.result()["ending_wrong_tool_value"] == 1.0
+
+    calls = [_io(o)] + [call_text(o.name, {o.params[0][0]: rec["order_id"]})] * 99
+    env, _ = _worked_example_env()
+    m = run_script(env, calls).metrics
+    assert m["failure_exceeded_max_steps"] == 1 and m["ending_other"] == 1.0
+    searches = [_io(o), call_text(o.name, {o.params[0][0]: rec["order_id"]})] + [_io(r)] * 98
+    env, _ = _worked_example_env()
+    m = run_script(env, searches).metrics
+    assert m["failure_exceeded_max_steps"] == 1 and m["ending_search_exhaustion"] == 1.0
 
 
 def test_malformed_outputs_are_classified_never_raise():
@@ -229,14 +266,67 @@ def test_noisy_value_is_untrusted_not_invalid_and_budget_is_100_turns():
     assert noisy.fixed_output in env.state.untrusted_vals
 
 
-def test_random_and_planner_policies_run_and_planner_beats_random():
-    ids = bench().tasks("default")[::41]
-    rnd = play("default", ids, "random")
-    plan = play("default", ids, "planner")
-    assert all(not math.isnan(r.metrics["turns"]) for r in rnd + plan)
-    acc_r = sum(r.metrics["accuracy"] for r in rnd) / len(rnd)
-    acc_p = sum(r.metrics["accuracy"] for r in plan) / len(plan)
-    assert acc_p > acc_r and acc_p >= 0.9
+def test_random_never_scores_and_every_correct_answer_was_obtained():
+    """Properties, not a planner floor: the random policy can never pass the grounded grader, and
+    whatever any scripted policy gets right, its answer is a value a trusted call of that episode
+    produced (the planner scores what a typed search can, see bench/planbench_xl_baselines.py)."""
+    b = bench()
+    ids = b.tasks("default")[::41]
+    for setting in ("default", "one_path_implicit", "one_path_misleading"):
+        rnd = play(setting, ids, "random")
+        assert sum(r.metrics["accuracy"] for r in rnd) == 0
+        for tid in ids:
+            env = b.make_env(tid, setting, 42)
+            res = asyncio.run(run_episode(env, b.make_scripted_policy("planner", env, 42),
+                                          unit(setting, tid, "planner"), max_turns=b.max_turns(setting)))
+            if res.metrics["accuracy"] == 1.0:
+                assert norm_value(env.task.gold) in env.state.grounded
+                assert env.state.log[-1]["answer_grounded"] and env.state.log[-1]["target_reached"]
+
+
+def _first_step_blocked(setting: str):
+    b = bench()
+    for t in b.task_set.tasks:
+        env = b.make_env(t.id, setting, 42)
+        for tool_id in sorted(env.blocked):
+            tool = b.world.by_id[tool_id]
+            if tool.input_set <= set(t.inputs):
+                return env, tool
+    raise AssertionError("no task whose first step is blocked")
+
+
+def test_a_misleading_alternative_does_what_its_description_says():
+    """Tab. 4: a misleading tool's response is consistent with its own description. It returns its
+    declared field of the record; it counts as trusted exactly when the world has that function."""
+    b = bench()
+    env, tool = _first_step_blocked("one_path_misleading")
+    rec = b.world.records[env.task.case - 1]
+    alts = env.retriever.alternatives(tool.id, ("sem",))
+    env.reset()
+    env.step(Message(role="assistant", content=_io(tool)))
+    for sem in alts:
+        obs = env.step(Message(role="assistant", content=call_text(sem.name, {p: rec[d] for p, d in sem.params})))
+        body = json.loads(obs.messages[0].content)
+        assert body["output_value"] == rec[sem.output] and body["output_datatype"] == sem.output
+        assert (sem.output in env.state.executed) == (sem.id in b.world.sem_relation)
+        assert env.state.log[-1]["trusted"] == (sem.id in b.world.sem_relation)
+
+
+def test_show_steps_left_tells_the_budget_without_breaking_json():
+    from toolsweep.benchmarks.planbench_xl import PlanBenchXL
+
+    b = PlanBenchXL(show_steps_left=True)
+    tid = b.tasks("default")[0]
+    env = b.make_env(tid, "default", 42)
+    env.reset()
+    obs = env.step(Message(role="assistant", content=retrieve_text("by_outputs", outputs=["order status"])))
+    assert json.loads(obs.messages[0].content)["steps_left"] == 99
+    obs = env.step(Message(role="assistant", content="no tags at all"))
+    assert obs.messages[0].content.endswith("(Steps left: 98)")
+    plain = bench().make_env(tid, "default", 42)
+    plain.reset()
+    obs = plain.step(Message(role="assistant", content=retrieve_text("by_outputs", outputs=["order status"])))
+    assert "steps_left" not in json.loads(obs.messages[0].content)
 
 
 def test_system_prompt_is_the_paper_prompt():

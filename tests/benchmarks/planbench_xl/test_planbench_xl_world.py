@@ -11,7 +11,7 @@ from pathlib import Path
 
 from toolsweep.benchmarks.planbench_xl.retriever import RETURN_CAP, Retriever
 from toolsweep.benchmarks.planbench_xl.world import (
-    DATATYPES, NOISY_CATEGORIES, build_world, norm_value,
+    DATATYPES, DT, NOISY_CATEGORIES, build_world, norm_value,
 )
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 
@@ -112,3 +112,41 @@ def test_same_world_and_tasks_in_two_processes():
     outs = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     here = bench().fingerprint()
     assert outs[0] == outs[1] == [here["world_hash"], here["tasks_hash"]]
+
+
+def test_descriptions_carry_no_marker_a_search_can_key_on():
+    """App. F.1: the agent never observes datatypes; App. B.2.2: noisy tools disclose their
+    unreliability in LLM-written prose. No description names its own datatype, no noisy tool
+    carries a fixed marker, and purpose clauses are per tool, not one per workflow."""
+    w = bench().world
+    for d in DATATYPES:
+        assert f"({d.name})" not in d.description
+    noisy = [t for t in w.tools if t.kind.startswith("noisy:")]
+    assert not any("Note:" in t.description for t in noisy)
+    for cat in NOISY_CATEGORIES:
+        tails = {t.description.replace(w.by_id[t.paired].description, "").strip()
+                 for t in noisy if t.kind == f"noisy:{cat}"}
+        assert len(tails) >= 3, cat  # several wordings, not one sentence
+    starts_with_disclosure = sum(not t.description.startswith(w.by_id[t.paired].description) for t in noisy)
+    assert 0.3 < starts_with_disclosure / len(noisy) < 0.7
+    purposes = {t.description.split(". ", 1)[1] for t in w.executable}
+    assert len(purposes) > 100
+
+
+def test_implicit_failures_are_plausible_and_misleading_tools_tell_the_truth():
+    w = bench().world
+    real = w.real_values
+    for t in w.executable:
+        for imp in w.alternatives_of[t.id]["imp"]:
+            v = imp.fixed_output
+            assert norm_value(v) not in real and v not in ("tuna", "-1", "NaN", "undefined")
+            ref = w.records[0][t.output]
+            if DT[t.output].is_id:  # a well-formed ID of the declared datatype, of no record
+                assert v.split("_")[0] == ref.split("_")[0] and v.split("_")[-1].isdigit()
+        for sem in w.alternatives_of[t.id]["sem"]:
+            assert sem.output != t.output and sem.inputs == t.inputs and sem.fixed_output is None
+            for rec in w.records:  # its value is its declared field of the record its inputs find
+                assert w.lookup[sem.id][tuple(rec[d] for d in sem.inputs)] == rec[sem.output]
+    firsts = [w.blockers_of[t.id]["sem"] for t in w.executable]
+    # A real function wherever the world has one with the same inputs.
+    assert sum(s.id in w.sem_relation for s in firsts) == 172

@@ -1,6 +1,36 @@
 """PlanBench-XL: long-horizon planning over a 1,665-tool retail ecosystem with retrieval-time
 blocking (Liu, Lin et al.). The world, tasks and blockers are generated deterministically; see
 `../shared/specs/planbench_xl.md` for every choice the paper left open.
+
+The paper passage behind each generator choice that decides how hard the benchmark is:
+- Retrieval answers a typed query with exactly the tools of that interface and lists the executable
+  matches before any distractor: App. B.6 ("returns these tools before adding any distractors",
+  then noisy variants "as evenly as possible"). In block settings the alternatives take the
+  blocked tool's place among the matches (Eq. 50), in a per-tool seeded order.
+- A parameter's description is its datatype's description (Fig. 20, Fig. 23), never naming its
+  own datatype (App. F.1: the agent never observes datatypes; Fig. 24's definition does not).
+- Tool descriptions end in a purpose clause written for the tool (Fig. 20), so each tool draws
+  one of several clauses filled with its own glosses rather than one fixed clause per workflow.
+- Noisy tools disclose why they are unreliable in their description, in prose that varies by tool
+  and sits before or after the functional text (§3.1, App. B.2.2: "explicitly describes why the
+  tool is unavailable or unreliable", "not meant to be indistinguishable").
+- Implicit-failure alternatives return a value of the declared datatype's own shape that no record
+  holds (App. B.9.4: "syntactically well-formed but ... counterfactual"; Takeaway 10: "superficially
+  plausible outputs").
+- Misleading alternatives support a different function and answer consistently with their own
+  description (Tab. 4 "Aligned", App. B.9.2): another field of the same lookup, a real function of
+  the world where one exists (172 of 185), otherwise returned but untrusted.
+- Single-type block settings keep the blocked tools and the number of alternatives and change only
+  their behaviour (§5 Takeaway 5), so they inject three alternatives of their one type.
+- Blocked sets follow App. B.9.3 (C = {} first, then combinations up to K_blk, closest to n*,
+  seeded uniform tie-break); the 21 tasks with a single minimal set stay unblocked under n* = 1 by
+  that rule; beyond K_blk, keep_* keep one designated path of the wanted length (blocking.py).
+- Error categories and endings are the paper's (§6.1, §6.3); what fits none is reported as "other".
+
+A typed backward search (the `planner` policy, reading no prose) still solves the default setting:
+the typed retriever, the executables-first lists and per-datatype parameter descriptions above are
+the paper's own mechanisms (App. E calls the retriever a deliberate simplification). With the
+lists shuffled, an ablation the paper does not have, the same planner scores 0.
 """
 
 from __future__ import annotations
@@ -8,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +64,7 @@ __all__ = ["PlanBenchXL", "PlanBenchEnv", "lstar_of"]
 
 class PlanBenchXL(Benchmark):
     name = "planbench_xl"
-    version = "1.1.0"
+    version = "1.2.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -48,6 +78,13 @@ class PlanBenchXL(Benchmark):
         implicit_updates_state: bool = Field(True, description="An implicit-failure output adds d_out to D_t.")
         enf_only_if_target_unreached: bool = Field(
             False, description="Enforced exploration fires only if the target datatype was not reached.")
+        blocker_pool: Literal["smallest", "paper"] = Field(
+            "smallest", description="Tie-break among the blocker's best candidates: the smallest "
+                                    "intervention, or the paper's literal pool of every size up to k_blk.")
+        injected_alternatives: int = Field(
+            3, ge=1, le=3, description="Alternatives that replace each blocked tool (one per type when mixed, "
+                                       "all of the setting's type otherwise; the paper uses 3).")
+        show_steps_left: bool = Field(False, description="Tell the agent its remaining step budget each turn.")
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -61,7 +98,8 @@ class PlanBenchXL(Benchmark):
                     world = build_world(self.options.n_cases)
                     tasks = build_tasks(world, n_cases=self.options.n_cases)
                     self._built = (world, tasks, Retriever(world),
-                                   Blocker(world, pool_cap=self.options.pool_cap, k_blk=self.options.k_blk))
+                                   Blocker(world, pool_cap=self.options.pool_cap, k_blk=self.options.k_blk,
+                                           pool=self.options.blocker_pool))
         return self._built
 
     @property
@@ -100,7 +138,8 @@ class PlanBenchXL(Benchmark):
                             max_invalid_calls=o.max_invalid_calls, meta_tool_addendum=o.meta_tool_addendum,
                             expose_output_datatype=o.expose_output_datatype,
                             implicit_updates_state=o.implicit_updates_state,
-                            enf_only_if_target_unreached=o.enf_only_if_target_unreached)
+                            enf_only_if_target_unreached=o.enf_only_if_target_unreached,
+                            show_steps_left=o.show_steps_left, alternatives=o.injected_alternatives)
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         return all_metrics()

@@ -87,15 +87,15 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
                                   columns=["Model", "Setting", "L*=5", "L*=6", "L*=7", "L*>=8"], rows=rows))
     # Error analysis (paper §6): categories and ending types among failures.
     keys = ["category_no_traction", "category_irrecoverable_drift", "category_weak_recovery",
-            "category_stalled", "category_format_error", "ending_surrender", "ending_wrong_tool_value",
-            "ending_search_exhaustion"]
+            "category_other", "category_format_error", "ending_surrender", "ending_wrong_tool_value",
+            "ending_search_exhaustion", "ending_other"]
     rows = [[c["model"], c["setting"]] + [_fmt(c["metrics"].get(k), 100.0) for k in keys]
             for c in sorted(cells, key=lambda c: (c["model"], c["setting"]))]
     if rows:
         tables.append(ReportTable(
             title="PlanBench-XL — error analysis (% of failures; paper Figs. 6-8)",
-            columns=["Model", "Setting", "No Traction", "Irrec. Drift", "Weak Recovery", "Stalled",
-                     "Format Error", "Surrender", "Wrong value", "Search exhaustion"], rows=rows))
+            columns=["Model", "Setting", "No Traction", "Irrec. Drift", "Weak Recovery", "Other",
+                     "Format Error", "Surrender", "Wrong value", "Search exhaustion", "Other ending"], rows=rows))
     # Correlations across the sweep's models in the default setting, next to the paper's.
     default = {c["model"]: {k: c["metrics"][k]["value"] for k in TABLE3_COLUMNS if k in c["metrics"]}
                for c in cells if c["setting"] == "default"}

@@ -5,10 +5,19 @@ place by its blocker alternatives. T_blk is chosen so that a target number of gr
 survives (n_i(C) = |{R in M_i : R ∩ C = ∅}|, spec §4.2), by the smallest intervention, with ties
 broken by a per-task seed: identical for every model in a (setting, seed).
 
-keep_shortest / keep_longest [S]: every surviving set must have length L* (resp. L^max). When no
-combination of at most K_blk tools leaves 1-2 such survivors, the length constraint is kept and more
-survivors are accepted (smallest intervention first); when even that fails the task is unresolved
-and T_blk = ∅ (34/327 tasks for keep_longest in the default world, whose L^max is capped at 12).
+The search is the paper's (App. B.9.3): C = ∅ first, then combinations up to K_blk, the feasible
+ones closest to n*, one drawn uniformly with the task seed; among them the smallest intervention
+by default, or the paper's literal pool of every size (`pool="paper"`). A task with a single
+minimal set keeps C = ∅ under n* = 1: the paper's own rule resolves it unblocked (Eq. 51 and "all
+task instances are resolved"), 21 of 327 tasks in this world.
+
+When no combination of at most K_blk tools is feasible (keep_shortest / keep_longest, whose every
+survivor must have length L* / L^max, and rare one-path tasks), the paper reports that it never
+happened in its world; here it does, because K_blk = 6 is our choice [S]. Rather than leave such a
+task unblocked, the blocker keeps one designated path of the wanted length (drawn with the task
+seed) and blocks a greedy hitting set of every other minimal set outside it. Minimal sets form an
+antichain, so every other set has a tool outside the kept one and this always succeeds with one
+survivor: every task is blocked as its setting says.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ class BlockChoice:
     blocked: frozenset[str]  # executable tool ids
     survivors: int  # n_i(T_blk)
     resolved: bool
+    method: str = "search"  # search | kept_path (the greedy construction beyond K_blk) | none
 
 
 def task_seed(seed: int, task_id: str) -> int:
@@ -71,16 +81,20 @@ def task_seed(seed: int, task_id: str) -> int:
 class Blocker:
     """Computes and caches T_blk per (task, objective, seed); safe for concurrent episodes."""
 
-    def __init__(self, world: World, pool_cap: int = POOL_CAP, k_blk: int = K_BLK) -> None:
+    def __init__(self, world: World, pool_cap: int = POOL_CAP, k_blk: int = K_BLK,
+                 pool: str = "smallest") -> None:
+        if pool not in ("smallest", "paper"):
+            raise ValueError(f"blocker pool must be 'smallest' or 'paper', not {pool!r}")
         self.world = world
         self.pool_cap = pool_cap
         self.k_blk = k_blk
+        self.pool = pool
         self._cache: dict[tuple[str, str, float | None, int], BlockChoice] = {}
         self._lock = threading.Lock()
 
     def choose(self, task: Task, spec: SettingSpec, seed: int) -> BlockChoice:
         if spec.objective == "none":
-            return BlockChoice(frozenset(), len(task.minimal_sets), True)
+            return BlockChoice(frozenset(), len(task.minimal_sets), True, "none")
         key = (task.id, spec.objective, spec.rho, seed)
         with self._lock:
             hit = self._cache.get(key)
@@ -110,34 +124,42 @@ class Blocker:
         for d in sorted({abs(n - target) for n in feasible_n}):
             ns = [n for n in feasible_n if abs(abs(n - target) - d) < 1e-9]
             lo, hi = min(ns), max(ns)
+            cands: list[tuple[int, ...]] = []
             for size in range(0, min(self.k_blk, len(pool)) + 1):
-                cands = self._level(hit, full, m, size, lo, hi, must, set(ns))
-                if cands:
-                    pick = random.Random(task_seed(seed, task.id)).choice(cands)
-                    blocked = frozenset(self.world.executable[pool[j]].id for j in pick)
-                    mask = 0
-                    for j in pick:
-                        mask |= hit[j]
-                    return BlockChoice(blocked, m - mask.bit_count(), True)
-        if must:
-            # keep_shortest/keep_longest when no <= K_blk combination leaves 1-2 paths: keep the
-            # length constraint (every survivor has the wanted length) and accept more survivors,
-            # by the smallest intervention and then the smallest |n - n*| [S, see module doc].
-            all_n = set(range(1, m + 1))
-            for size in range(0, min(self.k_blk, len(pool)) + 1):
-                cands = self._level(hit, full, m, size, 1, m, must, all_n)
-                if cands:
-                    def n_of(c: tuple[int, ...]) -> int:
-                        mask = 0
-                        for j in c:
-                            mask |= hit[j]
-                        return m - mask.bit_count()
-                    best = min(abs(n_of(c) - target) for c in cands)
-                    cands = [c for c in cands if abs(n_of(c) - target) == best]
-                    pick = random.Random(task_seed(seed, task.id)).choice(cands)
-                    return BlockChoice(frozenset(self.world.executable[pool[j]].id for j in pick),
-                                       n_of(pick), True)
-        return BlockChoice(frozenset(), m, False)
+                cands += self._level(hit, full, m, size, lo, hi, must, set(ns))
+                if cands and self.pool == "smallest":
+                    break
+            if cands:
+                pick = random.Random(task_seed(seed, task.id)).choice(cands)
+                blocked = frozenset(self.world.executable[pool[j]].id for j in pick)
+                mask = 0
+                for j in pick:
+                    mask |= hit[j]
+                return BlockChoice(blocked, m - mask.bit_count(), True)
+        if spec.objective == "ratio":
+            return BlockChoice(frozenset(), m, False, "none")
+        want = None
+        if spec.objective in ("keep_shortest", "keep_longest"):
+            want = task.lstar if spec.objective == "keep_shortest" else task.lmax
+        return self._keep_one_path(task, want, seed)
+
+    def _keep_one_path(self, task: Task, want: int | None, seed: int) -> BlockChoice:
+        """One designated survivor of the wanted length, every other minimal set hit (module doc)."""
+        sets = task.minimal_sets
+        keep = [r for r in sets if want is None or len(r) == want]
+        kept = set(random.Random(task_seed(seed, task.id)).choice(keep))
+        others = [set(r) - kept for r in sets if set(r) != kept]
+        chosen: list[int] = []
+        while others:
+            counts: dict[int, int] = {}
+            for r in others:
+                for t in r:
+                    counts[t] = counts.get(t, 0) + 1
+            best = min(counts, key=lambda t: (-counts[t], t))
+            chosen.append(best)
+            others = [r for r in others if best not in r]
+        blocked = frozenset(self.world.executable[t].id for t in chosen)
+        return BlockChoice(blocked, 1, True, "kept_path")
 
     def _level(self, hit: list[int], full: int, m: int, size: int, lo: int, hi: int, must: int,
                ns: set[int]) -> list[tuple[int, ...]]:

@@ -302,7 +302,8 @@ class PlanBenchEnv:
                  blocked: frozenset[str], seed: int, *, max_turns: int = MAX_TURNS,
                  max_invalid_calls: int = MAX_INVALID_CALLS, meta_tool_addendum: bool = True,
                  expose_output_datatype: bool = True, implicit_updates_state: bool = True,
-                 enf_only_if_target_unreached: bool = False) -> None:
+                 enf_only_if_target_unreached: bool = False, show_steps_left: bool = False,
+                 alternatives: int = 3) -> None:
         self.world, self.retriever, self.task, self.spec = world, retriever, task, spec
         self.blocked, self.seed = blocked, seed
         self.max_turns, self.max_invalid_calls = max_turns, max_invalid_calls
@@ -310,6 +311,7 @@ class PlanBenchEnv:
         self.expose_output_datatype = expose_output_datatype
         self.implicit_updates_state = implicit_updates_state
         self.enf_only_if_target_unreached = enf_only_if_target_unreached
+        self.show_steps_left, self.alternatives = show_steps_left, alternatives
         self.out_gt = task.out_gt
         self.state = EpisodeState()
 
@@ -344,6 +346,8 @@ class PlanBenchEnv:
             st.done, st.failure = True, "exceeded_max_tool_call_errors"
         if not st.done and st.turns >= self.max_turns:
             st.done, st.failure = True, "exceeded_max_steps"
+        if text is not None and self.show_steps_left and not st.done:
+            text = _with_steps_left(text, self.max_turns - st.turns)
         messages = [] if text is None else [Message(role="user", content=text)]
         info = {k: v for k, v in rec.items() if k in ("action", "outcome", "mode", "tool", "kind", "tool_count")}
         if st.done:
@@ -365,9 +369,14 @@ class PlanBenchEnv:
 
     def progress_capable(self) -> list[Tool]:
         """Retrieved, executable, unblocked tools that would add a needed datatype now (§6.4)."""
-        have = self.state.have
+        have = self.trusted_holdings()
         return [t for t in self.state.retrieved.values()
                 if t.is_exec and t.output not in have and t.output in self.out_gt and t.input_set <= have]
+
+    def trusted_holdings(self) -> set[str]:
+        """D_0 plus what trusted calls produced: a datatype held only through an implicit failure
+        (in D_t by Fig. 17) is not progress, and a call that first obtains it for real is."""
+        return set(self.task.inputs) | self.state.executed
 
     def _retrieve(self, payload: str) -> tuple[str, dict[str, Any]]:
         st = self.state
@@ -379,7 +388,8 @@ class PlanBenchEnv:
                                       "returned": [], "resolved_inputs": []}
         mode, ins, outs = parsed
         matched = self.retriever.matches(mode, ins, outs)
-        returned, replaced = self.retriever.result_list(matched, self.blocked, self.spec.btypes)
+        returned, replaced = self.retriever.result_list(matched, self.blocked, self.spec.btypes,
+                                                        self.alternatives)
         for t in returned:
             st.retrieved[t.name] = t
             st.last_seen[t.name] = st.retrievals
@@ -460,12 +470,22 @@ class PlanBenchEnv:
         rec["capable_min_age"] = min((st.retrievals - st.last_seen.get(t.name, st.retrievals) + 1
                                       for t in capable), default=None)
         rec["tool_age"] = st.retrievals - st.last_seen.get(tool.name, st.retrievals) + 1
-        have_before = tool.output in st.have
-        if tool.is_exec:
+        have_before = tool.output in self.trusted_holdings()
+        # A misleading alternative does what its own description says (Tab. 4, "aligned"): it looks
+        # up its declared field on the record. Where the world has that function as an executable
+        # tool the value is as good as that tool's; otherwise it is returned but not trusted, since
+        # trusting it would add a path the task's graph does not have.
+        looked_up = tool.is_exec or tool.kind == "blocker:sem"
+        trusted_lookup = tool.is_exec or tool.id in self.world.sem_relation
+        if looked_up:
             out = self.world.lookup[tool.id].get(tuple(values[p] for p, _ in tool.params))
             if out is None:
                 rec.pop("capable_before"), rec.pop("capable_min_age"), rec.pop("tool_age")
                 return self._reject(name, NO_OUTPUT, rec), rec
+        if looked_up and not trusted_lookup:
+            out_dt, trusted = tool.output, False
+            st.untrusted_vals.add(out)
+        elif looked_up:
             st.have.add(tool.output)
             st.executed.add(tool.output)
             st.trusted_vals.setdefault(out, set()).add(tool.output)
@@ -506,6 +526,14 @@ class PlanBenchEnv:
         st.done, st.correct = True, correct
         st.failure = "correct" if correct else ("final_answer_wrong" if reached else "target_datatype_not_reached")
         return None, rec
+
+
+def _with_steps_left(text: str, left: int) -> str:
+    """The remaining budget in an observation (spec §3.4 `show_steps_left`): a key of a JSON
+    observation, a closing line of a plain-text one."""
+    if text.startswith("{") and text.endswith("}"):
+        return f'{{"steps_left": {left}, {text[1:]}' if len(text) > 2 else f'{{"steps_left": {left}}}'
+    return f"{text}\n(Steps left: {left})"
 
 
 _SCHEMA_CACHE: dict[str, str] = {}

@@ -12,6 +12,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
+from toolsweep.benchmarks.planbench_xl.world import norm_value
 from toolsweep.evaluator.protocols import MetricSpec
 
 if TYPE_CHECKING:
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
 
 NAN = math.nan
 LSTAR_GROUPS = {"5": (5, 5), "6": (6, 6), "7": (7, 7), "8plus": (8, 99)}
-CATEGORIES = ["format_error", "no_traction", "irrecoverable_drift", "weak_recovery", "stalled"]
+# The paper's categories (§6.1, Fig. 6) and endings (§6.3); "other" holds what fits none of them,
+# reported as such rather than folded into a paper category.
+CATEGORIES = ["format_error", "no_traction", "irrecoverable_drift", "weak_recovery", "other"]
 ENDINGS = ["surrender", "wrong_tool_value", "search_exhaustion", "other"]
 FAILURES = ["correct", "final_answer_wrong", "target_datatype_not_reached", "exceeded_max_steps",
             "exceeded_max_tool_call_errors", "interrupted"]
@@ -65,20 +68,34 @@ def category(env: PlanBenchEnv) -> str | None:
     first = progress.index(True)
     after = progress[first + 1:]
     if all(after):
-        return "stalled"
+        return "other"  # progress calls only, yet failed: none of the paper's three patterns
     first_np = after.index(False)
     return "weak_recovery" if any(after[first_np + 1:]) else "irrecoverable_drift"
 
 
 def ending(env: PlanBenchEnv, cat: str | None) -> str | None:
-    """§6.3 ending type of a non-interaction failure (failures other than Format Error)."""
+    """§6.3 ending type of a non-interaction failure (failures other than Format Error).
+
+    Surrender: the answer says it cannot answer. Wrong tool value: a non-surrender answer that
+    carries a value some tool returned in this episode (the paper's name: the agent trusted the
+    wrong tool output). Search exhaustion: the step budget ran out while the agent kept retrieving
+    (at least 2 retrievals) after its last progress call, or without any. A fabricated answer that
+    no tool returned, or a budget spent on calls rather than search, is "other"."""
     st = env.state
     if cat is None or cat == "format_error":
         return None
     if st.failure in ("final_answer_wrong", "target_datatype_not_reached"):
-        return "surrender" if is_surrender(st.answers[-1] if st.answers else "") else "wrong_tool_value"
+        last = st.answers[-1] if st.answers else ""
+        if is_surrender(last):
+            return "surrender"
+        norm = norm_value(last)
+        returned = {norm_value(r["output_value"]) for r in st.log
+                    if r.get("action") == "tool_call" and r.get("outcome") == "ok" and r.get("output_value")}
+        return "wrong_tool_value" if any(v and v in norm for v in returned) else "other"
     if st.failure == "exceeded_max_steps":
-        return "search_exhaustion"
+        last_progress = max((i for i, r in enumerate(st.log) if r.get("progress")), default=-1)
+        searches = sum(1 for r in st.log[last_progress + 1:] if r.get("action") == "retrieve")
+        return "search_exhaustion" if searches >= 2 else "other"
     return "other"
 
 

@@ -200,9 +200,13 @@ class PlannerPolicy:
     Datatypes are identified the way an agent sees them: a parameter's description is the
     datatype's description, so two parameters with the same description take the same value. The
     planner learns the clues' descriptions with by_inputs, expands producers with by_outputs
-    (breadth first from the target), skips tools whose description discloses unreliability, and
-    executes the cheapest derivation it knows as soon as one exists. A call that errors, returns
-    an unexpected datatype, or whose value is later rejected as untrusted marks its tool bad.
+    (breadth first from the target) and executes the cheapest derivation it knows as soon as one
+    exists, preferring the tool listed first. It reads no prose: a call that errors, returns an
+    unexpected datatype, or is rejected marks its tool bad.
+
+    What lets a search like this succeed is the paper's own environment: the retriever answers a
+    typed query with exactly the tools of that type (App. B.6), lists executable matches before
+    any distractor (App. B.6), and a parameter's description is its datatype's (Fig. 20).
     """
 
     TARGET = "<target>"
@@ -239,8 +243,6 @@ class PlannerPolicy:
             elif kind == "expand" and "tools" in obs:
                 key = data
                 for t in obs["tools"]:
-                    if "Note:" in t.get("description", ""):
-                        continue
                     params = [(p, spec["description"]) for p, spec in t["parameters"]["properties"].items()]
                     self.producers.setdefault(key, {})[t["name"]] = params
                     for p, d in params:
@@ -252,8 +254,6 @@ class PlannerPolicy:
     def _learn_clues(self, phrases: str, tools: list[dict[str, Any]]) -> None:
         names = phrases.split("|")
         for t in tools:
-            if "Note:" in t.get("description", ""):
-                continue
             props = t["parameters"]["properties"]
             if len(names) == 1 and len(props) == 1:
                 self.clue_phrase_desc.setdefault(names[0], next(iter(props.values()))["description"])

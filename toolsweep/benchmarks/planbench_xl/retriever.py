@@ -59,7 +59,7 @@ class Retriever:
     def __init__(self, world: World, seed: int = 42) -> None:
         from toolsweep.benchmarks.planbench_xl.world import DATATYPES, NOISY_CATEGORIES, seed_of
 
-        self.world = world
+        self.world, self.seed, self._seed_of = world, seed, seed_of
         self._alias_vecs = [
             (d.name, [phrase_vector(a) for a in (*d.aliases, d.name.replace("_", " "))]) for d in DATATYPES
         ]
@@ -109,16 +109,33 @@ class Retriever:
             return list(self.by_io.get((d_in, out), [])) if d_in else []
         raise ValueError(f"unknown retrieval mode {mode!r}")
 
-    def result_list(self, matched: list[Tool], blocked: frozenset[str], btypes: tuple[str, ...]
-                    ) -> tuple[list[Tool], list[str]]:
-        """The returned list: matches (blocked ones replaced in place), then noisy fill up to 30."""
+    def alternatives(self, tool_id: str, btypes: tuple[str, ...], n: int = 3) -> list[Tool]:
+        """The n alternatives that replace a blocked tool (App. B.9.2, Eq. 49). Mixed settings take
+        one of each type (the per-tool order of types is seeded, so position reveals nothing); a
+        single-type setting keeps the count and changes only the behaviour (§5, Takeaway 5: "keep the
+        block tools and block ratio fixed, and vary only the behavior of the replacement tools"), so
+        it injects n alternatives of that one type."""
+        if len(btypes) == 1:
+            group = self.world.alternatives_of[tool_id][btypes[0]][:n]
+            order = random.Random(self._seed_of(self.seed, "alt-order", tool_id, btypes[0])).sample(
+                range(len(group)), len(group))
+            return [group[i] for i in order]
+        firsts = self.world.blockers_of[tool_id]
+        return [firsts[b] for b in self.blocker_order[tool_id] if b in btypes][:n]
+
+    def result_list(self, matched: list[Tool], blocked: frozenset[str], btypes: tuple[str, ...],
+                    n_alternatives: int = 3) -> tuple[list[Tool], list[str]]:
+        """The returned list: matches (blocked ones replaced in place), then noisy fill up to 30.
+
+        Executable matches come before any distractor, as App. B.6 prescribes ("returns these tools
+        before adding any distractors"); in block settings the alternatives take the blocked
+        tool's place among them, so position does not tell a working tool from a blocker."""
         out: list[Tool] = []
         replaced: list[str] = []
         for t in matched:
             if t.id in blocked:
                 replaced.append(t.id)
-                group = self.world.blockers_of[t.id]
-                out.extend(group[b] for b in self.blocker_order[t.id] if b in btypes)
+                out.extend(self.alternatives(t.id, btypes, n_alternatives))
             else:
                 out.append(t)
         for j in range(5):

@@ -165,12 +165,21 @@ _DT_ROWS: list[tuple[str, str, str, list[str], str, str]] = [
      "the refund amount", "Amount refunded to the customer (refund_amount)."),
 ]
 
-_PURPOSE = {
-    "c": "to continue along the commerce flow of the same case",
-    "p": "to continue along the payment flow of the same case",
-    "f": "to continue along the fulfillment flow of the same case",
-    "a": "to continue along the after-sales flow of the same case",
-}
+_FLOW_WORDS = {"c": "order", "p": "payment", "f": "fulfillment", "a": "after-sales"}
+# Purpose clauses. The paper's descriptions (Fig. 20) end in a clause written for the tool ("Use it
+# when you need the broader parcel context behind one attempt event"); a fixed clause per flow would
+# make four strings that a search can key on, so each tool draws one of these, filled with its own
+# glosses.
+_PURPOSE = [
+    "Use it when you need {out} to continue the {flow} workflow.",
+    "Use it when all you hold is {inp} but a later step asks for {out}.",
+    "Useful for moving from {inp} to {out} without leaving the {flow} records.",
+    "Typical use: looking up {out} while working through a {flow} case.",
+    "Call it when {out} is the missing piece and {inp} is already known.",
+    "It helps bridge {inp} and {out} in {flow} questions.",
+    "Use it to resolve {out} from {inp}.",
+    "Reach for it when a {flow} question mentions {inp} and needs {out}.",
+]
 
 
 @dataclass(frozen=True)
@@ -193,8 +202,16 @@ class Datatype:
         return self.index < 19
 
 
+def _agent_description(name: str, desc: str) -> str:
+    """The description an agent reads: no self-reference by canonical name. The paper's parameter
+    descriptions (Fig. 20, Fig. 24) never name their own datatype, and App. F.1 says the agent never
+    observes datatypes; naming another datatype to contrast with it ("narrower than shipment_id")
+    is kept, as in Fig. 20."""
+    return desc.replace(f" ({name})", "")
+
+
 DATATYPES: list[Datatype] = [
-    Datatype(i, name, ent, flow, tuple(al), gloss, desc)
+    Datatype(i, name, ent, flow, tuple(al), gloss, _agent_description(name, desc))
     for i, (name, ent, flow, al, gloss, desc) in enumerate(_DT_ROWS)
 ]
 DT = {d.name: d for d in DATATYPES}
@@ -425,9 +442,35 @@ _NOISY_SUFFIXES = {
 }
 _CONDITION_PROGRAMS = ["marketplace partner", "B2B wholesale", "legacy migration"]
 BLOCKER_TYPES = ["exp", "imp", "sem"]
-_EXPLICIT_ERRORS = ["error: endpoint unavailable", "error: endpoint temporarily unavailable."]
-_IMPLICIT_VALUES = ["tuna", "-2147483648", "aaabbbundefined", "NaN", "undefined", "-1",
-                    "0000-00-00T00:00:00Z", "[object Object]"]
+_EXPLICIT_ERRORS = ["error: endpoint unavailable", "error: endpoint temporarily unavailable.",
+                    "error: upstream service returned 503", "error: request timed out upstream"]
+_DISCLOSURES = {
+    "deprecated": [
+        "This endpoint version is deprecated; calls are no longer supported and return an unsupported-endpoint error.",
+        "Retired endpoint kept only for old integrations: it no longer serves requests.",
+        "Superseded by a newer version; the service behind this one has been switched off.",
+    ],
+    "condition_limited": [
+        "Only serves records enrolled in the {program} program.",
+        "Restricted to {program} accounts; other records are refused.",
+        "Available for {program} records only, and refuses everything else.",
+    ],
+    "stale": [
+        "It reads from a cached replica that can lag behind the live record, so the returned {out} may be outdated.",
+        "Backed by a nightly snapshot, so the {out} it gives may not reflect recent changes.",
+        "Answers from a mirror that is synchronised with a delay; its {out} can be out of date.",
+    ],
+    "unreliable": [
+        "This legacy mapping is known to return a value from a related field instead of the requested {out}.",
+        "Its field mapping is inconsistent: the value often comes from a neighbouring field rather than {out}.",
+        "A compatibility shim whose result is frequently read from the wrong column, not {out}.",
+    ],
+    "non_authoritative": [
+        "It returns a preview or estimated {out}, not the final recorded value.",
+        "Gives a provisional {out} computed before the record is finalised; not authoritative.",
+        "The {out} it reports is an estimate for display purposes, not the value of record.",
+    ],
+}
 
 
 @dataclass(frozen=True)
@@ -477,7 +520,7 @@ def _snake(alias: str) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9]+", " ", alias).lower().split())
 
 
-def _desc(family: str, inputs: tuple[str, ...], output: str, in_phrases: list[str]) -> str:
+def _desc(family: str, inputs: tuple[str, ...], output: str, in_phrases: list[str], key: str) -> str:
     quoted = [f"'{p}'" for p in in_phrases]
     given = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
     ent = DT[inputs[0]].entity.replace("_", " ")
@@ -492,7 +535,9 @@ def _desc(family: str, inputs: tuple[str, ...], output: str, in_phrases: list[st
         rel = "that matches all of the given values"
     else:  # altkey
         rel = f"identified by that {DT[inputs[0]].gloss.removeprefix('the ')}"
-    return f"Given {given}, this returns {DT[output].gloss} {rel}. Use it when you need {_PURPOSE[DT[output].flow]}."
+    purpose = random.Random(seed_of(WORLD_SEED, "purpose", key)).choice(_PURPOSE).format(
+        out=DT[output].gloss, inp=DT[inputs[0]].gloss, flow=_FLOW_WORDS[DT[output].flow])
+    return f"Given {given}, this returns {DT[output].gloss} {rel}. {purpose}"
 
 
 # Child -> parent links (many-to-one); the others are 1:1 "created for" links.
@@ -524,6 +569,12 @@ class World:
     blockers_of: dict[str, dict[str, Tool]] = field(default_factory=dict)  # exec id -> type -> tool
     lookup: dict[str, dict[tuple[str, ...], str]] = field(default_factory=dict)  # exec id -> inputs -> out
     real_values: frozenset[str] = frozenset()
+    # Same-type alternatives 2 and 3 of every executable tool, injected only by single-type block
+    # settings; outside the 1,665-tool library that Table 2 counts.
+    extra_blockers: list[Tool] = field(default_factory=list)
+    alternatives_of: dict[str, dict[str, list[Tool]]] = field(default_factory=dict)  # exec id -> type -> 3
+    # Misleading alternative id -> the executable tool with the same function, where the world has one.
+    sem_relation: dict[str, str] = field(default_factory=dict)
     world_hash: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -533,7 +584,7 @@ class World:
                 {"id": t.id, "name": t.name, "kind": t.kind, "inputs": list(t.inputs), "output": t.output,
                  "params": [list(p) for p in t.params], "description": t.description, "paired": t.paired,
                  "fixed_output": t.fixed_output}
-                for t in self.tools
+                for t in self.tools + self.extra_blockers
             ],
         }
 
@@ -569,7 +620,7 @@ def _fake_value(dt: str, key: tuple[Any, ...], real: set[str]) -> str:
         attempt += 1
 
 
-def _build_tools(records: list[dict[str, str]]) -> list[Tool]:
+def _build_tools(records: list[dict[str, str]]) -> tuple[list[Tool], list[Tool]]:
     from toolsweep.benchmarks.planbench_xl.retriever import phrase_vector, cosine
 
     real = {norm_value(v) for rec in records for v in rec.values()}
@@ -601,80 +652,118 @@ def _build_tools(records: list[dict[str, str]]) -> list[Tool]:
         base = f"Get_{_title(alias[out])}_From_" + "_And_".join(_title(alias[d]) for d in ins)
         title = pick_name(base, (tid,), VARIANT_SUFFIXES, False, 0.6)
         params = tuple((_snake(random.Random(seed_of(WORLD_SEED, "param", tid, d)).choice(DT[d].aliases)), d) for d in ins)
-        desc = _desc(family, ins, out, [alias[d] for d in ins])
+        desc = _desc(family, ins, out, [alias[d] for d in ins], tid)
         t = Tool(tid, title.lower(), title, "executable", ins, out, params, desc, None, family, None)
         execs.append(t)
     tools.extend(execs)
 
-    # Noisy variants (5 per executable tool, one per category).
+    # Noisy variants (5 per executable tool, one per category). App. B.2.2: the description "stays
+    # close to the paired tool in task intent, but it also explicitly describes why the tool is
+    # unavailable or unreliable", written by an LLM: so the disclosure is worded per tool, placed
+    # before or after the functional description, and never a fixed marker a search can match.
     for t in execs:
         for cat in NOISY_CATEGORIES:
             nid = f"{t.id}n_{cat}"
             title = pick_name(t.title, (nid,), _NOISY_SUFFIXES[cat], True, 1.0)
-            out_g = DT[t.output].gloss.removeprefix("the ")
+            rng = random.Random(seed_of(WORLD_SEED, "disclosure", nid))
+            prog = rng.choice(_CONDITION_PROGRAMS)
+            note = rng.choice(_DISCLOSURES[cat]).format(out=DT[t.output].gloss.removeprefix("the "),
+                                                        program=prog)
             if cat == "deprecated":
-                note = ("Note: this endpoint version is deprecated; calls are no longer supported and return an "
-                        "unsupported-endpoint error.")
                 value = "error: unsupported endpoint"
             elif cat == "condition_limited":
-                prog = random.Random(seed_of(WORLD_SEED, "program", nid)).choice(_CONDITION_PROGRAMS)
-                note = f"Note: only serves records enrolled in the {prog} program."
                 value = "error: record does not meet the required condition for this endpoint"
             else:
-                note = {
-                    "stale": f"Note: reads from a cached replica that can lag behind the live record, so the returned {out_g} may be outdated.",
-                    "unreliable": f"Note: this legacy mapping is known to return a value from a related field instead of the requested {out_g}.",
-                    "non_authoritative": f"Note: returns a preview or estimated {out_g}, not the final recorded value.",
-                }[cat]
                 value = _fake_value(t.output, ("noise", nid), real)
+            desc = f"{note} {t.description}" if rng.random() < 0.5 else f"{t.description} {note}"
             tools.append(Tool(nid, title.lower(), title, f"noisy:{cat}", t.inputs, t.output, t.params,
-                              f"{t.description} {note}", t.id, t.family, value))
+                              desc, t.id, t.family, value))
+    tools.extend(_blockers(execs, pick_name, real, variant=1))
+    # Named after the 1,665-tool library, so its names never depend on them.
+    extras = _blockers(execs, pick_name, real, variant=2) + _blockers(execs, pick_name, real, variant=3)
+    return tools, extras
 
-    # Blocker alternatives (3 per executable tool).
-    canon_vecs = {d.name: phrase_vector(d.name.replace("_", " ")) for d in DATATYPES}
+
+def _blocker_base(t: Tool) -> str:
+    base = t.title
+    for s in VARIANT_SUFFIXES:  # blockers differ from the original only in the suffix (App. B.9.2)
+        if base.endswith("_" + s):
+            return base[: -len(s) - 1]
+    return base
+
+
+def _misleading_outputs(t: Tool, execs: list[Tool]) -> list[str]:
+    """The different functions a misleading twin of `t` may support, best first (Tab. 4, App. B.9.4).
+
+    The twin must be "semantically close ... but support a different function" whose response "is
+    consistent with the tool's own description". A function is only real when the world has it, so
+    the candidates are the outputs of executable tools with exactly `t`'s inputs (the same lookup,
+    another field), same workflow first; a tool with no such sibling falls back to other fields of
+    the record its inputs identify, then to any datatype, ranked by the phrase encoder."""
+    from toolsweep.benchmarks.planbench_xl.retriever import cosine, phrase_vector
+
+    target = phrase_vector(t.output.replace("_", " "))
+    flow = DT[t.output].flow
+
+    def rank(names: list[str]) -> list[str]:
+        return sorted(names, key=lambda d: (DT[d].flow != flow,
+                                            -cosine(target, phrase_vector(d.replace("_", " "))), DT[d].index))
+
+    siblings = rank(sorted({e.output for e in execs if e.input_set == t.input_set
+                            and e.output != t.output and e.output not in t.inputs}))
+    entity = DT[t.inputs[0]].entity
+    same_record = rank([d.name for d in DATATYPES if d.entity == entity and d.name != t.output
+                        and d.name not in t.inputs and d.name not in siblings])
+    rest = rank([d.name for d in DATATYPES if d.name != t.output and d.name not in t.inputs
+                 and d.name not in siblings and d.name not in same_record])
+    return siblings + same_record + rest
+
+
+def _blockers(execs: list[Tool], pick_name: Any, real: set[str], variant: int) -> list[Tool]:
+    """The explicit, implicit and misleading alternative of every executable tool (App. B.9.2);
+    `variant` 2 and 3 are the further same-type alternatives single-type settings inject."""
+    out: list[Tool] = []
+    sfx = "" if variant == 1 else str(variant)
     for t in execs:
-        base = t.title
-        for s in VARIANT_SUFFIXES:  # strip the variant suffix: blockers differ only in the suffix
-            if base.endswith("_" + s):
-                base = base[: -len(s) - 1]
-                break
-        bid = f"{t.id}b_exp"
+        base = _blocker_base(t)
+        bid = f"{t.id}b_exp{sfx}"
         title = pick_name(base, (bid,), VARIANT_SUFFIXES, True, 1.0)
         err = random.Random(seed_of(WORLD_SEED, "exp", bid)).choice(_EXPLICIT_ERRORS)
-        tools.append(Tool(bid, title.lower(), title, "blocker:exp", t.inputs, t.output, t.params,
-                          t.description, t.id, t.family, err))
-        bid = f"{t.id}b_imp"
+        out.append(Tool(bid, title.lower(), title, "blocker:exp", t.inputs, t.output, t.params,
+                        t.description, t.id, t.family, err))
+        # Implicit failure: "an output that may be syntactically well-formed but is either irrelevant
+        # ... or counterfactual" (App. B.9.4), "superficially plausible" (Takeaway 10): a value of the
+        # declared datatype's own shape that no record holds.
+        bid = f"{t.id}b_imp{sfx}"
         title = pick_name(base, (bid,), VARIANT_SUFFIXES, True, 1.0)
-        val = random.Random(seed_of(WORLD_SEED, "imp", bid)).choice(_IMPLICIT_VALUES)
-        tools.append(Tool(bid, title.lower(), title, "blocker:imp", t.inputs, t.output, t.params,
-                          t.description, t.id, t.family, val))
-        # Semantic misleading: same inputs, a different (most similar) output datatype d'.
-        target = canon_vecs[t.output]
-        best = max((d for d in DATATYPES if d.name != t.output and d.name not in t.inputs),
-                   key=lambda d: (cosine(target, canon_vecs[d.name]), -d.index))
-        bid = f"{t.id}b_sem"
-        alias_out = random.Random(seed_of(WORLD_SEED, "alias", bid, best.name)).choice(best.aliases)
+        out.append(Tool(bid, title.lower(), title, "blocker:imp", t.inputs, t.output, t.params,
+                        t.description, t.id, t.family, _fake_value(t.output, ("imp", bid), real)))
+        # Semantic misleading: same inputs, a different function, described truthfully; its value is
+        # looked up on the record at call time (environment.py), so it never contradicts itself.
+        d2 = _misleading_outputs(t, execs)[variant - 1]
+        bid = f"{t.id}b_sem{sfx}"
+        alias_out = random.Random(seed_of(WORLD_SEED, "alias", bid, d2)).choice(DT[d2].aliases)
         in_part = base.split("_From_", 1)[1]
-        sem_base = f"Get_{_title(alias_out)}_From_{in_part}"
-        title = pick_name(sem_base, (bid,), VARIANT_SUFFIXES, True, 0.6)
+        title = pick_name(f"Get_{_title(alias_out)}_From_{in_part}", (bid,), VARIANT_SUFFIXES, True, 0.6)
         in_phr = [a.replace("_", " ") for a, _ in t.params]
-        desc = _desc("derived", t.inputs, best.name, in_phr)
-        fake = _fake_value(best.name, ("sem", bid), real)
-        tools.append(Tool(bid, title.lower(), title, "blocker:sem", t.inputs, best.name, t.params,
-                          desc, t.id, t.family, fake))
-    return tools
+        desc = _desc("own" if DT[d2].entity == DT[t.inputs[0]].entity else "derived", t.inputs, d2, in_phr,
+                     bid)
+        out.append(Tool(bid, title.lower(), title, "blocker:sem", t.inputs, d2, t.params,
+                        desc, t.id, t.family, None))
+    return out
 
 
 @functools.lru_cache(maxsize=4)
 def build_world(n_cases: int = N_CASES) -> World:
     """Build (once per process) the deterministic world of spec §1."""
     records = _build_records(n_cases)
-    tools = _build_tools(records)
+    tools, extras = _build_tools(records)
     tools = [Tool(**{**t.__dict__, "num": i}) for i, t in enumerate(tools)]
-    w = World(records=records, tools=tools)
-    w.by_id = {t.id: t for t in tools}
-    w.by_name = {t.name: t for t in tools}
-    if len(w.by_name) != len(tools):
+    extras = [Tool(**{**t.__dict__, "num": len(tools) + i}) for i, t in enumerate(extras)]
+    w = World(records=records, tools=tools, extra_blockers=extras)
+    w.by_id = {t.id: t for t in tools + extras}
+    w.by_name = {t.name: t for t in tools + extras}
+    if len(w.by_name) != len(tools) + len(extras):
         raise RuntimeError("tool names are not unique; the world generator is broken")
     w.executable = [t for t in tools if t.is_exec]
     for t in tools:
@@ -682,11 +771,17 @@ def build_world(n_cases: int = N_CASES) -> World:
             w.noisy_of.setdefault(t.paired, []).append(t)
         elif t.kind.startswith("blocker:"):
             w.blockers_of.setdefault(t.paired, {})[t.kind.split(":")[1]] = t
-    for t in w.executable:
+    for t in tools + extras:
+        if t.kind.startswith("blocker:"):
+            w.alternatives_of.setdefault(t.paired, {}).setdefault(t.kind.split(":")[1], []).append(t)
+    for t in w.executable + [t for t in tools + extras if t.kind == "blocker:sem"]:
         table: dict[tuple[str, ...], str] = {}
         for rec in records:
             table[tuple(rec[d] for d in t.inputs)] = rec[t.output]
         w.lookup[t.id] = table
+    relation = {(t.input_set, t.output): t.id for t in w.executable}
+    w.sem_relation = {t.id: relation[(t.input_set, t.output)] for t in tools + extras
+                      if t.kind == "blocker:sem" and (t.input_set, t.output) in relation}
     w.real_values = frozenset(norm_value(v) for rec in records for v in rec.values())
     blob = json.dumps(w.to_json(), sort_keys=True, separators=(",", ":")).encode()
     w.world_hash = hashlib.sha256(blob).hexdigest()
