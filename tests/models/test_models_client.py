@@ -267,3 +267,34 @@ def test_policy_system_prompt_and_request_fields():
     own = policy.build_request([Message(role="system", content="env's own"), Message(role="user", content="x")])
     assert [m["content"] for m in own] == ["env's own", "x"]  # the environment's system prompt wins
     assert policy.turn_seed(convo) == policy.turn_seed(list(convo)) != policy.turn_seed(convo[:1])
+
+
+def test_growing_conversation_is_converted_once_and_a_changed_one_afresh():
+    """build_request keeps what it converted for an episode's growing conversation; a conversation
+    that is not the last one extended (another episode, an edited history) is converted whole."""
+    from toolsweep.models import client as client_module
+
+    policy = LLMPolicy(None)  # type: ignore[arg-type]
+    convo = [Message(role="user", content="q1")]
+    seen: list[int] = []
+    real = client_module.request_messages
+
+    def counting(messages):
+        seen.append(len(messages))
+        return real(messages)
+
+    import toolsweep.models.policy as policy_module
+
+    policy_module.request_messages, saved = counting, policy_module.request_messages
+    try:
+        first = policy.build_request(convo)
+        convo = convo + [Message(role="assistant", content="a1"), Message(role="user", content="q2")]
+        grown = policy.build_request(convo)
+        edited = [Message(role="user", content="other")] + convo[1:]
+        fresh = policy.build_request(edited)
+    finally:
+        policy_module.request_messages = saved
+    assert seen == [1, 2, 3]  # the two new messages only, then the whole edited conversation
+    assert grown == real(convo) and fresh == real(edited) and first == real(convo[:1])
+    grown.append({"role": "user", "content": "appended by a caller"})
+    assert policy.build_request(convo) == real(convo)  # a caller's change to a request stays its own

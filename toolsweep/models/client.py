@@ -156,6 +156,8 @@ def pick_replica(urls: list[str], session: str | None, attempt: int = 0) -> str:
     a retry after a transport error moves to the next one."""
     if not urls:
         raise InfraError("the endpoint has no replicas")
+    if len(urls) == 1:
+        return urls[0]
     index = (stable_seed("replica", session) if session else random.randrange(len(urls))) + attempt
     return urls[index % len(urls)]
 
@@ -180,6 +182,7 @@ class OpenAIClient:
         self._per_loop: dict[int, tuple[asyncio.AbstractEventLoop, Any, asyncio.Semaphore]] = {}
         self._lock = threading.Lock()
         self._jitter = random.Random(stable_seed("backoff", endpoint.name))
+        self._timeout: Any = None  # one aiohttp.ClientTimeout for every request (built on first use)
 
     def _api_key(self) -> str | None:
         env = self.endpoint.api_key_env
@@ -192,9 +195,13 @@ class OpenAIClient:
         return key
 
     def _session(self) -> tuple[Any, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        # The hot path (every request of a worker's loop): this loop's live session, no lock taken.
+        entry = self._per_loop.get(id(loop))
+        if entry is not None and entry[0] is loop and not entry[1].closed:
+            return entry[1], entry[2]
         import aiohttp
 
-        loop = asyncio.get_running_loop()
         with self._lock:
             for key, (old_loop, old_session, _) in list(self._per_loop.items()):
                 if old_loop.is_closed():
@@ -290,7 +297,9 @@ class OpenAIClient:
     async def _post(self, http: Any, url: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         import aiohttp
 
-        timeout = aiohttp.ClientTimeout(total=self.endpoint.timeout_s)
+        if self._timeout is None:
+            self._timeout = aiohttp.ClientTimeout(total=self.endpoint.timeout_s)
+        timeout = self._timeout
         key = headers.get("Authorization", "").removeprefix("Bearer ")
         try:
             async with http.post(url, json=body, headers=headers, timeout=timeout) as resp:

@@ -43,11 +43,23 @@ class LLMPolicy:
         self.system_prompt = system_prompt
         self.extra_body = extra_body or {}
         self.calls = 0
+        self._converted: list[dict[str, Any]] = []
+        self._converted_from: list[Message] = []
 
     def build_request(self, messages: list[Message]) -> list[dict[str, Any]]:
         """The messages sent to the model: the conversation, with the configured system prompt
-        first when the environment gave none."""
-        out = request_messages(messages)
+        first when the environment gave none.
+
+        An episode's conversation only grows, so the messages already converted are kept and only
+        the new ones are converted each turn (the same objects, checked by identity; anything else
+        is converted afresh)."""
+        n = len(self._converted_from)
+        if n <= len(messages) and all(a is b for a, b in zip(self._converted_from, messages[:n])):
+            self._converted += request_messages(messages[n:])
+        else:
+            self._converted = request_messages(messages)
+        self._converted_from = list(messages)
+        out = list(self._converted)
         if self.system_prompt and not (out and out[0]["role"] == "system"):
             out.insert(0, {"role": "system", "content": self.system_prompt})
         return out
