@@ -401,9 +401,9 @@ class ResultSink:
         self.flush_interval_s = flush_interval_s
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
         self.table = CellTable()
-        self.table.add_rows(run_dir.read_table(
-            columns=["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]
-        ).to_pylist())
+        for part in run_dir.iter_tables(
+                columns=["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]):
+            self.table.add_rows(part.to_pylist())  # a part at a time: a resumed million-row run stays small
         self._dirty: set[Cell] = set(self.table.cells)
         self._table_lock = threading.Lock()
         self._queue: queue.Queue[bool] = queue.Queue()

@@ -149,7 +149,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except ConfigError as err:
         return _fail_config(err)
     units = expand_units(config.name, [m.name for m in config.models], plans, config.sampling)
-    cells = {(u.model, u.benchmark, u.setting) for u in units}
+    cells = units.cells()
     print(f"{args.config}: valid. {len(units)} units in {len(cells)} cells; run directory {config.run_path()}")
     return 0
 
@@ -165,7 +165,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _fail_config(err)
     benchmarks = load_benchmarks(config)
     units, _ = current_units(config, benchmarks)
-    _, text = finalize_run(run_dir, config, benchmarks, unit_ids={u.unit_id for u in units}, full_text=args.full)
+    _, text = finalize_run(run_dir, config, benchmarks, unit_ids=units.id_set(), full_text=args.full)
     print(text)
     print(f"\nwrote {run_dir.summary_path} and {run_dir.report_path}")
     return 0

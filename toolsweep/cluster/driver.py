@@ -33,7 +33,7 @@ from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json
-from toolsweep.evaluator.summary import CellTable, convergence_by_cell, convergence_label
+from toolsweep.evaluator.summary import CellTable, convergence_from_table, convergence_label
 from toolsweep.evaluator.sweep import expand_units
 
 Log = Callable[[str], None]
@@ -130,19 +130,9 @@ def finalize_run(
         kept = read_summary(run_dir.summary_path).get("infrastructure")
         if kept is not None:
             extra = {**(extra or {}), "infrastructure": kept}
-    table = CellTable()
     signature = run_dir.records_signature()
-    rows = run_dir.read_table(
-        columns=["unit_id", "model", "benchmark", "setting", "task_id", "seed", "termination", "metrics",
-                 "finished_at"]
-    ).to_pylist()
-    outside = 0
-    complete = False
-    if unit_ids is not None:
-        kept = [r for r in rows if r["unit_id"] in unit_ids]
-        outside, rows = len(rows) - len(kept), kept
-        complete = len({r["unit_id"] for r in kept}) == len(unit_ids)
-    table.add_rows(rows)
+    table, kept, outside = _read_cells(run_dir, unit_ids)
+    complete = unit_ids is not None and kept == len(unit_ids)
     kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
     cells = table.summarize(specs_for, **kw)
     paired = table.paired(specs_for, **kw) if len({c["model"] for c in cells}) > 1 else []
@@ -166,7 +156,7 @@ def finalize_run(
         "records": signature,
         "episodes_not_in_config": outside,
         "complete": complete,  # every unit of this config was recorded when this summary was made
-        "units": len(unit_ids) if unit_ids is not None else len(rows),
+        "units": len(unit_ids) if unit_ids is not None else kept,
         **(extra or {}),
     }
     specs_by_benchmark = {
@@ -174,7 +164,7 @@ def finalize_run(
         for name, b in benchmarks.items()
     }
     manifest = run_dir.read_manifest()
-    by_cell = convergence_by_cell(rows, specs_for, confidence=config.bootstrap.confidence)
+    by_cell = convergence_from_table(table, specs_for, confidence=config.bootstrap.confidence)
     write_plots(run_dir, cells, specs_by_benchmark, by_cell, confidence=config.bootstrap.confidence)
     convergence = {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
     write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables_by_benchmark, paired, convergence)
@@ -188,6 +178,24 @@ def finalize_run(
     summary["table_text_full"] = full  # what `toolsweep report --full` prints
     atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
     return cells, (full if full_text else text)
+
+
+def _read_cells(run_dir: RunDirectory, unit_ids: set[str] | None) -> tuple[CellTable, int, int]:
+    """The run directory's episodes as a CellTable, read a part file at a time (a million rows never
+    sit in memory as dicts); with `unit_ids`, episodes of other units are left out and counted.
+    Returns (table, episodes kept, episodes left out)."""
+    table = CellTable()
+    kept = outside = 0
+    columns = ["unit_id", "model", "benchmark", "setting", "task_id", "seed", "termination", "metrics", "finished_at"]
+    for part in run_dir.iter_tables(columns=columns):
+        rows = part.to_pylist()
+        if unit_ids is not None:
+            n = len(rows)
+            rows = [r for r in rows if r["unit_id"] in unit_ids]
+            outside += n - len(rows)
+        kept += len(rows)
+        table.add_rows(rows)
+    return table, kept, outside
 
 
 def write_plots(
@@ -368,12 +376,12 @@ class SweepPlan:
     unit_ids: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.unit_ids = {u.unit_id for u in self.units}
+        self.unit_ids = self.units.id_set()
 
-    def todo(self) -> list[Any]:
-        """The units the run directory has not recorded yet."""
+    def todo(self) -> Any:
+        """The units the run directory has not recorded yet (a `UnitSelection`: built when leased)."""
         done = self.run_dir.finished_unit_ids() if self.run_dir.exists() else set()
-        return [u for u in self.units if u.unit_id not in done]
+        return self.units.select(done)
 
 
 def plan_sweep(config: SweepConfig, log: Log = _stderr,
@@ -465,7 +473,7 @@ def _write_manifest(plan: SweepPlan, runtime: Any) -> None:
 
 
 @contextmanager
-def rollout_workers(plan: SweepPlan, models: Models, todo: list[Any], log: Log) -> Iterator[Any]:
+def rollout_workers(plan: SweepPlan, models: Models, todo: Any, log: Log) -> Iterator[Any]:
     """Phase 3a: the rollout workers (warming up their benchmarks in the background) and the scheduler
     that drives them, or None when every unit is recorded. The workers are killed on the way out."""
     import ray
@@ -503,13 +511,13 @@ def result_sink(plan: SweepPlan, log: Log) -> Iterator[Any]:
         sink.close(None, status="FAILED")  # nothing if `finish` closed it
 
 
-def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: list[Any], progress: bool,
+def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: bool,
               log: Log) -> tuple[Any, int]:
     """Phase 3c: lease the units the sink has not seen to the workers, recording each result as it
     comes; returns the scheduler's stats (None when there was nothing to run) and the units skipped."""
     from toolsweep.cluster.progress import make_progress
 
-    todo = [u for u in todo if u.unit_id not in sink.known_unit_ids]
+    todo = todo.without(sink.known_unit_ids)
     skipped = len(plan.units) - len(todo)
     if skipped:
         log(f"resuming {plan.run_dir.path}: {skipped} of {len(plan.units)} units already done")
@@ -584,7 +592,7 @@ def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
 
 
 def _start_workers(
-    config: SweepConfig, ray: Any, todo: list[Any], endpoints: dict[str, Any],
+    config: SweepConfig, ray: Any, todo: Any, endpoints: dict[str, Any],
     extra_benchmarks: dict[str, str], runtime: Any, log: Log,
 ) -> Any:
     """Create the rollout workers (spread over the nodes) and their scheduler, and start the workers'
@@ -621,10 +629,7 @@ def _start_workers(
         on_infra_error=lambda model: _heal(runtime, [model, *(h.name for h in config.helpers)]),
         log=log,
     )
-    settings: dict[str, set[str]] = {}
-    for u in todo:
-        settings.setdefault(u.benchmark, set()).add(u.setting)
-    plan = {b: sorted(s) for b, s in settings.items()}
+    plan = todo.settings_by_benchmark()
     log(f"preparing {n_workers} rollout workers ({', '.join(plan)})")
     scheduler.warmup_plan = plan
     scheduler.warmups = [w.warmup.remote(plan) for w in scheduler.workers]
@@ -774,7 +779,7 @@ def _nothing_to_do(run_dir: RunDirectory, config: SweepConfig, units: list[Any],
     """A re-run whose units are all recorded, with a summary made for this config from these records:
     no Ray, no MLflow, no bootstrap; the summary is printed as it is."""
     summary = _current_summary(run_dir, config)
-    if summary is None or not {u.unit_id for u in units} <= run_dir.finished_unit_ids():
+    if summary is None or not units.id_set() <= run_dir.finished_unit_ids():
         return None
     return _reused(run_dir, summary, len(units), log)
 

@@ -17,7 +17,7 @@ import time
 from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,10 +102,14 @@ class Scheduler:
         best = min(range(len(load)), key=load.__getitem__)
         return best if load[best] < self.per_worker else None
 
-    def run(self, units: list[WorkUnit]) -> SchedulerStats:
+    def run(self, units: Iterable[WorkUnit]) -> SchedulerStats:
+        """Run `units`, which may be a lazy iterable: units are drawn from it as slots free up (with a
+        bounded look-ahead past units whose model is at its cap), so the driver never holds more than
+        what is in flight and waiting."""
         stats = SchedulerStats()
         start = time.monotonic()
-        pending: deque[tuple[WorkUnit, int]] = deque((u, 1) for u in units)
+        self._source: Iterator[WorkUnit] | None = iter(units)
+        pending: deque[tuple[WorkUnit, int]] = deque()  # retries, and units passed over for a capped model
         in_flight: dict[str, _Lease] = {}
         worker_load = [0] * len(self.workers)
         model_load: Counter = Counter()
@@ -113,10 +117,11 @@ class Scheduler:
         polls: dict[Any, int] = {w.collect.remote(POLL_S): i for i, w in enumerate(self.workers)}
         finished: list[EpisodeResult] = []
         try:
-            while pending or in_flight or finished:
+            while pending or in_flight or finished or self._source is not None:
                 if stats.config_error is not None:
                     # every unit of the model would fail the same way: stop, drop what is in flight
                     pending.clear()
+                    self._source = None
                     for lease in in_flight.values():
                         self._release(lease, worker_load, model_load)
                     in_flight.clear()
@@ -133,6 +138,9 @@ class Scheduler:
                 if not in_flight:
                     if self._healing:  # only units of a healing model are left: wait for it
                         wait_futures(list(self._healing.values()), timeout=1.0, return_when=FIRST_COMPLETED)
+                    elif pending and self._source is None:
+                        # nothing can lease and nothing will finish: every model left is capped at 0
+                        raise RuntimeError("units are left that no model slot can take (a model's in-flight cap is 0?)")
                     continue
                 ready, _ = ray.wait(list(polls), num_returns=1, timeout=1.0)
                 for ref in ready:
@@ -227,8 +235,19 @@ class Scheduler:
         units still waiting, in order."""
         waiting: deque[tuple[WorkUnit, int]] = deque()
         batches: dict[int, list[str]] = {}
-        while pending:
-            unit, attempts = pending.popleft()
+        lookahead = self.per_worker * len(self.workers) * 4
+
+        def candidates() -> Iterator[tuple[WorkUnit, int]]:
+            while pending:
+                yield pending.popleft()
+            while self._source is not None and len(waiting) < lookahead:
+                unit = next(self._source, None)
+                if unit is None:
+                    self._source = None
+                    return
+                yield unit, 1
+
+        for unit, attempts in candidates():
             cap = self.per_model.get(unit.model)
             if unit.model in self._healing or (cap is not None and model_load[unit.model] >= cap):
                 waiting.append((unit, attempts))

@@ -26,7 +26,7 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
     run_dir = RunDirectory(path)
     config = config_from_run_dir(run_dir)
     benchmarks = load_benchmarks(config)
-    unit_ids = {u.unit_id for u in current_units(config, benchmarks)[0]}
+    unit_ids = current_units(config, benchmarks)[0].id_set()
     specs_for = specs_lookup(benchmarks)
     mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), config.name, config.resolved_run_id(),
                           setting_params=setting_params(config), traces_per_cell=config.mlflow_traces_per_cell)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,32 +29,78 @@ SpecsFor = Callable[[str, str], Sequence[MetricSpec]]
 _UNSCORED = frozenset(t.value for t in UNSCORED)
 
 
-@dataclass
+class _EpisodeRow:
+    """One episode's metrics read from the columns (what `CellEpisodes.metrics` yields)."""
+
+    __slots__ = ("_columns", "_i")
+
+    def __init__(self, columns: dict[str, array], i: int) -> None:
+        self._columns, self._i = columns, i
+
+    def get(self, key: str, default: Any = None) -> Any:
+        col = self._columns.get(key)
+        if col is None:
+            return default
+        v = col[self._i]
+        return default if math.isnan(v) and default is not None else v
+
+    def __getitem__(self, key: str) -> float:
+        col = self._columns.get(key)
+        if col is None or math.isnan(col[self._i]):
+            raise KeyError(key)
+        return col[self._i]
+
+    def __contains__(self, key: str) -> bool:
+        col = self._columns.get(key)
+        return col is not None and not math.isnan(col[self._i])
+
+
 class CellEpisodes:
-    """The scored episodes of one cell, in columns ready for the bootstrap."""
+    """The scored episodes of one cell, in columns ready for the bootstrap.
 
-    task_ids: list[str] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=list)
-    metrics: list[dict[str, float]] = field(default_factory=list)
-    terminations: Counter = field(default_factory=Counter)
+    Columnar on purpose: a metric is 8 bytes per episode in an `array('d')` (NaN where an episode
+    lacks it), where a dict per episode cost kilobytes, so a million-episode sweep's live table
+    stays small. Task ids are interned: every seed and model of a task shares one string."""
 
-    def add(self, task_id: str, seed: int, termination: str, metrics: dict[str, float]) -> None:
+    def __init__(self) -> None:
+        self.task_ids: list[str] = []
+        self.seeds: array = array("q")
+        self.finished_at: array = array("d")  # when each episode was recorded (NaN if unknown)
+        self.columns: dict[str, array] = {}
+        self.terminations: Counter = Counter()
+
+    def add(self, task_id: str, seed: int, termination: str, metrics: dict[str, float],
+            finished_at: float | None = None) -> None:
         self.terminations[termination] += 1
         if termination in _UNSCORED:
             return  # infrastructure failures never enter a metric
-        self.task_ids.append(task_id)
+        n = len(self.task_ids)
+        self.task_ids.append(sys.intern(task_id))
         self.seeds.append(seed)
-        self.metrics.append(metrics)
+        self.finished_at.append(math.nan if finished_at is None else float(finished_at))
+        for key, value in metrics.items():
+            col = self.columns.get(key)
+            if col is None:
+                col = self.columns[key] = array("d", [math.nan]) * n
+            col.append(float(value))
+        for col in self.columns.values():
+            if len(col) == n:  # a metric this episode does not have
+                col.append(math.nan)
 
     @property
     def n(self) -> int:
         return len(self.task_ids)
 
+    @property
+    def metrics(self) -> list[_EpisodeRow]:
+        """Per-episode views with a dict's `get`, for tables that walk episodes one by one."""
+        return [_EpisodeRow(self.columns, i) for i in range(self.n)]
+
     def values(self, specs: Sequence[MetricSpec]) -> dict[str, np.ndarray]:
         keys = {k for s in specs for k in s.keys()}
-        return {
-            k: np.array([m.get(k, math.nan) for m in self.metrics], dtype=float) for k in sorted(keys)
-        }
+        nan = np.full(self.n, math.nan)
+        return {k: (np.frombuffer(self.columns[k], dtype=float).copy() if k in self.columns else nan.copy())
+                for k in sorted(keys)}
 
 
 @dataclass
@@ -81,7 +129,8 @@ class CellTable:
         """Rows as stored in the run directory (metrics as a JSON string)."""
         for r in rows:
             cell = (r["model"], r["benchmark"], r["setting"])
-            self.cells[cell].add(r["task_id"], int(r["seed"]), r["termination"], json.loads(r["metrics"]))
+            self.cells[cell].add(r["task_id"], int(r["seed"]), r["termination"], json.loads(r["metrics"]),
+                                 r.get("finished_at"))
 
     def report_episodes(self, benchmark: str, *, n_resamples: int, confidence: float, seed: int) -> ReportEpisodes:
         """The episodes of one benchmark, as `Benchmark.report_tables` takes them."""
@@ -192,6 +241,47 @@ def convergence_by_cell(
             continue
         point = {"n": float(seen[cell]), **{k: est[k] for k in ("value", "ci_low", "ci_high")}}
         out.setdefault(cell, (specs[0].name, []))[1].append(point)
+    return out
+
+
+def convergence_from_table(
+    table: CellTable,
+    specs_for: SpecsFor,
+    *,
+    checkpoints: int = 12,
+    n_resamples: int = 300,
+    confidence: float = 0.95,
+    max_cells: int | None = None,
+) -> dict[Cell, tuple[str, list[dict[str, float]]]]:
+    """`convergence_by_cell` from a table already built with `finished_at` (the run directory read
+    once, in columns): each cell's scored episodes in the order they were recorded, its headline
+    metric summarised on growing prefixes. Nothing is parsed twice and no row is kept."""
+    cells = sorted(c for c, e in table.cells.items() if e.n)
+    if max_cells is not None:
+        cells = cells[:max_cells]
+    out: dict[Cell, tuple[str, list[dict[str, float]]]] = {}
+    for cell in cells:
+        eps = table.cells[cell]
+        specs = list(specs_for(cell[1], cell[2]))[:1]
+        if not specs:
+            continue
+        order = np.argsort(np.frombuffer(eps.finished_at, dtype=float), kind="stable")
+        tasks = [eps.task_ids[i] for i in order]
+        seeds = np.frombuffer(eps.seeds, dtype=np.int64)[order]
+        values = {k: v[order] for k, v in eps.values(specs).items()}
+        every = max(1, eps.n // checkpoints)
+        ends = list(range(every, eps.n + 1, every))
+        if ends[-1] != eps.n:
+            ends.append(eps.n)
+        points = []
+        for k in ends:
+            summary = cell_summary(*cell, tasks[:k], seeds[:k], {key: v[:k] for key, v in values.items()}, {},
+                                   specs, n_resamples=n_resamples, confidence=confidence, seed=stable_seed(0, *cell))
+            est = summary["metrics"].get(specs[0].name)
+            if est is not None:
+                points.append({"n": float(k), **{f: est[f] for f in ("value", "ci_low", "ci_high")}})
+        if points:
+            out[cell] = (specs[0].name, points)
     return out
 
 
