@@ -5,6 +5,7 @@ a model endpoint with fixed latency. Registered by bench/scheduler.py only."""
 from __future__ import annotations
 
 import asyncio
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -12,19 +13,33 @@ from pydantic import BaseModel, ConfigDict
 from toolsweep.evaluator import AgentReply, Benchmark, Message, MetricSpec, Observation, TerminationReason
 
 
+_START = Observation(messages=[Message(role="user", content="count with me")])
+_REPLY = AgentReply(message=Message(role="assistant", content="next"))
+
+
+@lru_cache(maxsize=None)
+def _observations(turns: int) -> tuple[Observation, ...]:
+    """What the environment shows after each turn, built once: the stand-ins cost next to nothing,
+    so what the bench measures is the harness, not pydantic constructing the stand-ins' messages."""
+    return tuple(
+        Observation(messages=[Message(role="user", content=str(i))], done=i >= turns,
+                    termination=TerminationReason.ANSWERED if i >= turns else None)
+        for i in range(1, turns + 1)
+    )
+
+
 class ChainEnv:
     def __init__(self, turns: int) -> None:
         self.turns = turns
         self.done_turns = 0
+        self._after = _observations(turns)
 
     def reset(self) -> Observation:
-        return Observation(messages=[Message(role="user", content="count with me")])
+        return _START
 
     def step(self, reply: Message) -> Observation:
         self.done_turns += 1
-        done = self.done_turns >= self.turns
-        return Observation(messages=[Message(role="user", content=str(self.done_turns))], done=done,
-                           termination=TerminationReason.ANSWERED if done else None)
+        return self._after[min(self.done_turns, self.turns) - 1]
 
     def result(self) -> dict[str, float]:
         return {"turns": float(self.done_turns)}
@@ -37,7 +52,7 @@ class FixedLatencyPolicy:
     async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        return AgentReply(message=Message(role="assistant", content="next"))
+        return _REPLY
 
 
 class LatencyBench(Benchmark):

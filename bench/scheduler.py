@@ -1,11 +1,11 @@
 """Scheduler efficiency and environment throughput, measured through the real cluster path.
 
 1. A model endpoint with fixed latency L per call, N episodes of T turns, concurrency K:
-   the sweep's wall time against the ideal ceil(N/K)*T*L (target: ideal/actual >= 0.9 at K = 64).
+   the sweep's wall time against the ideal ceil(N/K)*T*L (targets: ideal/actual >= 0.95 at K = 256, >= 0.9 at K = 1,024).
 2. Environment-only throughput with scripted policies (no model): episodes/s and steps/s with 1 and
    2 rollout workers, on a real benchmark.
 
-    python bench/scheduler.py [--episodes 512 --turns 5 --latency 0.1] [--benchmark toolmaze]
+    python bench/scheduler.py [--episodes 1024 --turns 10 --latency 0.05 --ks 16 64 256 1024] [--benchmark toolmaze]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,11 +46,14 @@ def sweep(tmp: str, name: str, models: list[dict], bench: dict, workers: int, pe
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--episodes", type=int, default=512)
-    ap.add_argument("--turns", type=int, default=5)
-    ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--episodes", type=int, default=1024)
+    ap.add_argument("--turns", type=int, default=10)
+    ap.add_argument("--latency", type=float, default=0.05)
+    ap.add_argument("--ks", type=int, nargs="*", default=[16, 64, 256, 1024], help="concurrency levels")
+    ap.add_argument("--workers", type=int, default=2, help="rollout workers")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per K (the machine is noisy)")
     ap.add_argument("--benchmark", default="toolmaze", help="benchmark for the environment-only table")
-    ap.add_argument("--env-tasks", type=int, default=100)
+    ap.add_argument("--env-tasks", type=int, default=100, help="tasks of the environment-only table (0: skip it)")
     args = ap.parse_args()
 
     import ray
@@ -63,16 +67,19 @@ def main() -> None:
         print("  sweep s = first lease to last result (workers warmed up); total s = the whole run_sweep call,")
         print("  including validation, worker start, the final 10,000-resample bootstrap and the report")
         print(f"{'K':>5} {'workers':>8} {'ideal s':>9} {'sweep s':>9} {'ideal/sweep':>12} {'total s':>9}")
-        for k, workers in ((16, 1), (64, 1), (64, 2), (128, 2)):
+        for k, workers in [(k, args.workers) for k in args.ks for _ in range(args.repeat)]:
             bench = {"name": "latency", "settings": ["chain"],
                      "options": {"n_tasks": args.episodes, "turns": args.turns, "latency_s": args.latency}}
             models = [{"name": "fixed", "kind": "scripted", "policy": "fixed_latency", "max_in_flight": k}]
-            total, out = sweep(tmp, f"lat{k}w{workers}", models, bench, workers, math.ceil(k / workers))
+            total, out = sweep(tmp, f"lat{k}w{workers}{uuid.uuid4().hex[:6]}", models, bench, workers, math.ceil(k / workers))
             ideal = math.ceil(args.episodes / k) * args.turns * args.latency
             assert out.done == args.episodes
             print(f"{k:>5} {workers:>8} {ideal:>9.2f} {out.wall_s:>9.2f} {ideal / out.wall_s:>12.3f} {total:>9.2f}")
 
         name = args.benchmark
+        if not args.env_tasks:
+            ray.shutdown()
+            return
         try:
             b = get_benchmark(name)
             setting = next(iter(b.settings()))

@@ -25,17 +25,18 @@ class StandInWorker:
         self.generation = 0
         self.submits: list[tuple[str, float, int]] = []  # (model, time, endpoint generation)
 
-    def submit(self, batch: list[str]) -> None:
-        from toolsweep.evaluator.types import WorkUnit
+    def submit(self, batch: list) -> None:
+        from toolsweep.evaluator.encoded import UnitUnpacker
 
         now = time.time()
         for raw in batch:
-            unit = WorkUnit.model_validate_json(raw)
+            unit = UnitUnpacker()(raw)
             self.submits.append((unit.model, now, self.generation))
             self.queue.append((raw, now + 0.05))
 
-    def collect(self, timeout: float) -> list[str]:
-        from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
+    def collect(self, timeout: float) -> list:
+        from toolsweep.evaluator.encoded import UnitUnpacker, encode_result
+        from toolsweep.evaluator.types import EpisodeResult, TerminationReason
 
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -44,12 +45,12 @@ class StandInWorker:
                 self.queue = [q for q in self.queue if q[1] > time.time()]
                 out = []
                 for raw, _ in ready:
-                    unit = WorkUnit.model_validate_json(raw)
+                    unit = UnitUnpacker()(raw)
                     broken = unit.model == "a" and self.generation == 0
-                    out.append(EpisodeResult(
+                    out.append(encode_result(EpisodeResult(
                         unit=unit, termination=TerminationReason.INFRA_ERROR if broken else TerminationReason.ANSWERED,
                         error="connection refused" if broken else None, node_id=str(time.time()),
-                    ).model_dump_json())
+                    )))
                 return out
             time.sleep(0.01)
         return []

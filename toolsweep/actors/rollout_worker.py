@@ -18,6 +18,7 @@ from typing import Any
 
 import ray
 
+from toolsweep.evaluator.encoded import EncodedResult, UnitUnpacker, UnitWire, encode_result
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.protocols import EndpointConfigError, InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
@@ -89,9 +90,10 @@ class RolloutWorker:
         # anyway), and a single thread hands off with far less contention than a pool.
         self._env_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env") if offload_env else None
         self._step_cost: dict[str, float] = {}  # benchmark -> running mean seconds per env call
-        self._done: list[str] = []
+        self._done: list[EncodedResult] = []
         self._done_event: asyncio.Event | None = None  # made on the actor's event loop
         self._tasks: set[asyncio.Task] = set()
+        self._unpack = UnitUnpacker()
 
     async def _benchmark(self, name: str):
         # The first build of a benchmark can take seconds (a world, a dataset): do it once, off the
@@ -134,23 +136,23 @@ class RolloutWorker:
     # between waves of episodes. The driver instead hands a worker a batch of units in one call
     # and long-polls `collect` for whatever has finished (bench/scheduler.py).
 
-    async def submit(self, units: list[str]) -> None:
-        """Start these units (WorkUnit JSON) in the background; results come back via `collect`."""
+    async def submit(self, units: list[UnitWire]) -> None:
+        """Start these units (as `pack_unit` packed them) in the background; results come back via `collect`."""
         if self._done_event is None:
             self._done_event = asyncio.Event()
-        for raw in units:
-            unit = WorkUnit.model_validate_json(raw)
+        for wire in units:
+            unit = self._unpack(wire)
             task = asyncio.get_running_loop().create_task(self._run_and_keep(unit))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     async def _run_and_keep(self, unit: WorkUnit) -> None:
         result = await self.run(unit)
-        self._done.append(result.model_dump_json())
+        self._done.append(encode_result(result))
         self._done_event.set()
 
-    async def collect(self, timeout_s: float = 0.5) -> list[str]:
-        """Finished results (EpisodeResult JSON) since the last call; waits up to `timeout_s` for
+    async def collect(self, timeout_s: float = 0.5) -> list[EncodedResult]:
+        """Finished results (each with its run-directory row encoded) since the last call; waits up to `timeout_s` for
         at least one, so the driver can block on every worker at once."""
         if self._done_event is None:
             self._done_event = asyncio.Event()

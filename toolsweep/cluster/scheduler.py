@@ -24,7 +24,8 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, WorkerCrashedError
 
-from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
+from toolsweep.evaluator.encoded import EncodedResult, encode_failure, pack_unit
+from toolsweep.evaluator.types import TerminationReason, WorkUnit
 
 _DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError)
 POLL_S = 0.5
@@ -46,7 +47,7 @@ class SchedulerStats:
     done: int = 0
     requeued: int = 0
     worker_restarts: int = 0
-    gave_up: list[EpisodeResult] = field(default_factory=list)
+    gave_up: list[EncodedResult] = field(default_factory=list)
     interrupted: bool = False
     terminated: bool = False  # the interrupt was SIGTERM
     config_error: str | None = None  # the endpoint refused the configuration: the run stopped
@@ -76,7 +77,7 @@ class Scheduler:
         self,
         make_worker: Callable[[int], Any],
         n_workers: int,
-        record: Callable[[list[EpisodeResult]], Any],
+        record: Callable[[list[EncodedResult]], Any],
         *,
         per_worker: int = 64,
         per_model: dict[str, int] | None = None,
@@ -97,6 +98,7 @@ class Scheduler:
         # model -> its replicas being checked/restarted in the background (its units wait meanwhile)
         self._healing: dict[str, Future] = {}
         self._heal_pool: ThreadPoolExecutor | None = None
+        self._samplings: dict[int, tuple[Any, str]] = {}
 
     def _pick_worker(self, load: list[int]) -> int | None:
         best = min(range(len(load)), key=load.__getitem__)
@@ -115,7 +117,7 @@ class Scheduler:
         model_load: Counter = Counter()
         # One long poll per worker: the driver blocks on all of them at once.
         polls: dict[Any, int] = {w.collect.remote(POLL_S): i for i, w in enumerate(self.workers)}
-        finished: list[EpisodeResult] = []
+        finished: list[EncodedResult] = []
         try:
             while pending or in_flight or finished or self._source is not None:
                 if stats.config_error is not None:
@@ -156,12 +158,12 @@ class Scheduler:
                         polls[self.workers[w].collect.remote(POLL_S)] = w
                         continue
                     polls[self.workers[w].collect.remote(POLL_S)] = w
-                    for payload in raw:
-                        result = EpisodeResult.model_validate_json(payload)
+                    for result in raw:  # EncodedResult: the row as the worker encoded it
                         lease = in_flight.get(result.unit_id)
                         if lease is None or lease.worker != w:
                             continue  # a unit already requeued elsewhere; the sink keeps one copy
                         self._release(in_flight.pop(result.unit_id), worker_load, model_load)
+                        result.unit = lease.unit
                         if result.termination == TerminationReason.CONFIG_ERROR:
                             stats.config_error = stats.config_error or result.error or "configuration error"
                             continue
@@ -234,7 +236,7 @@ class Scheduler:
         model is at its cap waits without blocking units of other models behind it. Returns the
         units still waiting, in order."""
         waiting: deque[tuple[WorkUnit, int]] = deque()
-        batches: dict[int, list[str]] = {}
+        batches: dict[int, list[tuple]] = {}
         lookahead = self.per_worker * len(self.workers) * 4
 
         def candidates() -> Iterator[tuple[WorkUnit, int]]:
@@ -256,7 +258,7 @@ class Scheduler:
             if w is None:
                 waiting.append((unit, attempts))
                 break
-            batches.setdefault(w, []).append(unit.model_dump_json())
+            batches.setdefault(w, []).append(pack_unit(unit, self._sampling_json(unit)))
             in_flight[unit.unit_id] = _Lease(unit, attempts, w)
             worker_load[w] += 1
             model_load[unit.model] += 1
@@ -265,13 +267,21 @@ class Scheduler:
         waiting.extend(pending)
         return waiting
 
-    def _record(self, finished: list[EpisodeResult], stats: SchedulerStats, start: float) -> None:
+    def _sampling_json(self, unit: WorkUnit) -> str:
+        """A unit's sampling as JSON, encoded once per distinct Sampling object (a sweep has one)."""
+        key = id(unit.sampling)
+        cached = self._samplings.get(key)
+        if cached is None or cached[0] is not unit.sampling:
+            cached = self._samplings[key] = (unit.sampling, unit.sampling.model_dump_json())
+        return cached[1]
+
+    def _record(self, finished: list[EncodedResult], stats: SchedulerStats, start: float) -> None:
         self.record(finished)
         for r in finished:
             stats.done += 1
             stats.terminations[r.termination.value] += 1
             # every token the served models processed, the agents' and the helpers' alike
-            stats.tokens += r.trajectory.prompt_tokens + r.trajectory.completion_tokens + r.trajectory.helper_tokens
+            stats.tokens += r.tokens
         if self.progress is not None:
             elapsed = max(time.monotonic() - start, 1e-9)
             self.progress.update(len(finished))
@@ -298,13 +308,13 @@ class Scheduler:
         pending: deque[tuple[WorkUnit, int]],
         stats: SchedulerStats,
         reason: str,
-        result: EpisodeResult | None = None,
+        result: EncodedResult | None = None,
     ) -> None:
         if lease.attempts < self.max_attempts:
             stats.requeued += 1
             pending.appendleft((lease.unit, lease.attempts + 1))
             return
-        failed = result or EpisodeResult(unit=lease.unit, termination=TerminationReason.INFRA_ERROR)
+        failed = result or encode_failure(lease.unit, TerminationReason.INFRA_ERROR, None)
         failed.error = f"gave up after {lease.attempts} attempts: {reason}"
         failed.attempts = lease.attempts
         stats.gave_up.append(failed)

@@ -89,6 +89,8 @@ async def run_episode(
 
     async def consult_helpers(obs: Observation) -> tuple[Observation, list[Message]]:
         """Answer the environment's consults until it has something for the agent."""
+        if obs.consult is None:
+            return obs, obs.messages  # the common case, without a copy
         shown = list(obs.messages)
         while obs.consult is not None and not obs.done:
             request = obs.consult

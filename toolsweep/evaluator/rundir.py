@@ -142,6 +142,14 @@ def result_to_row(result: EpisodeResult, finished_at: float | None = None) -> di
     }
 
 
+def _log_line(result: Any) -> str:
+    """A result's write-ahead-log line; an `EncodedResult` (evaluator.encoded) brings its row encoded
+    by the worker that played it, so the driver does not encode it again."""
+    if isinstance(result, EpisodeResult):
+        return json.dumps(result_to_row(result), allow_nan=True)
+    return result.line(time.time())
+
+
 def row_to_result(row: dict[str, Any]) -> EpisodeResult:
     unit = WorkUnit(
         sweep=row["sweep"],
@@ -313,7 +321,7 @@ class EpisodeWriter:
             if result.unit_id in self._known:
                 continue
             self._known.add(result.unit_id)
-            self._pending.write(json.dumps(result_to_row(result), allow_nan=True) + "\n")
+            self._pending.write(_log_line(result) + "\n")
             fresh.append(result)
         if fresh:
             # flush() hands the lines to the OS, which keeps them if this process is killed;

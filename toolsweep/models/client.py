@@ -27,6 +27,7 @@ from toolsweep.evaluator.episode import exclude_from_deadline
 from toolsweep.evaluator.failures import classify_status, describe, is_config, redact, retry_after_seconds
 from toolsweep.evaluator.protocols import ContextExceeded, EndpointConfigError, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
+from toolsweep.models.http import ConnectionPool, HTTPProtocolError, InvalidURL
 
 
 class ModelRequestError(Exception):
@@ -151,6 +152,24 @@ def request_messages(messages: list[Message] | list[dict[str, Any]]) -> list[dic
     return out
 
 
+class EncodedMessages(list):
+    """Request messages or tool schemas (OpenAI dicts) that also carry their JSON (`json`), built by
+    `LLMPolicy` as the conversation grows (a message is encoded once, the tools once while they stay
+    the same), so the client does not encode the whole conversation again on every turn. Any other
+    client takes it as the list it is."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, messages: list[dict[str, Any]], encoded: str) -> None:
+        super().__init__(messages)
+        self.json = encoded
+
+
+def encode_message(message: dict[str, Any]) -> str:
+    """One request message as JSON, as the request body carries it."""
+    return json.dumps(message, separators=(",", ":"))
+
+
 def pick_replica(urls: list[str], session: str | None, attempt: int = 0) -> str:
     """Session-sticky choice: every request of one episode goes to the same replica (prefix cache);
     a retry after a transport error moves to the next one."""
@@ -163,7 +182,7 @@ def pick_replica(urls: list[str], session: str | None, attempt: int = 0) -> str:
 
 
 class OpenAIClient:
-    """Async client of OpenAI-compatible chat endpoints (aiohttp), one per process and endpoint.
+    """Async client of OpenAI-compatible chat endpoints (`models.http`), one per process and endpoint.
 
     Safe to share between the episodes of a worker; a semaphore per event loop caps the requests
     in flight at the endpoint's `max_in_flight`.
@@ -182,7 +201,6 @@ class OpenAIClient:
         self._per_loop: dict[int, tuple[asyncio.AbstractEventLoop, Any, asyncio.Semaphore]] = {}
         self._lock = threading.Lock()
         self._jitter = random.Random(stable_seed("backoff", endpoint.name))
-        self._timeout: Any = None  # one aiohttp.ClientTimeout for every request (built on first use)
 
     def _api_key(self) -> str | None:
         env = self.endpoint.api_key_env
@@ -200,27 +218,19 @@ class OpenAIClient:
         entry = self._per_loop.get(id(loop))
         if entry is not None and entry[0] is loop and not entry[1].closed:
             return entry[1], entry[2]
-        import aiohttp
-
         with self._lock:
-            for key, (old_loop, old_session, _) in list(self._per_loop.items()):
+            for key, (old_loop, old_pool, _) in list(self._per_loop.items()):
                 if old_loop.is_closed():
-                    # The loop that owned it is gone (e.g. asyncio.run per call): release the
-                    # connector's sockets synchronously, it cannot be awaited any more.
+                    # The loop that owned it is gone (e.g. asyncio.run per call): close its sockets.
                     del self._per_loop[key]
                     try:
-                        # aiohttp >= 3.10 made close() a coroutine; its synchronous core is _close()
-                        closer = getattr(old_session.connector, "_close", None) or old_session.connector.close
-                        result = closer()
-                        if asyncio.iscoroutine(result):
-                            result.close()  # cannot run on a dead loop; do not leave it unawaited
+                        old_pool.close()
                     except Exception:  # noqa: BLE001 - best effort on a dead loop
                         pass
             entry = self._per_loop.get(id(loop))
             if entry is None or entry[0] is not loop or entry[1].closed:
-                connector = aiohttp.TCPConnector(limit=self.endpoint.max_in_flight + 4)
-                session = aiohttp.ClientSession(connector=connector)
-                entry = (loop, session, asyncio.Semaphore(self.endpoint.max_in_flight))
+                pool = ConnectionPool(max_idle=self.endpoint.max_in_flight + 4)
+                entry = (loop, pool, asyncio.Semaphore(self.endpoint.max_in_flight))
                 self._per_loop[id(loop)] = entry
             return entry[1], entry[2]
 
@@ -229,7 +239,7 @@ class OpenAIClient:
         with self._lock:
             entry = self._per_loop.pop(id(loop), None)
         if entry is not None:
-            await entry[1].close()
+            entry[1].close()
 
     async def chat(
         self,
@@ -258,6 +268,7 @@ class OpenAIClient:
             body["tool_choice"] = "auto"
         body.update(self.endpoint.extra_body)
         body.update(extra_body or {})
+        payload = self._encode(body)
         headers = {"Content-Type": "application/json"}
         key = self._api_key()
         if key:
@@ -271,7 +282,7 @@ class OpenAIClient:
                 url = pick_replica(self.endpoint.base_urls, session, attempt).rstrip("/") + "/chat/completions"
                 start = time.monotonic()
                 try:
-                    data = await self._post(http, url, body, headers)
+                    data = await self._post(http, url, payload, headers)
                 except _Retryable as exc:
                     last, last_cause = f"{url}: {exc}", exc.cause
                     if exc.cause == "slow":
@@ -288,32 +299,43 @@ class OpenAIClient:
             f"model {self.endpoint.name!r} unreachable after {attempt + 1} attempts; last: {last}",
             [key]), last_cause)
 
+    def _encode(self, body: dict[str, Any]) -> bytes:
+        """The request body as JSON. The conversation and the tool schemas come pre-encoded from the
+        policy (`EncodedMessages`, encoded as they appear): only the small rest is encoded per call."""
+        messages, tools = body.get("messages"), body.get("tools")
+        if not isinstance(messages, EncodedMessages):
+            return json.dumps(body, separators=(",", ":")).encode()
+        rest = {k: v for k, v in body.items() if k not in ("messages", "tools")}
+        parts = [json.dumps(rest, separators=(",", ":"))[:-1], ',"messages":[', messages.json, "]"]
+        if tools is not None:
+            parts += [',"tools":', tools.json if isinstance(tools, EncodedMessages) else
+                      json.dumps(tools, separators=(",", ":"))]
+        parts.append("}")
+        if not rest:
+            parts[1] = parts[1][1:]  # no field before "messages": no comma
+        return "".join(parts).encode()
+
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(retry_after, self.backoff_max_s)
         base = min(self.backoff_s * 2**attempt, self.backoff_max_s)
         return base * (0.5 + self._jitter.random() / 2)
 
-    async def _post(self, http: Any, url: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
-        import aiohttp
-
-        if self._timeout is None:
-            self._timeout = aiohttp.ClientTimeout(total=self.endpoint.timeout_s)
-        timeout = self._timeout
+    async def _post(self, http: ConnectionPool, url: str, payload: bytes, headers: dict[str, str]) -> dict[str, Any]:
         key = headers.get("Authorization", "").removeprefix("Bearer ")
         try:
-            async with http.post(url, json=body, headers=headers, timeout=timeout) as resp:
-                text = await resp.text()
-                status = resp.status
-                retry_after = resp.headers.get("Retry-After")
-        except aiohttp.InvalidURL as exc:
+            resp = await http.post(url, payload, headers, self.endpoint.timeout_s)
+        except InvalidURL as exc:
             raise EndpointConfigError(describe(self.endpoint.name, "unreachable", f"unusable URL {url}: {exc}"),
                                       "unreachable") from exc
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise _Retryable(f"no response within {self.endpoint.timeout_s:.0f} s", cause="slow") from exc
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError) as exc:
+        except OSError as exc:  # HTTPConnectionError among them
             raise _Retryable(f"{type(exc).__name__}: {exc}", cause="unreachable") from exc
-        text = redact(text, [key])
+        except HTTPProtocolError as exc:
+            raise _Retryable(f"not an HTTP answer: {exc}", cause="bad_body") from exc
+        status, retry_after = resp.status, resp.headers.get("retry-after")
+        text = redact(resp.body.decode("utf-8", "replace"), [key])
         if status >= 400:
             cause = classify_status(status, text)
             if is_config(cause):

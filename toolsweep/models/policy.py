@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from toolsweep.evaluator.types import AgentReply, Message, Sampling, Usage, stable_seed
 from toolsweep.evaluator.failures import describe
 from toolsweep.evaluator.protocols import EndpointConfigError
-from toolsweep.models.client import ChatClient, ModelRequestError, request_messages
+from toolsweep.models.client import ChatClient, EncodedMessages, ModelRequestError, encode_message, request_messages
 
 # OpenAI-compatible servers take a seed as a signed 32/64-bit int depending on the implementation;
 # 31 bits fit all of them.
@@ -44,7 +45,9 @@ class LLMPolicy:
         self.extra_body = extra_body or {}
         self.calls = 0
         self._converted: list[dict[str, Any]] = []
+        self._encoded: list[str] = []  # each converted message's JSON
         self._converted_from: list[Message] = []
+        self._tools: EncodedMessages | None = None
 
     def build_request(self, messages: list[Message]) -> list[dict[str, Any]]:
         """The messages sent to the model: the conversation, with the configured system prompt
@@ -55,14 +58,27 @@ class LLMPolicy:
         is converted afresh)."""
         n = len(self._converted_from)
         if n <= len(messages) and all(a is b for a, b in zip(self._converted_from, messages[:n])):
-            self._converted += request_messages(messages[n:])
+            new = request_messages(messages[n:])
         else:
-            self._converted = request_messages(messages)
+            self._converted, self._encoded, new = [], [], request_messages(messages)
+        self._converted += new
+        self._encoded += [encode_message(m) for m in new]
         self._converted_from = list(messages)
-        out = list(self._converted)
+        out, encoded = list(self._converted), self._encoded
         if self.system_prompt and not (out and out[0]["role"] == "system"):
-            out.insert(0, {"role": "system", "content": self.system_prompt})
-        return out
+            system = {"role": "system", "content": self.system_prompt}
+            out.insert(0, system)
+            encoded = [encode_message(system), *encoded]
+        return EncodedMessages(out, ",".join(encoded))
+
+    def encoded_tools(self, tools: list[dict[str, Any]]) -> EncodedMessages | None:
+        """The tool schemas with their JSON, encoded again only when they change (an environment
+        usually shows the same tools, often the same objects, turn after turn)."""
+        if not tools:
+            return None
+        if self._tools is None or not (self._tools is tools or list.__eq__(self._tools, tools)):
+            self._tools = EncodedMessages(tools, json.dumps(tools, separators=(",", ":")))
+        return self._tools
 
     def turn_seed(self, messages: list[Message]) -> int:
         return stable_seed(self.seed, "turn", len(messages)) & ((1 << _SEED_BITS) - 1)
@@ -71,7 +87,7 @@ class LLMPolicy:
         try:
             response = await self.client.chat(
                 self.build_request(messages),
-                tools=tools or None,
+                tools=self.encoded_tools(tools),
                 sampling=self.sampling,
                 seed=self.turn_seed(messages),
                 session=self.session,
