@@ -34,7 +34,7 @@ def test_plan_takes_no_resource_and_refuses_a_bad_config_first(tmp_path):
     planned = plan_sweep(cfg, lambda m: None, EXTRA)
     assert isinstance(planned, SweepPlan) and len(planned.units) == 2 * 2 * 3
     todo = planned.todo()
-    assert [u.unit_id for u in todo] == planned.units.ids == sorted(planned.unit_ids) and len(planned.unit_ids) == 12
+    assert [u.unit_id for u in todo] == list(planned.units.ids) == sorted(planned.unit_ids) and len(planned.unit_ids) == 12
     assert not ray.is_initialized() and not planned.run_dir.path.exists()
     bad = cfg.model_copy(update={"benchmarks": [cfg.benchmarks[0].model_copy(update={"settings": ["tiny"]})]})
     with pytest.raises(ConfigError, match="tiny"):

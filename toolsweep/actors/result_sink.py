@@ -27,6 +27,7 @@ from typing import Any
 
 from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory, read_summary
 from toolsweep.evaluator.summary import Cell, CellTable, SpecsFor
+from toolsweep.evaluator.unit_ids import UnitIds
 from toolsweep.evaluator.types import EpisodeResult
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -400,11 +401,15 @@ class ResultSink:
         self.seed = seed
         self.flush_interval_s = flush_interval_s
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
-        self.table = CellTable()
-        for part in run_dir.iter_tables(
-                columns=["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]):
-            self.table.add_rows(part.to_pylist())  # a part at a time: a resumed million-row run stays small
-        self._dirty: set[Cell] = set(self.table.cells)
+        # The live table feeds the MLflow mirror and nothing else: without a mirror it is not kept
+        # (every episode would cost the driver memory that no one reads).
+        self.table: CellTable | None = None
+        if mirror is not None:
+            self.table = CellTable()
+            columns = ["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]
+            for part in run_dir.iter_tables(columns=columns):  # a part at a time: a resumed million-row run stays small
+                self.table.add_columns({name: part.column(name).to_pylist() for name in columns})
+        self._dirty: set[Cell] = set(self.table.cells) if self.table is not None else set()
         self._table_lock = threading.Lock()
         self._queue: queue.Queue[bool] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -412,7 +417,8 @@ class ResultSink:
         self.closed = False
 
     @property
-    def known_unit_ids(self) -> set[str]:
+    def known_unit_ids(self) -> UnitIds:
+        """The units recorded in the run directory (a snapshot, 32 bytes an id)."""
         return self.writer.known_unit_ids
 
     def start(self) -> None:
@@ -424,13 +430,30 @@ class ResultSink:
         """Record results (durably, at once); returns the ones that were new."""
         fresh = self.writer.append(results)
         with self._table_lock:
-            for r in fresh:
-                self._dirty.add(self.table.add_result(r))
+            if self.table is not None:
+                for r in fresh:
+                    self._dirty.add(self.table.add_result(r))
         return fresh
+
+    def end_run(self) -> None:
+        """The run is over: the last episodes into a part, the live mirror stopped and its table freed
+        before the final summary reads the run directory (so two tables are never held at once)."""
+        self.writer.flush_part()
+        self._stop_mirror_thread()
+        with self._table_lock:
+            self.table, self._dirty = None, set()
+
+    def _stop_mirror_thread(self) -> None:
+        if self._thread is not None:
+            self._queue.put(True)
+            self._thread.join(timeout=60)
+            self._thread = None
 
     def _mirror_failed(self, exc: BaseException) -> None:
         if self.mlflow_ok:
             self.mlflow_ok = False
+            with self._table_lock:
+                self.table, self._dirty = None, set()  # nothing will read it again
             self.log(
                 f"MLflow at {self.mirror.tracking_uri} is unreachable ({type(exc).__name__}: "
                 f"{str(exc)[:200]}); the sweep goes on without it. Results are safe in "
@@ -442,7 +465,7 @@ class ResultSink:
             dirty, self._dirty = self._dirty, set()
             summaries = self.table.summarize(
                 self.specs_for, n_resamples=n_resamples, confidence=self.confidence, seed=self.seed, only=dirty
-            ) if dirty else []
+            ) if dirty and self.table is not None else []
         if summaries:
             self.mirror.log_summaries(summaries)
 
@@ -466,9 +489,7 @@ class ResultSink:
             return
         self.closed = True
         self.writer.close()
-        if self._thread is not None:
-            self._queue.put(True)
-            self._thread.join(timeout=60)
+        self._stop_mirror_thread()
         if self.mirror is not None and self.mlflow_ok:
             try:
                 if final_summaries:

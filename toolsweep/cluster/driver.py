@@ -23,18 +23,22 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import pyarrow as pa
+
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
-from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json
+from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json, unit_id_digests
 from toolsweep.evaluator.summary import CellTable, convergence_from_table, convergence_label
 from toolsweep.evaluator.sweep import expand_units
+from toolsweep.evaluator.unit_ids import UnitIds
 
 Log = Callable[[str], None]
 
@@ -116,12 +120,13 @@ def _report_tables(bench: Any, cells: list[dict[str, Any]], episodes: Any) -> li
 
 def finalize_run(
     run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], *, extra: dict[str, Any] | None = None,
-    unit_ids: set[str] | None = None, full_text: bool = False,
+    unit_ids: Set[str] | None = None, full_text: bool = False,
 ) -> tuple[list[dict[str, Any]], str]:
     """Summaries with full-B intervals, paired differences, summary.json, report.html; returns the
     cell summaries and the text: each benchmark's headline metric per setting and model, or with
     `full_text` every cell's first metrics and the paper tables. With `unit_ids` (the current config's
-    units), episodes of units no longer in the config stay on disk but out of the summary."""
+    units: a `UnitIds`, or any set of ids), episodes of units no longer in the config stay on disk but
+    out of the summary."""
     from toolsweep.evaluator.report import format_cells_table, format_headline_table, write_html_report
 
     specs_for = specs_lookup(benchmarks)
@@ -180,21 +185,22 @@ def finalize_run(
     return cells, (full if full_text else text)
 
 
-def _read_cells(run_dir: RunDirectory, unit_ids: set[str] | None) -> tuple[CellTable, int, int]:
+def _read_cells(run_dir: RunDirectory, unit_ids: Set[str] | None) -> tuple[CellTable, int, int]:
     """The run directory's episodes as a CellTable, read a part file at a time (a million rows never
-    sit in memory as dicts); with `unit_ids`, episodes of other units are left out and counted.
-    Returns (table, episodes kept, episodes left out)."""
+    sit in memory as dicts); with `unit_ids`, episodes of other units are left out (a vectorised
+    look-up of each part's ids) and counted. Returns (table, episodes kept, episodes left out)."""
+    wanted = None if unit_ids is None else UnitIds.of(unit_ids)
     table = CellTable()
     kept = outside = 0
     columns = ["unit_id", "model", "benchmark", "setting", "task_id", "seed", "termination", "metrics", "finished_at"]
     for part in run_dir.iter_tables(columns=columns):
-        rows = part.to_pylist()
-        if unit_ids is not None:
-            n = len(rows)
-            rows = [r for r in rows if r["unit_id"] in unit_ids]
-            outside += n - len(rows)
-        kept += len(rows)
-        table.add_rows(rows)
+        if wanted is not None:
+            ours = wanted.contains(unit_id_digests(part.column("unit_id")))
+            if not ours.all():
+                outside += len(ours) - int(ours.sum())
+                part = part.filter(pa.array(ours))
+        kept += part.num_rows
+        table.add_columns({name: part.column(name).to_pylist() for name in columns[1:]})
     return table, kept, outside
 
 
@@ -369,18 +375,18 @@ class SweepPlan:
     config: SweepConfig
     plans: list[Any]
     benchmarks: dict[str, Any]
-    units: list[Any]
+    units: Any  # a `UnitSpace`
     fingerprints: dict[str, Any]
     run_dir: RunDirectory
     extra_benchmarks: dict[str, str]
-    unit_ids: set[str] = field(default_factory=set)
+    unit_ids: UnitIds = field(default_factory=UnitIds)
 
     def __post_init__(self) -> None:
-        self.unit_ids = self.units.id_set()
+        self.unit_ids = self.units.id_set()  # shares the unit space's digests: no copy
 
     def todo(self) -> Any:
         """The units the run directory has not recorded yet (a `UnitSelection`: built when leased)."""
-        done = self.run_dir.finished_unit_ids() if self.run_dir.exists() else set()
+        done = self.run_dir.finished_unit_ids() if self.run_dir.exists() else UnitIds()
         return self.units.select(done)
 
 
@@ -537,7 +543,7 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
 
 def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int) -> RunOutcome:
     """Phase 4: summary.json with full-B intervals, report.html and plots, the final MLflow state."""
-    sink.writer.flush_part()
+    sink.end_run()  # the live table is freed before the summary builds its own
     cells, text = finalize_run(plan.run_dir, plan.config, plan.benchmarks, unit_ids=plan.unit_ids,
                                extra={"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)})
     sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
@@ -775,9 +781,10 @@ def _finished_already(config: SweepConfig, log: Log) -> RunOutcome | None:
     return _reused(run_dir, summary, int(summary.get("units", 0)), log)
 
 
-def _nothing_to_do(run_dir: RunDirectory, config: SweepConfig, units: list[Any], log: Log) -> RunOutcome | None:
-    """A re-run whose units are all recorded, with a summary made for this config from these records:
-    no Ray, no MLflow, no bootstrap; the summary is printed as it is."""
+def _nothing_to_do(run_dir: RunDirectory, config: SweepConfig, units: Any, log: Log) -> RunOutcome | None:
+    """A re-run whose units (a `UnitSpace`) are all recorded, with a summary made for this config from
+    these records: no Ray, no MLflow, no bootstrap; the summary is printed as it is. Both id sets are
+    sorted digests, so the check is one vectorised look-up."""
     summary = _current_summary(run_dir, config)
     if summary is None or not units.id_set() <= run_dir.finished_unit_ids():
         return None

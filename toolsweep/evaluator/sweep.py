@@ -6,12 +6,15 @@ import bisect
 import hashlib
 import itertools
 import json
-from array import array
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from toolsweep.evaluator.types import Sampling, WorkUnit, canonical_json
+from toolsweep.evaluator.unit_ids import DIGEST, UnitIds, hex_of
 
 
 @dataclass(frozen=True)
@@ -56,43 +59,58 @@ class UnitSpace(Sequence[WorkUnit]):
 
     Ordering by the sha256 id is a deterministic shuffle: every cell fills at the same pace, so the
     live confidence intervals of all cells narrow together instead of one cell at a time. A unit is
-    its id (a string) and its place in the grid (an integer); the WorkUnit is built when it is
-    leased, so a million-unit sweep costs the driver about 120 bytes per unit, not kilobytes. Ids are
-    hashed from the same canonical JSON as `WorkUnit.unit_id` (checked on the first unit of every
-    cell), so resumed run directories keep their ids.
+    its id (a raw 32-byte digest in a numpy array) and its place in the grid (an integer); the
+    WorkUnit and its hex id are built when it is leased, so a million-unit sweep costs the driver
+    about 36 bytes per unit, not kilobytes. Ids are hashed from the same canonical JSON as
+    `WorkUnit.unit_id` (checked on the first unit of every cell), so resumed run directories keep
+    their ids. Task ids are interned: the results' task ids (and the cell tables that keep them)
+    then share the strings the sweep holds anyway.
     """
 
     def __init__(self, sweep: str, models: Sequence[str], plans: Iterable[BenchmarkPlan], sampling: Sampling,
                  contexts: Mapping[tuple[str, str], str] | None = None) -> None:
         self.sweep, self.sampling = sweep, sampling
-        self._groups = [
-            _Group(model, plan.benchmark, setting, list(task_ids), list(plan.seeds),
-                   (contexts or {}).get((model, plan.benchmark), ""))
-            for plan in plans for setting, task_ids in plan.tasks_by_setting.items() for model in models
-        ]
+        self._groups: list[_Group] = []
+        for plan in plans:
+            for setting, task_ids in plan.tasks_by_setting.items():
+                tasks = [sys.intern(t) for t in task_ids]  # one list for every model
+                self._groups.extend(
+                    _Group(model, plan.benchmark, setting, tasks, list(plan.seeds),
+                           (contexts or {}).get((model, plan.benchmark), ""))
+                    for model in models)
         self._offsets = list(itertools.accumulate((g.size for g in self._groups), initial=0))
-        ids = self._hash_all()
-        order = sorted(range(len(ids)), key=ids.__getitem__)
-        self.ids: list[str] = [ids[i] for i in order]
-        del ids
-        self._flat = array("q", order)
-        for a, b in zip(self.ids, self.ids[1:]):
-            if a == b:
-                raise ValueError("the sweep expands to duplicate units: a model, setting or task is listed twice")
+        digests = self._hash_all()
+        order = np.argsort(digests, kind="stable")
+        self._digests: np.ndarray = digests[order]
+        del digests
+        # grid position of the i-th unit in id order
+        self._flat: np.ndarray = order.astype(np.int32 if len(order) < 2**31 else np.int64)
+        del order
+        if len(self._digests) > 1 and bool((self._digests[1:] == self._digests[:-1]).any()):
+            raise ValueError("the sweep expands to duplicate units: a model, setting or task is listed twice")
 
-    def _hash_all(self) -> list[str]:
+    def _hash_all(self) -> np.ndarray:
+        """Every unit's digest in grid order, written into one buffer (no Python object kept per unit)."""
         sampling = canonical_json(self.sampling.model_dump(mode="json"))
-        out: list[str] = []
-        for g in self._groups:
+        out = bytearray(32 * self._offsets[-1])
+        view = memoryview(out)
+        for g, first in zip(self._groups, self._offsets):
+            if not g.size:
+                continue
             head = (f'{{"benchmark":{_j(g.benchmark)},"context":{_j(g.context)},"model":{_j(g.model)},'
                     f'"sampling":{sampling},"seed":')
             mid = f',"setting":{_j(g.setting)},"sweep":{_j(self.sweep)},"task_id":'
-            first = len(out)
-            out.extend(hashlib.sha256(f"{head}{seed}{mid}{_j(task)}}}".encode()).hexdigest()
-                       for task in g.task_ids for seed in g.seeds)
-            if len(out) > first and out[first] != self._build(g, 0).unit_id:
+            at = 32 * first
+            sha = hashlib.sha256
+            for task in g.task_ids:
+                tail = f"{mid}{_j(task)}}}"
+                for seed in g.seeds:
+                    view[at : at + 32] = sha(f"{head}{seed}{tail}".encode()).digest()
+                    at += 32
+            if out[32 * first : 32 * first + 32].hex() != self._build(g, 0).unit_id:
                 raise RuntimeError("unit ids no longer match WorkUnit.unit_id; UnitSpace._hash_all is out of date")
-        return out
+        view.release()
+        return np.frombuffer(out, dtype=DIGEST)
 
     def _build(self, g: _Group, r: int) -> WorkUnit:
         task, seed = divmod(r, len(g.seeds))
@@ -104,34 +122,41 @@ class UnitSpace(Sequence[WorkUnit]):
         return self._groups[k], flat - self._offsets[k]
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self._digests)
 
     def __getitem__(self, i: int) -> WorkUnit:  # type: ignore[override]
         if isinstance(i, slice):
             raise TypeError("a UnitSpace is indexed one unit at a time")
-        g, r = self._group_of(self._flat[i])
+        g, r = self._group_of(int(self._flat[i]))
         unit = self._build(g, r)
-        unit.__dict__["unit_id"] = self.ids[i if i >= 0 else len(self.ids) + i]  # the cached_property's slot
+        unit.__dict__["unit_id"] = hex_of(self._digests, i)  # the cached_property's slot
         return unit
 
     def __iter__(self) -> Iterator[WorkUnit]:
-        return (self[i] for i in range(len(self.ids)))
+        return (self[i] for i in range(len(self)))
 
-    def id_set(self) -> set[str]:
-        return set(self.ids)
+    @property
+    def ids(self) -> UnitIds:
+        """Every unit id, in unit (= id) order; shares the space's digest array."""
+        return UnitIds(self._digests, sorted_unique=True)
+
+    def id_set(self) -> UnitIds:
+        """The ids as a set: the same `UnitIds` as `ids` (sorted digests, no copy)."""
+        return self.ids
 
     def cells(self) -> set[tuple[str, str, str]]:
         return {(g.model, g.benchmark, g.setting) for g in self._groups if g.size}
 
-    def select(self, skip: set[str] | frozenset[str] = frozenset()) -> UnitSelection:
-        """The units whose ids are not in `skip`, in id order, still unbuilt."""
-        return UnitSelection(self, array("q", (i for i, uid in enumerate(self.ids) if uid not in skip)))
+    def select(self, skip: Iterable[str] = frozenset()) -> UnitSelection:
+        """The units whose ids are not in `skip` (a `UnitIds`, or any ids), in id order, still unbuilt."""
+        todo = np.flatnonzero(~UnitIds.of(skip).contains(self._digests))
+        return UnitSelection(self, todo.astype(self._flat.dtype))
 
 
 class UnitSelection:
     """Some units of a `UnitSpace` (positions in id order): what a run still has to do."""
 
-    def __init__(self, space: UnitSpace, positions: array) -> None:
+    def __init__(self, space: UnitSpace, positions: np.ndarray) -> None:
         self.space, self.positions = space, positions
 
     def __len__(self) -> int:
@@ -141,21 +166,20 @@ class UnitSelection:
         return len(self.positions) > 0
 
     def __iter__(self) -> Iterator[WorkUnit]:
-        return (self.space[i] for i in self.positions)
+        # a chunk of positions at a time as Python ints: never a list of every position
+        chunks = (self.positions[k : k + 4096].tolist() for k in range(0, len(self.positions), 4096))
+        return (self.space[i] for i in itertools.chain.from_iterable(chunks))
 
-    def without(self, skip: set[str]) -> UnitSelection:
-        ids = self.space.ids
-        return UnitSelection(self.space, array("q", (i for i in self.positions if ids[i] not in skip)))
+    def without(self, skip: Iterable[str]) -> UnitSelection:
+        """These units less those whose ids are in `skip` (a `UnitIds`, or any ids)."""
+        recorded = UnitIds.of(skip).contains(self.space._digests[self.positions])
+        return UnitSelection(self.space, self.positions[~recorded])
 
     def settings_by_benchmark(self) -> dict[str, list[str]]:
         """The settings that still have units, per benchmark (what the workers build)."""
-        seen: set[int] = set()
-        for i in self.positions:
-            seen.add(bisect.bisect_right(self.space._offsets, self.space._flat[i]) - 1)
-            if len(seen) == len(self.space._groups):
-                break
+        groups = np.searchsorted(np.asarray(self.space._offsets), self.space._flat[self.positions], side="right") - 1
         out: dict[str, set[str]] = {}
-        for k in seen:
+        for k in np.unique(groups).tolist():
             g = self.space._groups[k]
             out.setdefault(g.benchmark, set()).add(g.setting)
         return {b: sorted(s) for b, s in out.items()}

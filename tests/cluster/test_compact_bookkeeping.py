@@ -1,0 +1,94 @@
+"""The driver's bookkeeping without a Python string per unit: the final summary reads only the
+config's units, a run with everything recorded is seen as done, and the sink keeps a live table only
+for an MLflow mirror that reads it (and frees it before the final summary builds its own)."""
+
+from __future__ import annotations
+
+import threading
+
+from toolsweep.actors.result_sink import ResultSink
+from toolsweep.cluster.driver import _read_cells
+from toolsweep.evaluator.protocols import MetricSpec
+from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory
+from toolsweep.evaluator.sweep import BenchmarkPlan, expand_units
+from toolsweep.evaluator.unit_ids import UnitIds
+from toolsweep.evaluator.types import EpisodeResult, Sampling, TerminationReason
+
+
+def _space(tasks):
+    return expand_units("s", ["m1", "m2"], [BenchmarkPlan("fake", {"small": tasks}, [0, 1])], Sampling())
+
+
+def _record(rd, units):
+    w = EpisodeWriter(rd, part_rows=5)
+    w.append([EpisodeResult(unit=u, termination=TerminationReason.ANSWERED, metrics={"acc": 1.0}) for u in units])
+    w.close()
+
+
+def test_the_summary_reads_only_the_configs_units_and_counts_the_others(tmp_path):
+    rd = RunDirectory(tmp_path / "run")
+    old = list(_space(["gone-1", "gone-2", "kept"]))
+    _record(rd, old)
+    config = _space(["kept", "new"])  # a grown or changed config: 'kept' units stay, 'gone' ones are out
+    for unit_ids in (config.id_set(), set(config.id_set())):
+        table, kept, outside = _read_cells(rd, unit_ids)
+        assert (kept, outside) == (4, 8)
+        assert {t for eps in table.cells.values() for t in eps.task_ids} == {"kept"}
+    table, kept, outside = _read_cells(rd, None)
+    assert (kept, outside) == (12, 0) and sum(e.n for e in table.cells.values()) == 12
+
+
+def test_a_config_is_done_only_when_every_unit_is_recorded(tmp_path):
+    rd = RunDirectory(tmp_path / "run")
+    units = list(_space(["a", "b", "c"]))
+    _record(rd, units[:-1])
+    space = _space(["a", "b", "c"])
+    assert not space.id_set() <= rd.finished_unit_ids()
+    assert [u.unit_id for u in space.select(rd.finished_unit_ids())] == [units[-1].unit_id]
+    _record(rd, units[-1:])
+    assert space.id_set() <= rd.finished_unit_ids() and not space.select(rd.finished_unit_ids())
+
+
+class _Mirror:
+    tracking_uri = "memory://"
+
+    def __init__(self):
+        self.logged = threading.Event()
+
+    def log_summaries(self, summaries):
+        self.logged.set()
+
+    def log_artifacts(self, run_dir, summaries):
+        pass
+
+    def finish(self, status):
+        pass
+
+
+def _specs(benchmark, setting):
+    return [MetricSpec(name="acc")]
+
+
+def test_the_sink_keeps_a_live_table_only_for_a_mirror_and_frees_it_at_the_end(tmp_path):
+    units = list(_space(["a", "b", "c"]))
+    results = [EpisodeResult(unit=u, termination=TerminationReason.ANSWERED, metrics={"acc": 1.0}) for u in units]
+    rd = RunDirectory(tmp_path / "run")
+    _record(rd, units[:4])
+
+    plain = ResultSink(rd, _specs, mirror=None)
+    assert plain.table is None
+    assert plain.known_unit_ids == UnitIds.from_hex(u.unit_id for u in units[:4])
+    assert plain.add(results[2:6]) == results[4:6]  # recorded once, also without a table
+    plain.close(None)
+
+    mirror = _Mirror()
+    sink = ResultSink(rd, _specs, mirror=mirror, flush_interval_s=0.05)
+    assert sum(e.n for e in sink.table.cells.values()) == 6  # the record so far, for the live charts
+    sink.start()
+    assert sink.add(results) == results[6:]
+    assert sum(e.n for e in sink.table.cells.values()) == len(units)
+    assert mirror.logged.wait(10)
+    sink.end_run()
+    assert sink.table is None and sink._thread is None
+    sink.close([])
+    assert rd.finished_unit_ids() == {u.unit_id for u in units}
