@@ -56,13 +56,12 @@ def encode_result(result: EpisodeResult) -> EncodedResult:
     row = result_to_row(result, finished_at=math.nan)
     for key in _DRIVER_FIELDS:
         del row[key]
-    traj = result.trajectory
     return EncodedResult(
         unit_id=result.unit_id,
         termination=result.termination,
         error=result.error,
         metrics=result.metrics,
-        tokens=traj.prompt_tokens + traj.completion_tokens + traj.helper_tokens,
+        tokens=row["prompt_tokens"] + row["completion_tokens"] + result.trajectory.helper_tokens,
         row_json=json.dumps(row, allow_nan=True),
         attempts=result.attempts,
         unit=result.unit,

@@ -124,8 +124,25 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+_SAMPLING_JSON: dict[int, tuple[Any, str]] = {}
+
+
+def _sampling_json(sampling: Any) -> str:
+    """A unit's sampling as canonical JSON, encoded once per Sampling object (a worker's units share one)."""
+    hit = _SAMPLING_JSON.get(id(sampling))
+    if hit is None or hit[0] is not sampling:
+        if len(_SAMPLING_JSON) >= 256:
+            _SAMPLING_JSON.clear()
+        hit = _SAMPLING_JSON[id(sampling)] = (sampling, canonical_json(sampling.model_dump(mode="json")))
+    return hit[1]
+
+
 def result_to_row(result: EpisodeResult, finished_at: float | None = None) -> dict[str, Any]:
     unit = result.unit
+    prompt = completion = 0
+    for step in result.trajectory.steps:
+        prompt += step.usage.prompt_tokens
+        completion += step.usage.completion_tokens
     return {
         "unit_id": unit.unit_id,
         "sweep": unit.sweep,
@@ -134,12 +151,12 @@ def result_to_row(result: EpisodeResult, finished_at: float | None = None) -> di
         "setting": unit.setting,
         "task_id": unit.task_id,
         "seed": unit.seed,
-        "sampling": canonical_json(unit.sampling.model_dump(mode="json")),
+        "sampling": _sampling_json(unit.sampling),
         "termination": result.termination.value,
         "metrics": json.dumps(result.metrics, allow_nan=True),
         "num_turns": result.num_turns,
-        "prompt_tokens": result.trajectory.prompt_tokens,
-        "completion_tokens": result.trajectory.completion_tokens,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
         "wall_time_s": float(result.wall_time_s),
         "attempts": result.attempts,
         "node_id": result.node_id,
