@@ -2,12 +2,13 @@
 server in its own process on 127.0.0.1, next to the in-process fixed-latency policy of
 bench/scheduler.py on the same workload.
 
-1. The server alone: K concurrent clients (a plain aiohttp load generator) for a few seconds, so the
-   server's own capacity at latency L is known before the harness is blamed for anything.
+1. The server alone: K requests always in flight for a few seconds, so the server's own capacity at
+   latency L (and its CPU per call) is known before the harness is blamed for anything.
 2. The sweep: N episodes of T turns at concurrency K, scripted in-process (no HTTP) and through the
    HTTP client, with ideal/actual (ideal = ceil(N/K) * T * L) and the harness's CPU per model call
    (the driver process over the scheduler's run, the rollout workers read from /proc; the server
-   excluded).
+   excluded), and beside it the server's own CPU per call: on two cores the server, the workers and
+   the driver share the machine, so what the server takes is what the sweep cannot have.
 
     python bench/scheduler_http.py [--episodes 256 --turns 10 --latency 0.05 --ks 16 64 256]
 """
@@ -25,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import uvloop
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -77,24 +80,29 @@ def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("the fixed-latency server did not start")
 
 
-async def server_capacity(url: str, k: int, seconds: float) -> float:
-    """Calls/s the server answers with k requests always in flight."""
-    import aiohttp
+async def server_capacity(url: str, k: int, seconds: float) -> tuple[float, float]:
+    """Calls/s the server answers with k requests always in flight, and its CPU per call (ms). The load
+    comes from the sweep's own lean HTTP client (toolsweep.models.http), so the load generator takes
+    as little of the machine's two cores as the harness would."""
+    import json
 
-    body = {"model": "m", "messages": [{"role": "user", "content": "count with me"}]}
+    from toolsweep.models.http import ConnectionPool
+
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "count with me"}]}).encode()
+    pool = ConnectionPool(max_idle=k)
     done = 0
     stop = time.perf_counter() + seconds
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-        async def one() -> None:
-            nonlocal done
-            while time.perf_counter() < stop:
-                async with session.post(url + "/v1/chat/completions", json=body) as resp:
-                    await resp.read()
-                done += 1
 
-        start = time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(k)))
-        return done / (time.perf_counter() - start)
+    async def one() -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            await pool.post(url + "/v1/chat/completions", body, {"Content-Type": "application/json"}, 60)
+            done += 1
+
+    start, cpu = time.perf_counter(), server_cpu()
+    await asyncio.gather(*(one() for _ in range(k)))
+    pool.close()
+    return done / (time.perf_counter() - start), 1000 * (server_cpu() - cpu) / max(done, 1)
 
 
 def _ticks(pid: int) -> int:
@@ -125,22 +133,28 @@ def driver_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-SCHEDULER_CPU: list[tuple[float, float]] = []
+SCHEDULER_CPU: list[tuple[float, float, float]] = []
+SERVER_PID: list[int] = []
+
+
+def server_cpu() -> float:
+    """CPU seconds the fixed-latency server has used so far (0 when none runs)."""
+    return max(0, _ticks(SERVER_PID[0])) / os.sysconf("SC_CLK_TCK") if SERVER_PID else 0.0
 
 
 def time_the_scheduler() -> None:
-    """Record the driver's and the workers' CPU over each `Scheduler.run` (not the worker start-up, nor
-    the plan and finish phases around it)."""
+    """Record the driver's, the workers' and the server's CPU over each `Scheduler.run` (not the worker
+    start-up, nor the plan and finish phases around it)."""
     from toolsweep.cluster import scheduler as sched
 
     run = sched.Scheduler.run
 
     def timed(self, units):  # type: ignore[no-untyped-def]
-        c0, w0 = driver_cpu(), worker_cpu()
+        c0, w0, s0 = driver_cpu(), worker_cpu(), server_cpu()
         try:
             return run(self, units)
         finally:
-            SCHEDULER_CPU.append((driver_cpu() - c0, worker_cpu() - w0))
+            SCHEDULER_CPU.append((driver_cpu() - c0, worker_cpu() - w0, server_cpu() - s0))
 
     sched.Scheduler.run = timed
 
@@ -161,16 +175,18 @@ def main() -> None:
     register_benchmark("latency", EXTRA["latency"])
     time_the_scheduler()
     server, url = start_server(args.latency)
+    SERVER_PID.append(server.pid)
     try:
         print(f"server alone (L={args.latency * 1000:.0f} ms), calls/s with K requests in flight:")
         for k in args.ks:
-            rate = asyncio.run(server_capacity(url, k, 4.0))
-            print(f"  K={k:<5} {rate:8.0f} calls/s  (ideal {k / args.latency:8.0f})")
+            rate, ms = uvloop.run(server_capacity(url, k, 4.0))
+            print(f"  K={k:<5} {rate:8.0f} calls/s  (ideal {k / args.latency:8.0f}, {rate * args.latency / k:.3f} of it); "
+                  f"server CPU {ms:.3f} ms/call")
         ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         n, t, lat = args.episodes, args.turns, args.latency
         print(f"\nsweep: N={n} episodes x T={t} turns, L={lat * 1000:.0f} ms, {args.workers} rollout workers")
         print(f"{'path':<8}{'K':>6}{'ideal s':>9}{'sweep s':>9}{'ideal/act':>10}{'calls/s':>9}"
-              f"{'driver ms/call':>15}{'workers ms/call':>16}")
+              f"{'driver ms/call':>15}{'workers ms/call':>16}{'server ms/call':>15}")
         bench = {"name": "latency", "settings": ["chain"], "options": {"n_tasks": n, "turns": t, "latency_s": lat}}
         with tempfile.TemporaryDirectory() as tmp:
             for k in args.ks:
@@ -181,13 +197,14 @@ def main() -> None:
                               "max_in_flight": k, "timeout_s": 60, "max_retries": 0}),
                 ):
                     _, out = sweep(tmp, f"{path}{k}", [model], bench, args.workers, per_worker, preflight=False)
-                    driver_s, workers_s = SCHEDULER_CPU[-1]
+                    driver_s, workers_s, server_s = SCHEDULER_CPU[-1]
                     calls = n * t
                     ideal = math.ceil(n / k) * t * lat
                     assert out.done == n, out
                     print(f"{path:<8}{k:>6}{ideal:>9.2f}{out.wall_s:>9.2f}{ideal / out.wall_s:>10.3f}"
                           f"{calls / out.wall_s:>9.0f}{1000 * driver_s / calls:>15.3f}"
-                          f"{1000 * workers_s / calls:>16.3f}")
+                          f"{1000 * workers_s / calls:>16.3f}"
+                          f"{(f'{1000 * server_s / calls:.3f}' if path == 'http' else '-'):>15}")
         ray.shutdown()
     finally:
         server.terminate()
