@@ -51,17 +51,18 @@ def _ok(body: bytes = BODY, extra: bytes = b"") -> bytes:
         len(body), extra, body)
 
 
+async def _answer_ok(request, writer):
+    writer.write(_ok())
+    await writer.drain()
+
+
 def run(coro):
     return asyncio.run(coro)
 
 
 def test_keep_alive_reuses_one_connection_and_sends_the_request_whole():
-    async def answer(request, writer):
-        writer.write(_ok())
-        await writer.drain()
-
     async def main():
-        server, url, seen = await _serve(answer)
+        server, url, seen = await _serve(_answer_ok)
         pool = ConnectionPool()
         async with server:
             for i in range(3):
@@ -201,12 +202,8 @@ def test_tls_with_a_certificate_the_client_trusts(tmp_path, monkeypatch):
     ca_file = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
 
-    async def answer(request, writer):
-        writer.write(_ok())
-        await writer.drain()
-
     async def main(pool):
-        server, url, _ = await _serve(answer, ssl_context=server_ctx)
+        server, url, _ = await _serve(_answer_ok, ssl_context=server_ctx)
         async with server:
             return await pool.post(url, b"{}", {}, 5)
 

@@ -250,47 +250,6 @@ class CellTable:
         return out
 
 
-def convergence_by_cell(
-    rows: Iterable[dict[str, Any]],
-    specs_for: SpecsFor,
-    *,
-    checkpoints: int = 12,
-    n_resamples: int = 300,
-    confidence: float = 0.95,
-    max_cells: int | None = None,
-) -> dict[Cell, tuple[str, list[dict[str, float]]]]:
-    """How each cell's headline metric and its interval evolved as episodes finished (rows in the
-    run directory's format, with `finished_at`): cell -> (metric, points {n, value, ci_low, ci_high})."""
-    ordered = sorted(rows, key=lambda r: r["finished_at"])
-    totals: Counter = Counter((r["model"], r["benchmark"], r["setting"]) for r in ordered)
-    cells = sorted(totals)[:max_cells] if max_cells is not None else sorted(totals)
-    wanted = set(cells)
-    table = CellTable()
-    seen: Counter = Counter()
-    out: dict[Cell, tuple[str, list[dict[str, float]]]] = {}
-    for r in ordered:
-        cell = (r["model"], r["benchmark"], r["setting"])
-        if cell not in wanted:
-            continue
-        table.cells[cell].add(r["task_id"], int(r["seed"]), r["termination"], json.loads(r["metrics"]))
-        seen[cell] += 1
-        every = max(1, totals[cell] // checkpoints)
-        if seen[cell] % every and seen[cell] != totals[cell]:
-            continue
-        specs = list(specs_for(cell[1], cell[2]))[:1]
-        if not specs:
-            continue
-        summary = table.summarize(
-            lambda b, s: specs, n_resamples=n_resamples, confidence=confidence, seed=0, only=[cell]
-        )[0]
-        est = summary["metrics"].get(specs[0].name)
-        if est is None:
-            continue
-        point = {"n": float(seen[cell]), **{k: est[k] for k in ("value", "ci_low", "ci_high")}}
-        out.setdefault(cell, (specs[0].name, []))[1].append(point)
-    return out
-
-
 def task_keys(task_ids: Sequence[str]) -> np.ndarray:
     """Each episode's task as a 4-byte key that sorts like its task id (the task's rank among the
     cell's tasks, big-endian), to hand `cell_summary` instead of the ids. The bootstrap lays episodes
@@ -314,9 +273,10 @@ def convergence_from_table(
     confidence: float = 0.95,
     max_cells: int | None = None,
 ) -> dict[Cell, tuple[str, list[dict[str, float]]]]:
-    """`convergence_by_cell` from a table already built with `finished_at` (the run directory read
-    once, in columns): each cell's scored episodes in the order they were recorded, its headline
-    metric summarised on growing prefixes. Nothing is parsed twice and no row is kept."""
+    """How each cell's headline metric and its interval evolved as episodes finished: cell -> (metric,
+    points {n, value, ci_low, ci_high}), from a table built with `finished_at` (the run directory read
+    once, in columns): each cell's scored episodes in the order they were recorded, summarised on
+    growing prefixes. Nothing is parsed twice and no row is kept."""
     cells = sorted(c for c, e in table.cells.items() if e.n)
     if max_cells is not None:
         cells = cells[:max_cells]
@@ -359,9 +319,11 @@ def convergence_points(
     confidence: float = 0.95,
     max_cells: int | None = 24,
 ) -> dict[str, list[dict[str, float]]]:
-    """`convergence_by_cell` keyed by a label "model | benchmark | setting — metric": the report's
-    convergence charts."""
-    by_cell = convergence_by_cell(
-        rows, specs_for, checkpoints=checkpoints, n_resamples=n_resamples, confidence=confidence, max_cells=max_cells
+    """The convergence of run-directory rows (with `finished_at`), keyed by a label "model | benchmark
+    | setting — metric": the report's convergence charts."""
+    table = CellTable()
+    table.add_rows(rows)
+    by_cell = convergence_from_table(
+        table, specs_for, checkpoints=checkpoints, n_resamples=n_resamples, confidence=confidence, max_cells=max_cells
     )
     return {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
