@@ -93,7 +93,7 @@ def test_the_writer_refuses_a_duplicate_in_the_log_in_a_part_and_after_a_reopen(
     assert w.append([res[1]]) == []  # still in the write-ahead log
     assert w.append(res[2:6]) == res[3:6]  # 2 is known; the log became a part at 4 rows
     assert rd.part_paths() and w.append(res[:6]) == []  # now in a part
-    assert w.is_recorded(res[0].unit_id) and not w.is_recorded(res[6].unit_id)
+    assert res[0].unit_id in w.known_unit_ids and res[6].unit_id not in w.known_unit_ids
     assert w.known_unit_ids == {r.unit_id for r in res[:6]}
     w.close()
     w2 = EpisodeWriter(rd)

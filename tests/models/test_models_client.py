@@ -296,5 +296,44 @@ def test_growing_conversation_is_converted_once_and_a_changed_one_afresh():
         policy_module.request_messages = saved
     assert seen == [1, 2, 3]  # the two new messages only, then the whole edited conversation
     assert grown == real(convo) and fresh == real(edited) and first == real(convo[:1])
+    # the JSON the client sends is the conversation's, message for message
+    assert [json.loads("[" + r.json + "]") for r in (first, grown, fresh)] == [list(first), list(grown), list(fresh)]
     grown.append({"role": "user", "content": "appended by a caller"})
     assert policy.build_request(convo) == real(convo)  # a caller's change to a request stays its own
+
+
+def test_tool_schemas_changed_in_place_are_sent_as_they_now_are(server):
+    """The policy encodes the tools once while they stay the same; an environment that edits a schema
+    in place (same objects) must not have the old one sent."""
+    tool = json.loads(json.dumps(ADD_TOOL))
+    tools = [tool]
+    server.script.extend([text_reply("one"), text_reply("two"), text_reply("three")])
+    policy = LLMPolicy(client(server), Sampling(), session="s")
+    run(policy.act([Message(role="user", content="q")], tools))
+    run(policy.act([Message(role="user", content="q")], tools))
+    assert policy.encoded_tools(list(tools)) is policy.encoded_tools(tools)  # unchanged: encoded once
+    tool["function"]["description"] = "Add two integers, carefully."
+    run(policy.act([Message(role="user", content="q")], tools))
+    sent = [r["tools"][0]["function"]["description"] for r in server.requests]
+    assert sent == ["Add two integers.", "Add two integers.", "Add two integers, carefully."]
+
+
+def test_unsendable_urls_and_keys_stop_the_run_and_transport_faults_are_never_the_agents(server, monkeypatch):
+    """A host that is not a name and a key HTTP cannot carry are configuration errors; anything else the
+    transport raises is retried and reported as infrastructure, never an agent's format error."""
+    with pytest.raises(EndpointConfigError, match="unreachable"):
+        run(client(["http://bad..host/v1"]).chat([{"role": "user", "content": "hi"}]))
+    monkeypatch.setenv("TS_TEST_KEY", "sk-ключ")
+    keyed = OpenAIClient(Endpoint(name="m", model="x", base_urls=[server.base_url], api_key_env="TS_TEST_KEY"))
+    with pytest.raises(EndpointConfigError, match="auth"):
+        run(keyed.chat([{"role": "user", "content": "hi"}]))
+
+    from toolsweep.models import http
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the transport")
+
+    monkeypatch.setattr(http.ConnectionPool, "post", broken)
+    with pytest.raises(InfraError, match="RuntimeError"):
+        run(client(server, max_retries=1).chat([{"role": "user", "content": "hi"}]))
+    assert not server.requests

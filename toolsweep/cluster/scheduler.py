@@ -98,7 +98,6 @@ class Scheduler:
         # model -> its replicas being checked/restarted in the background (its units wait meanwhile)
         self._healing: dict[str, Future] = {}
         self._heal_pool: ThreadPoolExecutor | None = None
-        self._samplings: dict[int, tuple[Any, str]] = {}
 
     def _pick_worker(self, load: list[int]) -> int | None:
         best = min(range(len(load)), key=load.__getitem__)
@@ -258,7 +257,7 @@ class Scheduler:
             if w is None:
                 waiting.append((unit, attempts))
                 break
-            batches.setdefault(w, []).append(pack_unit(unit, self._sampling_json(unit)))
+            batches.setdefault(w, []).append(pack_unit(unit))
             in_flight[unit.unit_id] = _Lease(unit, attempts, w)
             worker_load[w] += 1
             model_load[unit.model] += 1
@@ -266,14 +265,6 @@ class Scheduler:
             self.workers[w].submit.remote(batch)
         waiting.extend(pending)
         return waiting
-
-    def _sampling_json(self, unit: WorkUnit) -> str:
-        """A unit's sampling as JSON, encoded once per distinct Sampling object (a sweep has one)."""
-        key = id(unit.sampling)
-        cached = self._samplings.get(key)
-        if cached is None or cached[0] is not unit.sampling:
-            cached = self._samplings[key] = (unit.sampling, unit.sampling.model_dump_json())
-        return cached[1]
 
     def _record(self, finished: list[EncodedResult], stats: SchedulerStats, start: float) -> None:
         self.record(finished)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from toolsweep.evaluator.rundir import result_to_row
+from toolsweep.evaluator.rundir import result_to_row, sampling_json
 from toolsweep.evaluator.types import EpisodeResult, Sampling, TerminationReason, WorkUnit
 
 _DRIVER_FIELDS = ("attempts", "finished_at")
@@ -79,10 +79,10 @@ sampling JSON). A tuple pickles in a fraction of a WorkUnit's JSON round trip, a
 the driver's id as it is rather than hashing the unit again."""
 
 
-def pack_unit(unit: WorkUnit, sampling_json: str | None = None) -> UnitWire:
-    """The unit for `submit`; pass `sampling_json` when the caller has it (a sweep has one sampling)."""
+def pack_unit(unit: WorkUnit) -> UnitWire:
+    """The unit for `submit`."""
     return (unit.unit_id, unit.sweep, unit.model, unit.benchmark, unit.setting, unit.task_id, unit.seed,
-            unit.context, sampling_json if sampling_json is not None else unit.sampling.model_dump_json())
+            unit.context, sampling_json(unit.sampling))
 
 
 class UnitUnpacker:
@@ -93,10 +93,10 @@ class UnitUnpacker:
         self._samplings: dict[str, Sampling] = {}
 
     def __call__(self, wire: UnitWire) -> WorkUnit:
-        unit_id, sweep, model, benchmark, setting, task_id, seed, context, sampling_json = wire
-        sampling = self._samplings.get(sampling_json)
+        unit_id, sweep, model, benchmark, setting, task_id, seed, context, sampling_text = wire
+        sampling = self._samplings.get(sampling_text)
         if sampling is None:
-            sampling = self._samplings[sampling_json] = Sampling.model_validate_json(sampling_json)
+            sampling = self._samplings[sampling_text] = Sampling.model_validate_json(sampling_text)
         unit = WorkUnit.model_construct(sweep=sweep, model=model, benchmark=benchmark, setting=setting,
                                         task_id=task_id, seed=seed, sampling=sampling, context=context)
         unit.__dict__["unit_id"] = unit_id  # the cached_property's slot: the driver's id, not recomputed

@@ -127,8 +127,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 _SAMPLING_JSON: dict[int, tuple[Any, str]] = {}
 
 
-def _sampling_json(sampling: Any) -> str:
-    """A unit's sampling as canonical JSON, encoded once per Sampling object (a worker's units share one)."""
+def sampling_json(sampling: Any) -> str:
+    """A unit's sampling as canonical JSON, encoded once per Sampling object (a sweep's units share
+    one): the row's `sampling` column, and how a leased unit carries it to a worker."""
     hit = _SAMPLING_JSON.get(id(sampling))
     if hit is None or hit[0] is not sampling:
         if len(_SAMPLING_JSON) >= 256:
@@ -151,7 +152,7 @@ def result_to_row(result: EpisodeResult, finished_at: float | None = None) -> di
         "setting": unit.setting,
         "task_id": unit.task_id,
         "seed": unit.seed,
-        "sampling": _sampling_json(unit.sampling),
+        "sampling": sampling_json(unit.sampling),
         "termination": result.termination.value,
         "metrics": json.dumps(result.metrics, allow_nan=True),
         "num_turns": result.num_turns,
@@ -203,7 +204,7 @@ def row_to_result(row: dict[str, Any]) -> EpisodeResult:
 
 
 def unit_id_digests(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """A `unit_id` column as digests (see `sweep.DIGEST`), decoded in numpy: no Python string per row."""
+    """A `unit_id` column as digests (see `unit_ids.DIGEST`), decoded in numpy: no Python string per row."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if len(arr) == 0:
         return np.zeros(0, dtype=DIGEST)
@@ -393,9 +394,6 @@ class EpisodeWriter:
         """Every unit recorded in the run directory, now (a snapshot)."""
         in_parts = self._in_parts.frozen()
         return in_parts.union(UnitIds.from_hex(self._in_log)) if self._in_log else in_parts
-
-    def is_recorded(self, unit_id: str) -> bool:
-        return unit_id in self._in_log or unit_id in self._in_parts
 
     def append(self, results: Iterable[EpisodeResult]) -> list[EpisodeResult]:
         """Record results durably; returns those that were new (a unit is recorded once)."""

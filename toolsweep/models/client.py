@@ -27,7 +27,7 @@ from toolsweep.evaluator.episode import exclude_from_deadline
 from toolsweep.evaluator.failures import classify_status, describe, is_config, redact, retry_after_seconds
 from toolsweep.evaluator.protocols import ContextExceeded, EndpointConfigError, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
-from toolsweep.models.http import ConnectionPool, HTTPProtocolError, InvalidURL
+from toolsweep.models.http import ConnectionPool, HTTPProtocolError, InvalidHeader, InvalidURL
 
 
 class ModelRequestError(Exception):
@@ -152,7 +152,7 @@ def request_messages(messages: list[Message] | list[dict[str, Any]]) -> list[dic
     return out
 
 
-class EncodedMessages(list):
+class PreEncoded(list):
     """Request messages or tool schemas (OpenAI dicts) that also carry their JSON (`json`), built by
     `LLMPolicy` as the conversation grows (a message is encoded once, the tools once while they stay
     the same), so the client does not encode the whole conversation again on every turn. Any other
@@ -301,18 +301,16 @@ class OpenAIClient:
 
     def _encode(self, body: dict[str, Any]) -> bytes:
         """The request body as JSON. The conversation and the tool schemas come pre-encoded from the
-        policy (`EncodedMessages`, encoded as they appear): only the small rest is encoded per call."""
+        policy (`PreEncoded`, encoded as they appear): only the small rest is encoded per call."""
         messages, tools = body.get("messages"), body.get("tools")
-        if not isinstance(messages, EncodedMessages):
+        if not isinstance(messages, PreEncoded):
             return json.dumps(body, separators=(",", ":")).encode()
         rest = {k: v for k, v in body.items() if k not in ("messages", "tools")}
         parts = [json.dumps(rest, separators=(",", ":"))[:-1], ',"messages":[', messages.json, "]"]
         if tools is not None:
-            parts += [',"tools":', tools.json if isinstance(tools, EncodedMessages) else
+            parts += [',"tools":', tools.json if isinstance(tools, PreEncoded) else
                       json.dumps(tools, separators=(",", ":"))]
-        parts.append("}")
-        if not rest:
-            parts[1] = parts[1][1:]  # no field before "messages": no comma
+        parts.append("}")  # `rest` always holds "model", so the comma before "messages" has a field before it
         return "".join(parts).encode()
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
@@ -332,8 +330,13 @@ class OpenAIClient:
             raise _Retryable(f"no response within {self.endpoint.timeout_s:.0f} s", cause="slow") from exc
         except OSError as exc:  # HTTPConnectionError among them
             raise _Retryable(f"{type(exc).__name__}: {exc}", cause="unreachable") from exc
+        except InvalidHeader as exc:
+            raise EndpointConfigError(describe(self.endpoint.name, "auth", str(exc)), "auth") from exc
         except HTTPProtocolError as exc:
             raise _Retryable(f"not an HTTP answer: {exc}", cause="bad_body") from exc
+        except Exception as exc:  # noqa: BLE001 - whatever else the transport raises is not the model's doing:
+            # retried, then reported as infrastructure, never scored as the agent's error
+            raise _Retryable(f"transport failure {type(exc).__name__}: {exc}", cause="unreachable") from exc
         status, retry_after = resp.status, resp.headers.get("retry-after")
         text = redact(resp.body.decode("utf-8", "replace"), [key])
         if status >= 400:

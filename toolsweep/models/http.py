@@ -10,7 +10,7 @@ the connection, gzip/deflate if a server compresses unasked. TLS through the sta
 endpoint needs none of them.
 
 Failures are typed for the caller's classification (`evaluator.failures`): `InvalidURL` (the URL is
-unusable), `HTTPConnectionError` (refused, reset, closed before the answer was complete),
+unusable), `InvalidHeader` (a header value is not Latin-1), `HTTPConnectionError` (refused, reset, closed before the answer was complete),
 `HTTPProtocolError` (the bytes are not HTTP), `TimeoutError` (no complete answer in time). A pooled
 connection that the server closed while it sat idle is replaced once at no cost to the caller.
 """
@@ -28,7 +28,11 @@ import httptools
 
 
 class InvalidURL(ValueError):
-    """The URL cannot be reached as given (no http/https scheme or no host)."""
+    """The URL cannot be reached as given (no http/https scheme, no host, a host that is not a name)."""
+
+
+class InvalidHeader(ValueError):
+    """A request header cannot be sent (HTTP/1.1 header values are Latin-1): a configured key is wrong."""
 
 
 class HTTPConnectionError(OSError):
@@ -77,7 +81,10 @@ def parse_url(url: str) -> _Target:
     shown = f"[{host}]" if ":" in host else host
     header = shown if port in (None, default) else f"{shown}:{port}"
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return _Target(_Origin(parts.scheme, host, port or default, header.encode("idna")), path.encode())
+    try:
+        return _Target(_Origin(parts.scheme, host, port or default, header.encode("idna")), path.encode())
+    except UnicodeError as exc:
+        raise InvalidURL(f"{url}: the host is not a valid name ({exc})") from None
 
 
 class _Connection(asyncio.Protocol):
@@ -185,9 +192,9 @@ class ConnectionPool:
     max_idle: int = 64
     user_agent: str = "toolsweep"
     closed: bool = False
-    _idle: dict[_Origin, list[_Connection]] = field(default_factory=dict)
-    _targets: dict[str, _Target] = field(default_factory=dict)
-    _ssl: ssl.SSLContext | None = None
+    _idle: dict[_Origin, list[_Connection]] = field(default_factory=dict, init=False, repr=False)
+    _targets: dict[str, _Target] = field(default_factory=dict, init=False, repr=False)
+    _ssl: ssl.SSLContext | None = field(default=None, init=False, repr=False)
 
     def _target(self, url: str) -> _Target:
         target = self._targets.get(url)
@@ -221,7 +228,10 @@ class ConnectionPool:
         lines = [b"POST ", target.path, b" HTTP/1.1\r\nHost: ", target.origin.host_header,
                  b"\r\nUser-Agent: ", self.user_agent.encode(), b"\r\nAccept: application/json\r\n"]
         for name, value in headers.items():
-            lines += [name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n"]
+            try:
+                lines += [name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n"]
+            except UnicodeEncodeError:
+                raise InvalidHeader(f"the {name} header holds characters HTTP cannot send") from None
         lines += [b"Content-Length: ", str(len(body)).encode(), b"\r\n\r\n", body]
         return b"".join(lines)
 

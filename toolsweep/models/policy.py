@@ -8,7 +8,7 @@ from typing import Any
 from toolsweep.evaluator.types import AgentReply, Message, Sampling, Usage, stable_seed
 from toolsweep.evaluator.failures import describe
 from toolsweep.evaluator.protocols import EndpointConfigError
-from toolsweep.models.client import ChatClient, EncodedMessages, ModelRequestError, encode_message, request_messages
+from toolsweep.models.client import ChatClient, PreEncoded, ModelRequestError, encode_message, request_messages
 
 # OpenAI-compatible servers take a seed as a signed 32/64-bit int depending on the implementation;
 # 31 bits fit all of them.
@@ -47,7 +47,8 @@ class LLMPolicy:
         self._converted: list[dict[str, Any]] = []
         self._encoded: list[str] = []  # each converted message's JSON
         self._converted_from: list[Message] = []
-        self._tools: EncodedMessages | None = None
+        self._tools: PreEncoded | None = None
+        self._tools_seen: list[dict[str, Any]] | None = None  # a copy of the tools last encoded
 
     def build_request(self, messages: list[Message]) -> list[dict[str, Any]]:
         """The messages sent to the model: the conversation, with the configured system prompt
@@ -69,15 +70,18 @@ class LLMPolicy:
             system = {"role": "system", "content": self.system_prompt}
             out.insert(0, system)
             encoded = [encode_message(system), *encoded]
-        return EncodedMessages(out, ",".join(encoded))
+        return PreEncoded(out, ",".join(encoded))
 
-    def encoded_tools(self, tools: list[dict[str, Any]]) -> EncodedMessages | None:
+    def encoded_tools(self, tools: list[dict[str, Any]]) -> PreEncoded | None:
         """The tool schemas with their JSON, encoded again only when they change (an environment
-        usually shows the same tools, often the same objects, turn after turn)."""
+        usually shows the same tools turn after turn). They are compared with a copy of what was
+        encoded (parsed back from the JSON: C speed, where a deepcopy of a large tool list costs tens of
+        milliseconds), so a schema an environment changed in place is never sent stale."""
         if not tools:
             return None
-        if self._tools is None or not (self._tools is tools or list.__eq__(self._tools, tools)):
-            self._tools = EncodedMessages(tools, json.dumps(tools, separators=(",", ":")))
+        if self._tools is None or self._tools_seen != tools:
+            text = json.dumps(tools, separators=(",", ":"))
+            self._tools, self._tools_seen = PreEncoded(tools, text), json.loads(text)
         return self._tools
 
     def turn_seed(self, messages: list[Message]) -> int:
