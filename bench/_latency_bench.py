@@ -5,6 +5,7 @@ a model endpoint with fixed latency. Registered by bench/scheduler.py only."""
 from __future__ import annotations
 
 import asyncio
+import time
 from functools import lru_cache
 from typing import Any
 
@@ -29,20 +30,27 @@ def _observations(turns: int) -> tuple[Observation, ...]:
 
 
 class ChainEnv:
+    """Stamps (epoch seconds) when it was reset, took its last step and was scored, so the bench can
+    say where an episode's time beyond the ideal went: waiting to start, between turns, or after."""
+
     def __init__(self, turns: int) -> None:
         self.turns = turns
         self.done_turns = 0
         self._after = _observations(turns)
+        self.reset_at = self.last_step_at = float("nan")
 
     def reset(self) -> Observation:
+        self.reset_at = time.time()
         return _START
 
     def step(self, reply: Message) -> Observation:
         self.done_turns += 1
+        self.last_step_at = time.time()
         return self._after[min(self.done_turns, self.turns) - 1]
 
     def result(self) -> dict[str, float]:
-        return {"turns": float(self.done_turns)}
+        return {"turns": float(self.done_turns), "reset_at": self.reset_at,
+                "last_step_at": self.last_step_at, "scored_at": time.time()}
 
 
 class FixedLatencyPolicy:
@@ -75,7 +83,7 @@ class LatencyBench(Benchmark):
         return ChainEnv(self.options.turns)
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
-        return [MetricSpec(name="turns")]
+        return [MetricSpec(name="turns")]  # the stamps ride along in each row's metrics, unsummarised
 
     def scripted_policies(self) -> dict[str, str]:
         return {"fixed_latency": "answers every turn after a fixed delay"}

@@ -1,7 +1,8 @@
 """Scheduler efficiency and environment throughput, measured through the real cluster path.
 
 1. A model endpoint with fixed latency L per call, N episodes of T turns, concurrency K:
-   the sweep's wall time against the ideal ceil(N/K)*T*L (targets: ideal/actual >= 0.95 at K = 256, >= 0.9 at K = 1,024).
+   the sweep's wall time against the ideal ceil(N/K)*T*L (targets: ideal/actual >= 0.95 at K = 256, >= 0.9 at K = 1,024),
+   then where the time beyond the ideal went: the first wave's start, the turns, the way back.
 2. Environment-only throughput with scripted policies (no model): episodes/s and steps/s with 1 and
    2 rollout workers, on a real benchmark.
 
@@ -11,8 +12,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -44,6 +47,21 @@ def sweep(tmp: str, name: str, models: list[dict], bench: dict, workers: int, pe
     return time.perf_counter() - t0, out
 
 
+def time_lost(out, k: int, episode_s: float) -> list[tuple[float, float]]:
+    """Median and worst of each episode's delays, from the stamps the chain environment puts in its
+    metrics and the driver's `finished_at`: the sweep started `wall_s` before its last record."""
+    table = out.run_dir.read_table(columns=["metrics", "finished_at"]).to_pydict()
+    stamps = [json.loads(m) for m in table["metrics"]]
+    start = max(table["finished_at"]) - out.wall_s
+    first_wave = sorted(s["reset_at"] for s in stamps)[:k]
+    parts = [
+        [r - start for r in first_wave],
+        [s["last_step_at"] - s["reset_at"] - episode_s for s in stamps],
+        [f - s["scored_at"] for s, f in zip(stamps, table["finished_at"])],
+    ]
+    return [(1e3 * statistics.median(p), 1e3 * max(p)) for p in parts]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--episodes", type=int, default=1024)
@@ -66,6 +84,7 @@ def main() -> None:
         print(f"scheduler efficiency: N={args.episodes} episodes x T={args.turns} turns, L={args.latency*1000:.0f} ms per call")
         print("  sweep s = first lease to last result (workers warmed up); total s = the whole run_sweep call,")
         print("  including validation, worker start, the final 10,000-resample bootstrap and the report")
+        losses = []
         print(f"{'K':>5} {'workers':>8} {'ideal s':>9} {'sweep s':>9} {'ideal/sweep':>12} {'total s':>9}")
         for k, workers in [(k, args.workers) for k in args.ks for _ in range(args.repeat)]:
             bench = {"name": "latency", "settings": ["chain"],
@@ -75,6 +94,14 @@ def main() -> None:
             ideal = math.ceil(args.episodes / k) * args.turns * args.latency
             assert out.done == args.episodes
             print(f"{k:>5} {workers:>8} {ideal:>9.2f} {out.wall_s:>9.2f} {ideal / out.wall_s:>12.3f} {total:>9.2f}")
+            losses.append((k, time_lost(out, k, args.turns * args.latency)))
+
+        print("\nwhere the time beyond ideal went (ms, median / max over episodes): start = the first wave's")
+        print("  episodes from the first lease to reset; turns = reset to last step beyond T*L; after = from")
+        print("  being scored in the worker to being recorded by the driver")
+        print(f"{'K':>5} {'start':>13} {'turns':>13} {'after':>13}")
+        for k, parts in losses:
+            print(f"{k:>5} " + " ".join(f"{med:>6.1f}/{worst:<6.1f}" for med, worst in parts))
 
         name = args.benchmark
         if not args.env_tasks:
