@@ -31,7 +31,7 @@ def _observations(turns: int) -> tuple[Observation, ...]:
 
 class ChainEnv:
     """Stamps (epoch seconds) when it was reset, took its last step and was scored, so the bench can
-    say where an episode's time beyond the ideal went: waiting to start, between turns, or after."""
+    say where an episode's time beyond the ideal went: waiting to start, reaching its last step, or after."""
 
     def __init__(self, turns: int) -> None:
         self.turns = turns
