@@ -80,3 +80,59 @@ def test_a_leased_unit_arrives_as_the_same_unit_with_the_drivers_id():
     # one Sampling per distinct sampling JSON, shared by the units that have it
     other = unit.model_copy(update={"task_id": "t10"})
     assert unpack(pack_unit(other)).sampling is back.sampling
+
+
+def _tricky_trajectory() -> Trajectory:
+    """Everything the JSON of a trajectory has to get right: escapes, non-ASCII (in and beyond the BMP),
+    None and NaN inside `info`, tool calls, a message's extra fields, list content and consults."""
+    from toolsweep.evaluator.types import ConsultStep, FunctionCall, ToolCall
+
+    call = ToolCall(id="c\u00e91", function=FunctionCall(name="look", arguments='{"q": "a\\"b"}'))
+    reply = Message(role="assistant", content=None, tool_calls=[call], reasoning="\U0001f914 hmm")
+    shown = [Message(role="tool", tool_call_id="c\u00e91", content="line1\nline2\t\u2028 \\ \x01"),
+             Message(role="user", content=[{"type": "text", "text": "caf\u00e9"}])]
+    return Trajectory(
+        messages=[Message(role="system", content="be brief"), Message(role="user", content="\"hi\""), reply, *shown],
+        steps=[Step(reply=reply, usage=Usage(prompt_tokens=3, completion_tokens=4, latency_s=0.5), observation=shown,
+                    info={"none": None, "nan": math.nan, "inf": math.inf, "nested": {"k": [1, None, "\u00fc"]}})],
+        consults=[ConsultStep(role="judge", request=[Message(role="user", content="grade")],
+                              reply=Message(role="assistant", content="YES"), error=None)],
+    )
+
+
+def test_a_trajectory_encoded_turn_by_turn_reads_exactly_as_one_encoded_at_the_end():
+    from toolsweep.evaluator.encoded import TrajectoryJSON
+
+    full = _tricky_trajectory()
+    growing = Trajectory()
+    encoder = TrajectoryJSON()
+    # the order run_episode grows a trajectory in, with an update after every addition
+    for add in ([full.messages[0], full.messages[1]], [full.messages[2]]):
+        growing.messages.extend(add)
+        encoder.update(growing)
+    growing.consults.append(full.consults[0])
+    encoder.update(growing)
+    growing.steps.append(full.steps[0])
+    growing.messages.extend(full.messages[3:])
+    result = EpisodeResult(unit=_result().unit, termination=TerminationReason.ANSWERED, trajectory=growing)
+    assert encode_result(result, encoder).row_json == encode_result(result).row_json
+    assert json.loads(json.loads(encode_result(result, encoder).row_json)["trajectory"]) == json.loads(
+        full.model_dump_json(exclude_none=True))
+
+
+def test_an_encoder_never_serves_a_list_it_did_not_encode():
+    from toolsweep.evaluator.encoded import TrajectoryJSON
+
+    full = _tricky_trajectory()
+    encoder = TrajectoryJSON()
+    encoder.update(full)
+    shorter = full.model_copy(update={"messages": full.messages[:2]})  # truncated
+    assert json.loads(_unescape(encoder.escaped(shorter))) == json.loads(shorter.model_dump_json(exclude_none=True))
+    swapped = full.model_copy(update={"messages": [Message(role="user", content=f"m{i}") for i in range(5)]})
+    assert json.loads(_unescape(encoder.escaped(swapped))) == json.loads(swapped.model_dump_json(exclude_none=True))
+    empty = EpisodeResult(unit=_result().unit, termination=TerminationReason.ENV_ERROR, error="boom")
+    assert encode_result(empty, encoder).row_json == encode_result(empty).row_json  # a result rebuilt after a failure
+
+
+def _unescape(escaped: str) -> str:
+    return json.loads(f'"{escaped}"')

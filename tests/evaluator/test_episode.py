@@ -99,3 +99,24 @@ def test_unit_identity_is_stable_and_seeds_differ():
     import hashlib, json
     canon = json.dumps(a.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     assert a.unit_id == hashlib.sha256(canon.encode()).hexdigest()
+
+
+def test_on_turn_sees_the_trajectory_before_every_agent_call():
+    """A worker encodes the trajectory in `on_turn`, while the episode waits for its model: it must be
+    called before each call with everything added so far, so the end has only the last turn left."""
+    bench = FakeBench()
+    unit = _unit()
+    env = bench.make_env(unit.task_id, unit.setting, unit.seed)
+    oracle = bench.make_scripted_policy("oracle", env, unit.rng_seed)
+    seen, asked = [], []
+
+    class Recording:
+        async def act(self, messages, tools):
+            asked.append(len(messages))
+            return await oracle.act(messages, tools)
+
+    result = asyncio.run(run_episode(env, Recording(), unit,
+                                     on_turn=lambda t: seen.append((len(t.messages), len(t.steps)))))
+    assert result.termination == TerminationReason.ANSWERED and result.num_turns == 2
+    assert [m for m, _ in seen] == asked == [2, 4]  # before each call, the messages the agent is shown
+    assert [s for _, s in seen] == [0, 1]

@@ -19,7 +19,7 @@ from typing import Any
 
 import ray
 
-from toolsweep.evaluator.encoded import EncodedResult, UnitUnpacker, UnitWire, encode_result
+from toolsweep.evaluator.encoded import EncodedResult, TrajectoryJSON, UnitUnpacker, UnitWire, encode_result
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.protocols import EndpointConfigError, InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
@@ -163,27 +163,36 @@ class RolloutWorker:
             task.add_done_callback(self._tasks.discard)
 
     async def _run_and_keep(self, unit: WorkUnit) -> None:
-        result = await self.run(unit)
-        self._done.append(encode_result(result))
+        trajectory = TrajectoryJSON()
+        result = await self.run(unit, trajectory)
+        self._done.append(_encode(result, trajectory))
         self._done_event.set()
 
     async def collect(self, timeout_s: float = 0.5) -> list[EncodedResult]:
         """Finished results (each with its run-directory row encoded) since the last call; waits up to `timeout_s` for
-        at least one, so the driver can block on every worker at once."""
+        at least one, so the driver can block on every worker at once. Several calls may wait at once
+        (the driver keeps the next one waiting while it records an answer): the first to wake takes
+        what finished, the others keep waiting for what finishes next."""
         if self._done_event is None:
             self._done_event = asyncio.Event()
-        if not self._done:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self._done:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            self._done_event.clear()
             try:
-                await asyncio.wait_for(self._done_event.wait(), timeout_s)
+                await asyncio.wait_for(self._done_event.wait(), remaining)
             except asyncio.TimeoutError:
-                pass
+                break
         done, self._done = self._done, []
-        self._done_event.clear()
         return done
 
-    async def run(self, unit: WorkUnit) -> EpisodeResult:
+    async def run(self, unit: WorkUnit, trajectory: TrajectoryJSON | None = None) -> EpisodeResult:
         """Play one unit. Never raises: infrastructure failures come back as `infra_error` (or `timeout`),
-        a configuration the endpoint refuses as `config_error`."""
+        a configuration the endpoint refuses as `config_error`. `trajectory`, if given, is kept encoded
+        turn by turn (see `TrajectoryJSON`)."""
         try:
             bench = await self._benchmark(unit.benchmark)
             executor = self._offload_for(unit.benchmark)
@@ -204,6 +213,7 @@ class RolloutWorker:
                 offload=executor or False,
                 timeout_s=self.timeout_s,
                 helpers=helpers,
+                on_turn=None if trajectory is None else trajectory.update,
             )
             if timed.calls:
                 old = self._step_cost.get(unit.benchmark, timed.seconds / timed.calls)
@@ -222,6 +232,20 @@ class RolloutWorker:
 
     def info(self) -> dict[str, Any]:
         return {"worker_id": self.worker_id, "node_id": self.node_id, "pid": os.getpid()}
+
+
+def _encode(result: EpisodeResult, trajectory: TrajectoryJSON) -> EncodedResult:
+    """The result's row; a trajectory holding a value JSON cannot hold (an environment's `info`) ends
+    the episode as `env_error`, so the unit still comes back (an exception here once lost the unit,
+    and the sweep waited for it forever)."""
+    try:
+        return encode_result(result, trajectory)
+    except Exception:  # noqa: BLE001 - whatever the serialiser refuses
+        return encode_result(EpisodeResult(
+            unit=result.unit, termination=TerminationReason.ENV_ERROR, node_id=result.node_id,
+            worker_id=result.worker_id, error="the episode cannot be recorded: its trajectory holds a value with no "
+            "JSON form (an environment's observation or info)\n" + traceback.format_exc(limit=4),
+        ))
 
 
 RemoteRolloutWorker = ray.remote(RolloutWorker)

@@ -31,6 +31,10 @@ _DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, Work
 POLL_S = 0.5
 """How long a worker's `collect` waits for a finished episode before answering empty (keeps the
 driver responsive to Ctrl-C and to dead workers)."""
+POLLS_PER_WORKER = 2
+"""`collect` calls kept waiting at each worker: while the driver reads and records one answer, the
+next is already at the worker, ready to answer as soon as an episode finishes. With one, a wave's
+last results waited a whole round trip behind the answer before them (bench/scheduler.py)."""
 
 
 class Terminated(KeyboardInterrupt):
@@ -114,8 +118,10 @@ class Scheduler:
         in_flight: dict[str, _Lease] = {}
         worker_load = [0] * len(self.workers)
         model_load: Counter = Counter()
-        # One long poll per worker: the driver blocks on all of them at once.
-        polls: dict[Any, int] = {w.collect.remote(POLL_S): i for i, w in enumerate(self.workers)}
+        # Long polls at every worker: the driver blocks on all of them at once.
+        polls: dict[Any, tuple[int, Any]] = {}  # ref -> (worker index, the handle it was sent to)
+        for w in range(len(self.workers)):
+            self._top_up_polls(polls, w)
         finished: list[EncodedResult] = []
         try:
             while pending or in_flight or finished or self._source is not None:
@@ -145,7 +151,9 @@ class Scheduler:
                     continue
                 ready, _ = ray.wait(list(polls), num_returns=1, timeout=1.0)
                 for ref in ready:
-                    w = polls.pop(ref)
+                    w, handle = polls.pop(ref)
+                    if handle is not self.workers[w]:
+                        continue  # a poll of a worker already replaced, whose units were requeued then
                     try:
                         raw = ray.get(ref)
                     except _DEAD_ACTOR_ERRORS as exc:
@@ -154,9 +162,9 @@ class Scheduler:
                             if lease.worker == w:
                                 self._release(in_flight.pop(unit_id), worker_load, model_load)
                                 self._retry(lease, pending, stats, f"rollout worker died: {type(exc).__name__}")
-                        polls[self.workers[w].collect.remote(POLL_S)] = w
+                        self._top_up_polls(polls, w)
                         continue
-                    polls[self.workers[w].collect.remote(POLL_S)] = w
+                    self._top_up_polls(polls, w)
                     for result in raw:  # EncodedResult: the row as the worker encoded it
                         lease = in_flight.get(result.unit_id)
                         if lease is None or lease.worker != w:
@@ -194,6 +202,13 @@ class Scheduler:
             self._healing.clear()
         stats.wall_s = time.monotonic() - start
         return stats
+
+    def _top_up_polls(self, polls: dict[Any, tuple[int, Any]], w: int) -> None:
+        """Keep POLLS_PER_WORKER `collect` calls waiting at worker w (its current handle)."""
+        handle = self.workers[w]
+        waiting = sum(1 for i, h in polls.values() if i == w and h is handle)
+        for _ in range(POLLS_PER_WORKER - waiting):
+            polls[handle.collect.remote(POLL_S)] = (w, handle)
 
     def _start_heal(self, model: str) -> None:
         """Check (and restart) the model's replicas in the background, once at a time per model."""

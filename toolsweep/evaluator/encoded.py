@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from toolsweep.evaluator.rundir import result_to_row, sampling_json
-from toolsweep.evaluator.types import EpisodeResult, Sampling, TerminationReason, WorkUnit
+from toolsweep.evaluator.rundir import row_fields, sampling_json
+from toolsweep.evaluator.types import ConsultStep, EpisodeResult, Message, Sampling, Step, TerminationReason, Trajectory, WorkUnit
 
 _DRIVER_FIELDS = ("attempts", "finished_at")
 
@@ -51,18 +52,88 @@ def _rebuild(unit_id: str, termination: str, error: str | None, metrics: dict[st
     return EncodedResult(unit_id, TerminationReason(termination), error, metrics, tokens, row_json, attempts)
 
 
-def encode_result(result: EpisodeResult) -> EncodedResult:
-    """Encode a finished episode once, where it was played."""
-    row = result_to_row(result, finished_at=math.nan)
+def _escaped(text: str) -> str:
+    """`text` as it reads inside a JSON string (what `json.dumps` makes of it, without the quotes).
+    Escaping maps each character on its own, so the escaped parts of a text join into the escaped text."""
+    return encode_basestring_ascii(text)[1:-1]
+
+
+def _json_of(model: type) -> Any:
+    """`model`'s serialiser (what serialises a list entry of that type), without pydantic's Python wrapper."""
+    to_json = model.__pydantic_serializer__.to_json
+    return lambda entry: to_json(entry, exclude_none=True).decode()
+
+
+class _Entries:
+    """One list of a trajectory, its entries encoded (escaped) in order."""
+
+    __slots__ = ("encode", "parts", "last")
+
+    def __init__(self, model: type) -> None:
+        self.encode = _json_of(model)
+        self.parts: list[str] = []
+        self.last: Any = None
+
+    def add(self, entries: list[Any]) -> None:
+        done = len(self.parts)
+        if done and (done > len(entries) or entries[done - 1] is not self.last):
+            self.parts.clear()  # not the list encoded so far: encode it afresh
+            done = 0
+        if done < len(entries):
+            self.parts += [_escaped(self.encode(e)) for e in entries[done:]]
+            self.last = entries[-1]
+
+
+class TrajectoryJSON:
+    """A trajectory's JSON, escaped as the row's `trajectory` string, encoded entry by entry as the
+    episode adds them.
+
+    A worker's episodes of one wave finish within milliseconds of each other; encoding every row
+    then was most of the wave's last burst of work, and the wave ended late by that much
+    (bench/scheduler.py). `update` after each turn does the work while the episode waits for its
+    model, and the end encodes only the last turn. The text is the same as `Trajectory.model_dump_json`
+    (each entry serialised as its field's type); a trajectory only grows, and its entries are not
+    changed once added (a list found shorter, or not ending in the entry last encoded, is encoded afresh)."""
+
+    _OPEN = _escaped('{"messages":[')
+    _BETWEEN = (_escaped('],"steps":['), _escaped('],"consults":['))
+    _CLOSE = _escaped("]}")
+
+    def __init__(self) -> None:
+        self._messages, self._steps, self._consults = _Entries(Message), _Entries(Step), _Entries(ConsultStep)
+
+    def update(self, trajectory: Trajectory) -> None:
+        """Encode the entries added since the last call."""
+        self._messages.add(trajectory.messages)
+        self._steps.add(trajectory.steps)
+        if trajectory.consults or self._consults.parts:
+            self._consults.add(trajectory.consults)
+
+    def escaped(self, trajectory: Trajectory) -> str:
+        """The whole trajectory's JSON, escaped (what `json.dumps` puts between the quotes)."""
+        self.update(trajectory)
+        return "".join((self._OPEN, ",".join(self._messages.parts), self._BETWEEN[0], ",".join(self._steps.parts),
+                        self._BETWEEN[1], ",".join(self._consults.parts), self._CLOSE))
+
+
+def encode_result(result: EpisodeResult, trajectory: TrajectoryJSON | None = None) -> EncodedResult:
+    """Encode a finished episode once, where it was played; `trajectory` is the encoder that followed
+    the episode's turns, if one did."""
+    row = row_fields(result, finished_at=math.nan)
     for key in _DRIVER_FIELDS:
         del row[key]
+    if trajectory is None:
+        escaped = _escaped(result.trajectory.model_dump_json(exclude_none=True))
+    else:
+        escaped = trajectory.escaped(result.trajectory)
+    fields = json.dumps(row, allow_nan=True)
     return EncodedResult(
         unit_id=result.unit_id,
         termination=result.termination,
         error=result.error,
         metrics=result.metrics,
         tokens=row["prompt_tokens"] + row["completion_tokens"] + result.trajectory.helper_tokens,
-        row_json=json.dumps(row, allow_nan=True),
+        row_json=f'{fields[:-1]}, "trajectory": "{escaped}"}}',  # the row's last column, as json.dumps writes it
         attempts=result.attempts,
         unit=result.unit,
     )

@@ -64,6 +64,7 @@ async def run_episode(
     timeout_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     helpers: Mapping[str, Policy] | None = None,
+    on_turn: Callable[[Trajectory], None] | None = None,
 ) -> EpisodeResult:
     """Play one episode of `env` with `policy` and return its result.
 
@@ -79,6 +80,9 @@ async def run_episode(
     the exchange goes into `trajectory.consults`, never into the agent's conversation. A helper
     that fails or overflows its context answers with an empty message (the environment decides
     what an unreadable answer means); only `InfraError` propagates, as for the agent.
+
+    `on_turn(trajectory)` is called after the first observation and after each turn is added, before
+    the agent is asked again (a worker encodes the trajectory there, while the episode waits).
     """
     start = clock()
     trajectory = Trajectory()
@@ -125,6 +129,8 @@ async def run_episode(
         trajectory.messages.extend(shown)
         tools = obs.tools
         while not obs.done:
+            if on_turn is not None:
+                on_turn(trajectory)
             if len(trajectory.steps) >= max_turns:
                 return TerminationReason.MAX_TURNS
             try:

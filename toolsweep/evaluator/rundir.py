@@ -139,6 +139,11 @@ def sampling_json(sampling: Any) -> str:
 
 
 def result_to_row(result: EpisodeResult, finished_at: float | None = None) -> dict[str, Any]:
+    return {**row_fields(result, finished_at), "trajectory": result.trajectory.model_dump_json(exclude_none=True)}
+
+
+def row_fields(result: EpisodeResult, finished_at: float | None = None) -> dict[str, Any]:
+    """A result's row without its trajectory (the last column; a worker encodes that as the episode goes)."""
     unit = result.unit
     prompt = completion = 0
     for step in result.trajectory.steps:
@@ -164,7 +169,6 @@ def result_to_row(result: EpisodeResult, finished_at: float | None = None) -> di
         "worker_id": result.worker_id,
         "error": result.error,
         "finished_at": time.time() if finished_at is None else finished_at,
-        "trajectory": result.trajectory.model_dump_json(exclude_none=True),
     }
 
 
