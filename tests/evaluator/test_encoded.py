@@ -136,3 +136,17 @@ def test_an_encoder_never_serves_a_list_it_did_not_encode():
 
 def _unescape(escaped: str) -> str:
     return json.loads(f'"{escaped}"')
+
+
+def test_a_batch_crosses_processes_as_columns_and_arrives_as_the_same_results():
+    from toolsweep.evaluator.encoded import EncodedBatch
+
+    batch = EncodedBatch([encode_result(_result("t1")), encode_result(_result("t2"))])
+    batch[1].attempts, batch[1].error = 3, "late"
+    back = pickle.loads(pickle.dumps(batch))
+    assert isinstance(back, EncodedBatch) and len(back) == 2
+    fields = lambda r: (r.unit_id, r.termination, r.error, json.dumps(r.metrics), r.tokens, r.row_json,  # noqa: E731
+                        r.attempts)  # (the metrics hold a NaN)
+    assert [fields(r) for r in back] == [fields(r) for r in batch]
+    assert all(r.unit is None for r in back) and back[0].termination is TerminationReason.ANSWERED
+    assert pickle.loads(pickle.dumps(EncodedBatch())) == []

@@ -19,7 +19,7 @@ from typing import Any
 
 import ray
 
-from toolsweep.evaluator.encoded import EncodedResult, TrajectoryJSON, UnitUnpacker, UnitWire, encode_result
+from toolsweep.evaluator.encoded import EncodedBatch, EncodedResult, TrajectoryJSON, UnitUnpacker, UnitWire, encode_result
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.protocols import EndpointConfigError, InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
@@ -168,7 +168,7 @@ class RolloutWorker:
         self._done.append(_encode(result, trajectory))
         self._done_event.set()
 
-    async def collect(self, timeout_s: float = 0.5) -> list[EncodedResult]:
+    async def collect(self, timeout_s: float = 0.5) -> EncodedBatch:
         """Finished results (each with its run-directory row encoded) since the last call; waits up to `timeout_s` for
         at least one, so the driver can block on every worker at once. Several calls may wait at once
         (the driver keeps the next one waiting while it records an answer): the first to wake takes
@@ -186,7 +186,7 @@ class RolloutWorker:
                 await asyncio.wait_for(self._done_event.wait(), remaining)
             except asyncio.TimeoutError:
                 break
-        done, self._done = self._done, []
+        done, self._done = EncodedBatch(self._done), []
         return done
 
     async def run(self, unit: WorkUnit, trajectory: TrajectoryJSON | None = None) -> EpisodeResult:

@@ -172,12 +172,12 @@ def row_fields(result: EpisodeResult, finished_at: float | None = None) -> dict[
     }
 
 
-def _log_line(result: Any) -> str:
-    """A result's write-ahead-log line; an `EncodedResult` (evaluator.encoded) brings its row encoded
-    by the worker that played it, so the driver does not encode it again."""
+def _log_line(result: Any, now: float) -> str:
+    """A result's write-ahead-log line (without its newline); an `EncodedResult` (evaluator.encoded)
+    brings its row encoded by the worker that played it, so the driver does not encode it again."""
     if isinstance(result, EpisodeResult):
-        return json.dumps(result_to_row(result), allow_nan=True)
-    return result.line(time.time())
+        return json.dumps(result_to_row(result, finished_at=now), allow_nan=True)
+    return result.line(now)
 
 
 def row_to_result(row: dict[str, Any]) -> EpisodeResult:
@@ -403,16 +403,19 @@ class EpisodeWriter:
         """Record results durably; returns those that were new (a unit is recorded once)."""
         results = list(results)
         in_parts = self._in_parts.contains(digests_from_hex(r.unit_id for r in results)).tolist()
-        fresh = []
+        fresh, lines = [], []
+        now = time.time()  # when the batch was recorded: one stamp for all of it
         for result, recorded in zip(results, in_parts):
             if recorded or result.unit_id in self._in_log:
                 continue
             self._in_log.add(result.unit_id)
-            self._pending.write(_log_line(result) + "\n")
+            lines.append(_log_line(result, now))
             fresh.append(result)
         if fresh:
-            # flush() hands the lines to the OS, which keeps them if this process is killed;
-            # fsync (an OS crash) happens when the log becomes a Parquet part.
+            # One write for the batch; flush() hands the lines to the OS, which keeps them if this
+            # process is killed; fsync (an OS crash) happens when the log becomes a Parquet part.
+            lines.append("")
+            self._pending.write("\n".join(lines))
             self._pending.flush()
             self._pending_count += len(fresh)
             if self._pending_count >= self.part_rows:
