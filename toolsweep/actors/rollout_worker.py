@@ -106,7 +106,7 @@ class RolloutWorker:
         self._env_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env") if offload_env else None
         self._step_cost: dict[str, float] = {}  # benchmark -> running mean seconds per env call
         self._done: list[EncodedResult] = []
-        self._done_event: asyncio.Event | None = None  # made on the actor's event loop
+        self._waiters: list[asyncio.Future] = []  # the `collect` calls waiting for a result
         self._tasks: set[asyncio.Task] = set()
         self._unpack = UnitUnpacker()
 
@@ -154,8 +154,6 @@ class RolloutWorker:
 
     async def submit(self, units: list[UnitWire]) -> None:
         """Start these units (as `pack_unit` packed them) in the background; results come back via `collect`."""
-        if self._done_event is None:
-            self._done_event = asyncio.Event()
         for wire in units:
             unit = self._unpack(wire)
             task = asyncio.get_running_loop().create_task(self._run_and_keep(unit))
@@ -166,26 +164,33 @@ class RolloutWorker:
         trajectory = TrajectoryJSON()
         result = await self.run(unit, trajectory)
         self._done.append(_encode(result, trajectory))
-        self._done_event.set()
+        while self._waiters:
+            waiter = self._waiters.pop()
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def collect(self, timeout_s: float = 0.5) -> EncodedBatch:
         """Finished results (each with its run-directory row encoded) since the last call; waits up to `timeout_s` for
-        at least one, so the driver can block on every worker at once. Several calls may wait at once
-        (the driver keeps the next one waiting while it records an answer): the first to wake takes
-        what finished, the others keep waiting for what finishes next."""
-        if self._done_event is None:
-            self._done_event = asyncio.Event()
+        at least one, so the driver can block on every worker at once.
+
+        Several calls may wait at once (the driver keeps the next one waiting while it records an
+        answer): the first to run takes what finished, the others wait again. A call waits on a bare
+        future rather than `asyncio.wait_for` on an event: when a wave of episodes ends together, every
+        hop through the event loop waits behind hundreds of episodes' last steps, and `wait_for` took
+        four hops from a result to Ray sending the answer where this takes two (bench/scheduler.py)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while not self._done:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            self._done_event.clear()
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            timer = loop.call_later(remaining, _release, waiter)
             try:
-                await asyncio.wait_for(self._done_event.wait(), remaining)
-            except asyncio.TimeoutError:
-                break
+                await waiter
+            finally:
+                timer.cancel()
         done, self._done = EncodedBatch(self._done), []
         return done
 
@@ -232,6 +237,11 @@ class RolloutWorker:
 
     def info(self) -> dict[str, Any]:
         return {"worker_id": self.worker_id, "node_id": self.node_id, "pid": os.getpid()}
+
+
+def _release(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _encode(result: EpisodeResult, trajectory: TrajectoryJSON) -> EncodedResult:
