@@ -62,7 +62,7 @@ class SchedulerStats:
     wall_s: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Lease:
     unit: WorkUnit
     attempts: int
@@ -250,7 +250,7 @@ class Scheduler:
         model is at its cap waits without blocking units of other models behind it. Returns the
         units still waiting, in order."""
         waiting: deque[tuple[WorkUnit, int]] = deque()
-        batches: dict[int, list[tuple]] = {}
+        batches: dict[int, list[list]] = {}
         lookahead = self.per_worker * len(self.workers) * 4
 
         def candidates() -> Iterator[tuple[WorkUnit, int]]:

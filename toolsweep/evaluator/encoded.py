@@ -168,16 +168,17 @@ def encode_failure(unit: WorkUnit, termination: TerminationReason, error: str | 
     return encode_result(EpisodeResult(unit=unit, termination=termination, error=error))
 
 
-UnitWire = tuple
-"""A unit as the driver leases it: (unit_id, sweep, model, benchmark, setting, task_id, seed, context,
-sampling JSON). A tuple pickles in a fraction of a WorkUnit's JSON round trip, and the worker takes
-the driver's id as it is rather than hashing the unit again."""
+UnitWire = list
+"""A unit as the driver leases it: [unit_id, sweep, model, benchmark, setting, task_id, seed, context,
+sampling JSON]. Plain values pickle in a fraction of a WorkUnit's JSON round trip, and the worker takes
+the driver's id as it is rather than hashing the unit again. A list, not a tuple: Ray packs a list of
+strings and ints as it is, where it pickles each tuple on its own (0.3 against 0.75 ms for 512 units)."""
 
 
 def pack_unit(unit: WorkUnit) -> UnitWire:
     """The unit for `submit`."""
-    return (unit.unit_id, unit.sweep, unit.model, unit.benchmark, unit.setting, unit.task_id, unit.seed,
-            unit.context, sampling_json(unit.sampling))
+    return [unit.unit_id, unit.sweep, unit.model, unit.benchmark, unit.setting, unit.task_id, unit.seed,
+            unit.context, sampling_json(unit.sampling)]
 
 
 class UnitUnpacker:

@@ -133,7 +133,21 @@ class UnitSpace(Sequence[WorkUnit]):
         return unit
 
     def __iter__(self) -> Iterator[WorkUnit]:
-        return (self[i] for i in range(len(self)))
+        return self.units_at(np.arange(len(self)))
+
+    def units_at(self, positions: np.ndarray) -> Iterator[WorkUnit]:
+        """The units at these positions (id order), built a chunk at a time: the groups and hex ids of a
+        chunk are looked up at once, which halves the cost of leasing a thousand units at once."""
+        offsets = np.asarray(self._offsets)
+        for k in range(0, len(positions), 4096):
+            chunk = positions[k : k + 4096]
+            flats = self._flat[chunk]
+            groups = (np.searchsorted(offsets, flats, side="right") - 1).tolist()
+            hexes = self._digests[chunk].tobytes().hex()
+            for j, (g, flat) in enumerate(zip(groups, flats.tolist())):
+                unit = self._build(self._groups[g], flat - self._offsets[g])
+                unit.__dict__["unit_id"] = hexes[64 * j : 64 * j + 64]  # the cached_property's slot
+                yield unit
 
     @property
     def ids(self) -> UnitIds:
@@ -166,9 +180,7 @@ class UnitSelection:
         return len(self.positions) > 0
 
     def __iter__(self) -> Iterator[WorkUnit]:
-        # a chunk of positions at a time as Python ints: never a list of every position
-        chunks = (self.positions[k : k + 4096].tolist() for k in range(0, len(self.positions), 4096))
-        return (self.space[i] for i in itertools.chain.from_iterable(chunks))
+        return self.space.units_at(self.positions)  # a chunk at a time: never a list of every unit
 
     def without(self, skip: Iterable[str]) -> UnitSelection:
         """These units less those whose ids are in `skip` (a `UnitIds`, or any ids)."""
