@@ -104,8 +104,9 @@ class Scheduler:
         self._heal_pool: ThreadPoolExecutor | None = None
 
     def _pick_worker(self, load: list[int]) -> int | None:
-        best = min(range(len(load)), key=load.__getitem__)
-        return best if load[best] < self.per_worker else None
+        """The least loaded worker (the first of equals), if it has a free slot."""
+        least = min(load)
+        return load.index(least) if least < self.per_worker else None
 
     def run(self, units: Iterable[WorkUnit]) -> SchedulerStats:
         """Run `units`, which may be a lazy iterable: units are drawn from it as slots free up (with a
