@@ -136,6 +136,7 @@ def test_collect_calls_waiting_side_by_side_hand_back_every_result_once():
         still_waiting = not other.done()
         late = await other
         empty = await worker.collect(0.1)  # nothing left: an empty answer after the timeout
+        assert worker._waiters == []  # a call that timed out leaves nothing waiting behind it
         return early, late, still_waiting, empty
 
     early, late, still_waiting, empty = asyncio.run(play())
@@ -144,3 +145,20 @@ def test_collect_calls_waiting_side_by_side_hand_back_every_result_once():
     assert still_waiting, "the second call answered (empty) instead of waiting"
     assert tasks(late) == ["slow-1"]
     assert empty == []
+
+
+def test_a_cancelled_collect_leaves_the_next_one_working():
+    """The driver cancels the calls still waiting when a run ends; the worker must answer the next ones."""
+    worker = _worker()
+
+    async def play() -> list:
+        waiting = asyncio.ensure_future(worker.collect(5.0))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        assert worker._waiters == []
+        await worker.submit(_wires("fast-1"))
+        return await worker.collect(5.0)
+
+    got = asyncio.run(play())
+    assert [json.loads(r.row_json)["task_id"] for r in got] == ["fast-1"]

@@ -191,6 +191,8 @@ class RolloutWorker:
                 await waiter
             finally:
                 timer.cancel()
+                if waiter in self._waiters:  # timed out or cancelled: not left behind for a result to pop
+                    self._waiters.remove(waiter)
         done, self._done = EncodedBatch(self._done), []
         return done
 
