@@ -97,9 +97,9 @@ def main() -> None:
             losses.append((k, time_lost(out, k, args.turns * args.latency)))
 
         print("\nwhere the time beyond ideal went (ms, median / max over episodes): start = the first wave's")
-        print("  episodes from the first lease to reset; turns = reset to last step beyond T*L (a wave's last")
-        print("  steps queue behind each other's final steps and row encodes); after = from being scored in")
-        print("  the worker to being recorded by the driver")
+        print("  episodes from the first lease to reset; turns = reset to last step beyond T*L (the stand-in's")
+        print("  timers fire up to 1 ms late, and a wave's steps queue behind each other); after = from being")
+        print("  scored in the worker to being recorded by the driver")
         print(f"{'K':>5} {'start':>13} {'turns':>13} {'after':>13}")
         for k, parts in losses:
             print(f"{k:>5} " + " ".join(f"{med:>6.1f}/{worst:<6.1f}" for med, worst in parts))

@@ -19,7 +19,9 @@ from typing import Any
 
 import ray
 
-from toolsweep.evaluator.encoded import EncodedBatch, EncodedResult, TrajectoryJSON, UnitUnpacker, UnitWire, encode_result
+from toolsweep.evaluator.encoded import (
+    EncodedBatch, EncodedResult, TrajectoryJSON, UnitUnpacker, UnitWire, encode_result,
+)
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.protocols import EndpointConfigError, InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark

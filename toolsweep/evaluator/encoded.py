@@ -2,8 +2,8 @@
 
 Parsing a result back into pydantic in the driver cost more than playing the episode (about 0.6 ms
 for a 10-turn trajectory against 0.3 ms to play it, bench/scheduler.py), and at a thousand episodes
-in flight the driver was the bottleneck. So the worker, which built the result, encodes its row once;
-the driver reads only the few fields the scheduler and the live table need, and writes the row to
+in flight the driver was the bottleneck. So the worker, which built the result, encodes its row once
+(its trajectory turn by turn, `TrajectoryJSON`); the driver reads only the few fields the scheduler and the live table need, and writes the row to
 the write-ahead log as it came, with the two fields only the driver knows (the attempt it was, and
 when it was recorded) spliced onto its end.
 """
@@ -17,7 +17,9 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from toolsweep.evaluator.rundir import row_fields, sampling_json
-from toolsweep.evaluator.types import ConsultStep, EpisodeResult, Message, Sampling, Step, TerminationReason, Trajectory, WorkUnit
+from toolsweep.evaluator.types import (
+    ConsultStep, EpisodeResult, Message, Sampling, Step, TerminationReason, Trajectory, WorkUnit,
+)
 
 _DRIVER_FIELDS = ("attempts", "finished_at")
 
