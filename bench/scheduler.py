@@ -62,6 +62,26 @@ def time_lost(out, k: int, episode_s: float) -> list[tuple[float, float]]:
     return [(1e3 * statistics.median(p), 1e3 * max(p)) for p in parts]
 
 
+def stand_in_ceiling(episodes: int, turns: int, latency: float) -> float:
+    """ideal/actual of the fixed-latency stand-in alone: `episodes` tasks that only sleep `turns` times
+    `latency` on uvloop, as one worker's wave does with no harness around it. Its timers fire on the
+    millisecond and late, so this is the best any harness can score against it."""
+    import asyncio
+
+    import uvloop
+
+    async def episode() -> None:
+        for _ in range(turns):
+            await asyncio.sleep(latency)
+
+    async def wave() -> float:
+        t = time.perf_counter()
+        await asyncio.gather(*(episode() for _ in range(episodes)))
+        return time.perf_counter() - t
+
+    return statistics.median(turns * latency / uvloop.run(wave()) for _ in range(3))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--episodes", type=int, default=1024)
@@ -103,6 +123,10 @@ def main() -> None:
         print(f"{'K':>5} {'start':>13} {'turns':>13} {'after':>13}")
         for k, parts in losses:
             print(f"{k:>5} " + " ".join(f"{med:>6.1f}/{worst:<6.1f}" for med, worst in parts))
+
+        per_worker = math.ceil(max(args.ks) / args.workers)
+        print(f"\nthe stand-in alone, {per_worker} episodes sleeping {args.turns} x {args.latency*1000:.0f} ms on one loop "
+              f"(no harness): ideal/actual {stand_in_ceiling(per_worker, args.turns, args.latency):.3f}, the ceiling")
 
         name = args.benchmark
         if not args.env_tasks:
