@@ -162,3 +162,28 @@ def test_a_cancelled_collect_leaves_the_next_one_working():
 
     got = asyncio.run(play())
     assert [json.loads(r.row_json)["task_id"] for r in got] == ["fast-1"]
+
+
+def test_a_failure_to_encode_that_is_not_the_episodes_is_infrastructure_never_a_score(monkeypatch):
+    """Only a value JSON cannot hold is the environment's; anything else failing while the row is
+    encoded (memory, say) is the worker's: `infra_error`, which the scheduler retries and never scores."""
+    import toolsweep.actors.rollout_worker as rollout_worker
+
+    real, calls = rollout_worker.encode_result, []
+
+    def failing_once(result, trajectory=None):
+        calls.append(result.termination)
+        if len(calls) == 1:
+            raise MemoryError("no room")
+        return real(result, trajectory)
+
+    monkeypatch.setattr(rollout_worker, "encode_result", failing_once)
+    worker = _worker()
+
+    async def play() -> list:
+        await worker.submit(_wires("fast-1"))
+        return await worker.collect(5.0)
+
+    [result] = asyncio.run(play())
+    assert result.termination is TerminationReason.INFRA_ERROR
+    assert "MemoryError" in result.error and calls[0] is TerminationReason.ANSWERED

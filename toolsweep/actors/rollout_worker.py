@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ray
+from pydantic_core import PydanticSerializationError
 
 from toolsweep.evaluator.encoded import (
     EncodedBatch, EncodedResult, TrajectoryJSON, UnitUnpacker, UnitWire, encode_result,
@@ -107,7 +108,7 @@ class RolloutWorker:
         # anyway), and a single thread hands off with far less contention than a pool.
         self._env_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="env") if offload_env else None
         self._step_cost: dict[str, float] = {}  # benchmark -> running mean seconds per env call
-        self._done: list[EncodedResult] = []
+        self._done = EncodedBatch()  # what `collect` hands over next
         self._waiters: list[asyncio.Future] = []  # the `collect` calls waiting for a result
         self._tasks: set[asyncio.Task] = set()
         self._unpack = UnitUnpacker()
@@ -195,7 +196,7 @@ class RolloutWorker:
                 timer.cancel()
                 if waiter in self._waiters:  # timed out or cancelled: not left behind for a result to pop
                     self._waiters.remove(waiter)
-        done, self._done = EncodedBatch(self._done), []
+        done, self._done = self._done, EncodedBatch()
         return done
 
     async def run(self, unit: WorkUnit, trajectory: TrajectoryJSON | None = None) -> EpisodeResult:
@@ -249,17 +250,22 @@ def _release(waiter: asyncio.Future) -> None:
 
 
 def _encode(result: EpisodeResult, trajectory: TrajectoryJSON) -> EncodedResult:
-    """The result's row; a trajectory holding a value JSON cannot hold (an environment's `info`) ends
-    the episode as `env_error`, so the unit still comes back (an exception here once lost the unit,
-    and the sweep waited for it forever)."""
+    """The result's row. A trajectory holding a value JSON cannot hold (something an environment put in
+    an observation or its `info`) ends the episode as `env_error`, so the unit still comes back (the
+    exception once killed the task, and the sweep waited for the unit forever). Any other failure here
+    is the worker's, not the episode's: `infra_error`, retried and never scored."""
     try:
         return encode_result(result, trajectory)
-    except Exception:  # noqa: BLE001 - whatever the serialiser refuses
-        return encode_result(EpisodeResult(
-            unit=result.unit, termination=TerminationReason.ENV_ERROR, node_id=result.node_id,
-            worker_id=result.worker_id, error="the episode cannot be recorded: its trajectory holds a value with no "
-            "JSON form (an environment's observation or info)\n" + traceback.format_exc(limit=4),
-        ))
+    except (PydanticSerializationError, TypeError, ValueError):
+        termination = TerminationReason.ENV_ERROR
+        why = ("the episode cannot be recorded: its trajectory holds a value with no JSON form (an environment's "
+               "observation or info)")
+        trace = traceback.format_exc(limit=4)
+    except Exception as exc:  # noqa: BLE001 - e.g. MemoryError: infrastructure
+        termination, why = TerminationReason.INFRA_ERROR, f"encoding the result failed: {type(exc).__name__}"
+        trace = traceback.format_exc(limit=4)
+    return encode_result(EpisodeResult(unit=result.unit, termination=termination, node_id=result.node_id,
+                                       worker_id=result.worker_id, error=f"{why}\n{trace}"))
 
 
 RemoteRolloutWorker = ray.remote(RolloutWorker)
