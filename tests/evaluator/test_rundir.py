@@ -1,11 +1,18 @@
 """The run directory: durable appends, one row per unit, recovery from a killed writer."""
 
+import json
+import threading
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory
+from toolsweep.evaluator import rundir
+from toolsweep.evaluator.rundir import SCHEMA, EpisodeWriter, RunDirectory
 from toolsweep.evaluator.sweep import BenchmarkPlan, expand_units
-from toolsweep.evaluator.types import EpisodeResult, Sampling, TerminationReason, WorkUnit
+from toolsweep.evaluator.types import (
+    EpisodeResult, Message, Sampling, Step, TerminationReason, Trajectory, WorkUnit,
+)
 
 
 def _results(n, sweep="s"):
@@ -77,3 +84,133 @@ def test_a_result_read_back_keeps_its_recorded_unit_id(tmp_path):
     w.close()
     (back,) = rd.read_results()
     assert back.unit_id == r.unit_id != WorkUnit(**{**fields, "context": ""}).unit_id
+
+
+def test_a_part_holds_exactly_the_rows_the_log_holds(tmp_path, monkeypatch):
+    """The log becomes a part through Arrow's JSON reader: every row must come out as `json.loads` reads
+    it, escapes, text beyond the BMP, nulls, NaN metrics and a row longer than a reader's block included."""
+    res = _results(4)
+    res[0].error = 'line 1\nline "2"\t\\ \u2028 é 😀'
+    res[1].metrics = {"accuracy": float("nan"), "reward": float("inf")}
+    res[2].trajectory = Trajectory(messages=[Message(role="user", content="z" * 3_000_000)])  # > a 1 MB block
+    res[3].trajectory = Trajectory(steps=[Step(reply=Message(role="assistant", content="ok"), info={"n": None})])
+    rd = RunDirectory(tmp_path / "run")
+    w = EpisodeWriter(rd)
+    w.append(res)
+    expected = pa.Table.from_pylist([json.loads(line) for line in rd.pending_path.read_text().splitlines()], schema=SCHEMA)
+
+    def row_by_row(path):
+        raise AssertionError("a whole log is read by Arrow, not row by row")
+
+    monkeypatch.setattr(rundir, "_log_rows", row_by_row)
+    w.flush_part()
+    monkeypatch.undo()
+    (part,) = rd.part_paths()
+    assert pq.read_table(part).equals(expected)
+    back = {r.unit_id: r for r in rd.read_results()}
+    assert back[res[0].unit_id].error == res[0].error
+    assert back[res[2].unit_id].trajectory == res[2].trajectory
+    assert back[res[1].unit_id].metrics["reward"] == float("inf")
+    w.close()
+
+
+def _hold_parts(monkeypatch):
+    """Part conversions wait until the returned event is set (as a slow disk would keep them)."""
+    release = threading.Event()
+    convert = rundir._seal_into_part
+
+    def held(sealed, part):
+        assert release.wait(30)
+        convert(sealed, part)
+
+    monkeypatch.setattr(rundir, "_seal_into_part", held)
+    return release
+
+
+def test_a_background_part_never_holds_up_append_and_loses_nothing(tmp_path, monkeypatch):
+    """With `background`, a full log is sealed and the next results go to a new log at once, while its
+    part is still being written; readers and the once-only guard see every row throughout."""
+    release = _hold_parts(monkeypatch)
+    rd = RunDirectory(tmp_path / "run")
+    w = EpisodeWriter(rd, part_rows=3, background=True)
+    res = _results(8)
+    assert len(w.append(res[:4])) == 4  # the log sealed at 4 rows; its part waits
+    assert len(w.append(res[4:7])) == 3  # sealed again: two parts under way
+    assert [p.name for p in rd.log_paths()] == ["sealed-00000.jsonl", "sealed-00001.jsonl", "pending.jsonl"]
+    assert rd.part_paths() == []
+    assert w.append(res[:7]) == []  # recorded once, though no part holds them yet
+    assert sorted(rd.read_table().column("unit_id").to_pylist()) == sorted(r.unit_id for r in res[:7])
+    assert set(rd.finished_unit_ids()) == {r.unit_id for r in res[:7]}
+    release.set()
+    w.append(res[7:])
+    w.close()
+    assert [p.name for p in rd.part_paths()] == ["part-00000.parquet", "part-00001.parquet", "part-00002.parquet"]
+    assert rd.log_paths() == []
+    ids = [i for p in rd.part_paths() for i in pq.read_table(p, columns=["unit_id"]).column(0).to_pylist()]
+    assert sorted(ids) == sorted(r.unit_id for r in res)  # each unit in exactly one part
+
+
+def test_append_waits_for_the_oldest_part_beyond_max_sealed(tmp_path, monkeypatch):
+    """Parts that cannot keep up hold the writer back rather than piling up sealed logs."""
+    release = _hold_parts(monkeypatch)
+    rd = RunDirectory(tmp_path / "run")
+    w = EpisodeWriter(rd, part_rows=1, background=True)
+    res = _results(EpisodeWriter.MAX_SEALED + 2)
+    for r in res[: EpisodeWriter.MAX_SEALED]:
+        w.append([r])
+    blocked = threading.Thread(target=w.append, args=([res[-2]],))
+    blocked.start()
+    blocked.join(0.5)
+    assert blocked.is_alive()  # a third part would be under way: append waits for the first
+    release.set()
+    blocked.join(30)
+    assert not blocked.is_alive()
+    w.append([res[-1]])
+    w.close()
+    assert rd.read_table().num_rows == len(res)
+
+
+def test_a_part_that_cannot_be_written_is_raised_and_its_log_kept(tmp_path, monkeypatch):
+    rd = RunDirectory(tmp_path / "run")
+    w = EpisodeWriter(rd, part_rows=2, background=True)
+
+    def disk_full(table, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rundir, "_write_part", disk_full)
+    res = _results(4)
+    w.append(res[:2])  # sealed: its part fails
+    w.append(res[2:3])  # the open log
+    with pytest.raises(OSError, match="No space left"):
+        w.close()
+    assert [p.name for p in rd.log_paths()] == ["sealed-00000.jsonl", "pending.jsonl"]
+    monkeypatch.undo()
+    w2 = EpisodeWriter(rd)  # the next run folds what the failed one kept
+    assert sorted(rd.read_table().column("unit_id").to_pylist()) == sorted(r.unit_id for r in res[:3])
+    assert len(w2.append(res)) == 1
+    w2.close()
+    assert rd.part_paths() and rd.log_paths() == [] and rd.read_table().num_rows == 4
+
+
+def test_a_writer_killed_between_a_part_and_its_log_counts_nothing_twice(tmp_path):
+    """Killed after part 0 took its name but before its sealed log was deleted, and with the log of
+    part 1 sealed but not written: the next writer folds both, and every unit is in one part."""
+    rd = RunDirectory(tmp_path / "run")
+    w = EpisodeWriter(rd, part_rows=2)
+    res = _results(5)
+    w.append(res[:2])  # part-00000
+    w.append(res[2:4])  # part-00001
+    w._lock_file.close()  # killed
+    part0 = rd.part_paths()[0]
+    sealed0 = rd.episodes_dir / "sealed-00000.jsonl"
+    sealed0.write_text("".join(json.dumps(r) + "\n" for r in pq.read_table(part0).to_pylist()))
+    sealed1 = rd.episodes_dir / "sealed-00001.jsonl"
+    sealed1.write_text("".join(json.dumps(r) + "\n" for r in pq.read_table(rd.part_paths()[1]).to_pylist()))
+    rd.part_paths()[1].unlink()  # part 1 never written
+    rd.pending_path.write_text(json.dumps(pq.read_table(part0).to_pylist()[0]) + "\n")  # a duplicate too
+    w2 = EpisodeWriter(rd)
+    assert [p.name for p in rd.log_paths()] == ["pending.jsonl"] and rd._pending_rows() == []  # a new log
+    ids = [i for p in rd.part_paths() for i in pq.read_table(p, columns=["unit_id"]).column(0).to_pylist()]
+    assert sorted(ids) == sorted(r.unit_id for r in res[:4])
+    assert len(w2.append(res)) == 1
+    w2.close()

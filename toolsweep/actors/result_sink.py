@@ -393,7 +393,7 @@ class ResultSink:
         log: Any = None,
     ) -> None:
         self.run_dir = run_dir
-        self.writer = EpisodeWriter(run_dir)
+        self.writer = EpisodeWriter(run_dir, background=True)  # a part is written off the scheduler's loop
         self.specs_for = specs_for
         self.mirror = mirror
         self.live_n_resamples = live_n_resamples

@@ -120,7 +120,7 @@ async def run_episode(
         nonlocal error
         try:
             obs: Observation = await _call(env.reset, offload=offload)
-            obs, shown = await consult_helpers(obs)
+            obs, shown = await consult_helpers(obs) if obs.consult is not None else (obs, obs.messages)
         except (InfraError, EndpointConfigError, asyncio.CancelledError):
             raise
         except Exception:  # noqa: BLE001 - any environment failure is a result, not a crash
