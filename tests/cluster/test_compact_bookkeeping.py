@@ -92,3 +92,41 @@ def test_the_sink_keeps_a_live_table_only_for_a_mirror_and_frees_it_at_the_end(t
     assert sink.table is None and sink._thread is None
     sink.close([])
     assert rd.finished_unit_ids() == {u.unit_id for u in units}
+
+
+def test_recording_never_waits_for_the_live_summaries(tmp_path, monkeypatch):
+    """The mirror's bootstrap (seconds for a large sweep) runs outside the table's lock: the scheduler's
+    `add` goes on while it runs, and the summary is of the episodes copied when it started."""
+    from toolsweep.evaluator import summary
+
+    units = list(_space(["a", "b", "c", "d"]))
+    results = [EpisodeResult(unit=u, termination=TerminationReason.ANSWERED, metrics={"acc": 1.0}) for u in units]
+    mirror = _Mirror()
+    logged = []
+    mirror.log_summaries = lambda summaries: (logged.extend(summaries), mirror.logged.set())
+    sink = ResultSink(RunDirectory(tmp_path / "run"), _specs, mirror=mirror)
+    sink.add(results[:4])
+    bootstrapping, release = threading.Event(), threading.Event()
+    cell_summary = summary.cell_summary
+
+    def slow_cell_summary(*args, **kwargs):
+        bootstrapping.set()
+        assert release.wait(30)
+        return cell_summary(*args, **kwargs)
+
+    monkeypatch.setattr(summary, "cell_summary", slow_cell_summary)
+    flush = threading.Thread(target=sink._flush_mirror, args=(100,))
+    flush.start()
+    assert bootstrapping.wait(10)
+    recording = threading.Thread(target=sink.add, args=(results[4:],))
+    recording.start()
+    recording.join(5)
+    recording_waited = recording.is_alive()
+    release.set()
+    flush.join(30)
+    recording.join(30)
+    assert not recording_waited
+    assert sum(s["n"] for s in logged) == 4  # the copy taken before the other results came
+    assert sum(e.n for e in sink.table.cells.values()) == len(units)
+    assert sink._dirty  # ... which the next flush summarises
+    sink.close(None)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory, read_summary
-from toolsweep.evaluator.summary import Cell, CellTable, SpecsFor
+from toolsweep.evaluator.summary import Cell, CellTable, SpecsFor, summarize_cells
 from toolsweep.evaluator.unit_ids import UnitIds
 from toolsweep.evaluator.types import EpisodeResult
 
@@ -461,11 +461,11 @@ class ResultSink:
             )
 
     def _flush_mirror(self, n_resamples: int) -> None:
+        # Only the copy is taken under the lock: `add` (the scheduler) never waits for a bootstrap.
         with self._table_lock:
             dirty, self._dirty = self._dirty, set()
-            summaries = self.table.summarize(
-                self.specs_for, n_resamples=n_resamples, confidence=self.confidence, seed=self.seed, only=dirty
-            ) if dirty and self.table is not None else []
+            cells = self.table.snapshot(self.specs_for, only=dirty) if dirty and self.table is not None else []
+        summaries = summarize_cells(cells, n_resamples=n_resamples, confidence=self.confidence, seed=self.seed)
         if summaries:
             self.mirror.log_summaries(summaries)
 
