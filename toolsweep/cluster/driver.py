@@ -522,6 +522,7 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
     """Phase 3c: lease the units the sink has not seen to the workers, recording each result as it
     comes; returns the scheduler's stats (None when there was nothing to run) and the units skipped."""
     from toolsweep.cluster.progress import make_progress
+    from toolsweep.cluster.scheduler import frozen_heap
 
     todo = todo.without(sink.known_unit_ids)
     skipped = len(plan.units) - len(todo)
@@ -531,7 +532,7 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
     stats = None
     if scheduler is not None and todo:
         _await_warmups(scheduler, scheduler.warmups, log)
-        with make_progress(len(todo), plan.config.name, progress, log) as bar:
+        with make_progress(len(todo), plan.config.name, progress, log) as bar, frozen_heap():
             scheduler.record = sink.add
             scheduler.progress = bar
             stats = scheduler.run(todo)

@@ -13,11 +13,13 @@ No benchmark name appears here.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,20 @@ POLLS_PER_WORKER = 2
 """`collect` calls kept waiting at each worker: while the driver reads and records one answer, the
 next is already at the worker, ready to answer as soon as an episode finishes. With one, a wave's
 last results waited a whole round trip behind the answer before them (bench/scheduler.py)."""
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """What the driver holds before the scheduler runs (modules, MLflow's client, the plan) kept out of
+    the garbage collector's full collections while it runs, as the workers keep theirs: with MLflow
+    loaded a full collection walked about 400,000 objects, a 40-250 ms pause of the scheduling loop in
+    the middle of a wave (bench/gc_pause.py). Unfrozen after the run, so what it leaves can be freed."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class Terminated(KeyboardInterrupt):
