@@ -214,3 +214,18 @@ def test_a_writer_killed_between_a_part_and_its_log_counts_nothing_twice(tmp_pat
     assert sorted(ids) == sorted(r.unit_id for r in res[:4])
     assert len(w2.append(res)) == 1
     w2.close()
+
+
+def test_a_log_gone_between_listing_and_reading_reads_as_empty(tmp_path, monkeypatch):
+    """A reader beside a running writer: a sealed log listed, then deleted once its part is written."""
+    rd = RunDirectory(tmp_path / "run")
+    w = EpisodeWriter(rd)
+    w.append(_results(2))
+    sealed = rd.episodes_dir / "sealed-00007.jsonl"
+    sealed.write_text(rd.pending_path.read_text())
+    listed = rd.log_paths()
+    sealed.unlink()
+    monkeypatch.setattr(RunDirectory, "log_paths", lambda self: listed)
+    assert rd.records_signature() == [["pending.jsonl", rd.pending_path.stat().st_size]]
+    assert rd.read_table().num_rows == 2 and rundir.read_log(sealed).num_rows == 0
+    w.close()

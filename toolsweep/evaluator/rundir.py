@@ -234,14 +234,25 @@ def read_part(path: Path, columns: list[str] | None = None) -> pa.Table:
         return f.read(columns=columns)
 
 
+def _size(path: Path) -> int:
+    """A file's size; 0 once it is gone (the writer deletes a log whose part it has written)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def _log_rows(path: Path) -> list[dict[str, Any]]:
     rows = []
-    with path.open() as f:
-        for line in f:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a torn last line from a killed writer: that episode was in flight
+    try:
+        with path.open() as f:
+            for line in f:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break  # a torn last line from a killed writer: that episode was in flight
+    except FileNotFoundError:
+        pass  # a sealed log whose part was written since it was listed: its rows are in the part
     return rows
 
 
@@ -249,7 +260,7 @@ def read_log(path: Path) -> pa.Table:
     """A write-ahead log as a table, for a part. Arrow's JSON reader parses it in C++, off the GIL: 10
     against 50 ms for 2,000 rows of 5.5 KB with `json.loads` and `from_pylist` (bench/flush_part.py). A
     log it cannot read (a torn last line left by a killed writer) is read row by row, as far as it is whole."""
-    size = path.stat().st_size if path.exists() else 0
+    size = _size(path)
     if size:
         # one block: a row longer than a block (a long trajectory) cannot be split across two
         options = pa_json.ReadOptions(block_size=min(size + 1, 2**31 - 1), use_threads=False)
@@ -320,7 +331,9 @@ class RunDirectory:
         return sorted(self.episodes_dir.glob("part-*.parquet"))
 
     def log_paths(self) -> list[Path]:
-        """The write-ahead logs, oldest first: sealed logs whose part is being written, then the open one."""
+        """The write-ahead logs, oldest first: sealed logs whose part is being written, then the open one.
+        (Read while a writer runs, a log may become a part between listing and reading: its rows are
+        then missing from that read, never doubled, as when a log became a part in place.)"""
         sealed = sorted(self.episodes_dir.glob("sealed-*.jsonl"))
         return [*sealed, self.pending_path] if self.pending_path.exists() else sealed
 
@@ -366,8 +379,8 @@ class RunDirectory:
     def records_signature(self) -> list[Any]:
         """Changes whenever an episode is recorded (part files and the write-ahead log): a summary made
         for the same signature is still current."""
-        files = [*self.part_paths(), *self.log_paths()]
-        return [[p.name, p.stat().st_size] for p in files if p.exists() and p.stat().st_size > 0]
+        sizes = [(p.name, _size(p)) for p in [*self.part_paths(), *self.log_paths()]]
+        return [[name, size] for name, size in sizes if size]
 
     def unit_ids_in_parts(self) -> UnitIds:
         """The unit ids of the Parquet parts (not the write-ahead log), read into one array sized from
