@@ -130,3 +130,30 @@ def test_recording_never_waits_for_the_live_summaries(tmp_path, monkeypatch):
     assert sum(e.n for e in sink.table.cells.values()) == len(units)
     assert sink._dirty  # ... which the next flush summarises
     sink.close(None)
+
+
+def test_the_live_summaries_take_at_most_a_third_of_a_core(tmp_path, monkeypatch):
+    """A flush that costs more CPU than the interval between flushes (a big grid's bootstrap) is
+    followed by twice its CPU time of rest, so the driver's scheduler (and, on a laptop, the workers)
+    keep two thirds of a core."""
+    import time
+
+    from toolsweep.actors import result_sink
+
+    flushes = []
+
+    def costly_summaries(cells, **kwargs):
+        start = time.thread_time()
+        flushes.append(time.monotonic())
+        while time.thread_time() - start < 0.15:  # CPU, as a bootstrap spends it
+            pass
+        return []
+
+    monkeypatch.setattr(result_sink, "summarize_cells", costly_summaries)
+    sink = ResultSink(RunDirectory(tmp_path / "run"), _specs, mirror=_Mirror(), flush_interval_s=0.01)
+    sink.start()
+    time.sleep(1.5)
+    sink.end_run()
+    sink.close(None)
+    assert 2 <= len(flushes) <= 5, flushes  # 9 or more back to back
+    assert all(b - a >= 0.15 + 2 * 0.15 * 0.9 for a, b in zip(flushes, flushes[1:]))

@@ -32,6 +32,8 @@ from toolsweep.evaluator.types import EpisodeResult
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 PARENT_TAG = "toolsweep.run_id"
+MIRROR_REST = 2.0
+"""After a live flush that took c seconds of CPU, the mirror waits at least MIRROR_REST * c before the next."""
 TRACED_TAG = "toolsweep.traced"  # which episodes of a cell have a trace (see actors/traces.py)
 LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
@@ -470,17 +472,23 @@ class ResultSink:
             self.mirror.log_summaries(summaries)
 
     def _mirror_loop(self) -> None:
+        wait = self.flush_interval_s
         while self.mlflow_ok:
             try:
-                stop = self._queue.get(timeout=self.flush_interval_s)
+                stop = self._queue.get(timeout=wait)
             except queue.Empty:
                 stop = False
             if stop:
                 return
+            cpu = time.thread_time()
             try:
                 self._flush_mirror(self.live_n_resamples)
             except Exception as exc:  # noqa: BLE001 - MLflow trouble never stops a sweep
                 self._mirror_failed(exc)
+            # The live bootstrap shares the driver's cores with the scheduler (and on a laptop with the
+            # workers): twelve PlanBench-XL cells cost 3.2 s of CPU a flush, more than the 2 s between
+            # flushes (bench/mirror_lock.py). It takes at most a third of a core: after c seconds, 2c of rest.
+            wait = max(self.flush_interval_s, MIRROR_REST * (time.thread_time() - cpu))
 
     def close(self, final_summaries: list[dict[str, Any]] | None, status: str = "FINISHED") -> None:
         """Flush the run directory; log final numbers and artifacts to MLflow if it is reachable.
