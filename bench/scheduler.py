@@ -3,10 +3,12 @@
 1. A model endpoint with fixed latency L per call, N episodes of T turns, concurrency K:
    the sweep's wall time against the ideal ceil(N/K)*T*L (targets: ideal/actual >= 0.95 at K = 256, >= 0.9 at K = 1,024),
    then where the time beyond the ideal went: the first wave's start, the turns, the way back.
+   Units beyond the first wave wait at the workers as spares (`--spares 0` turns them off, to compare).
 2. Environment-only throughput with scripted policies (no model): episodes/s and steps/s with 1 and
    2 rollout workers, on a real benchmark.
 
-    python bench/scheduler.py [--episodes 1024 --turns 10 --latency 0.05 --ks 16 64 256 1024] [--benchmark toolmaze]
+    python bench/scheduler.py [--episodes 1024 --turns 10 --latency 0.05 --ks 16 64 256 1024] [--spares 0 auto]
+                              [--benchmark toolmaze]
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ EXTRA = {"latency": "_latency_bench:LatencyBench"}
 
 
 def sweep(tmp: str, name: str, models: list[dict], bench: dict, workers: int, per_worker: int, seeds=1,
-          **extra) -> tuple[float, object]:
+          spares: int | None = None, **extra) -> tuple[float, object]:
     cfg = SweepConfig.model_validate({
         "name": name, "seeds": seeds, "models": models, "benchmarks": [bench],
-        "concurrency": {"workers": workers, "episodes_per_worker": per_worker},
+        "concurrency": {"workers": workers, "episodes_per_worker": per_worker, "spares_per_worker": spares},
         "bootstrap": {"n_resamples": 1000, "live_n_resamples": 100},
         "output_dir": tmp, "mlflow": False, **extra,
     })
@@ -90,6 +92,9 @@ def main() -> None:
     ap.add_argument("--ks", type=int, nargs="*", default=[16, 64, 256, 1024], help="concurrency levels")
     ap.add_argument("--workers", type=int, default=2, help="rollout workers")
     ap.add_argument("--repeat", type=int, default=1, help="runs per K (the machine is noisy)")
+    ap.add_argument("--spares", nargs="*", default=[None], type=lambda v: None if v == "auto" else int(v),
+                    help="spares per worker to compare, run alternately: a number, or auto (the config's "
+                         "default, as many as the episodes per worker); e.g. --spares 0 auto")
     ap.add_argument("--benchmark", default="toolmaze", help="benchmark for the environment-only table")
     ap.add_argument("--env-tasks", type=int, default=100, help="tasks of the environment-only table (0: skip it)")
     args = ap.parse_args()
@@ -105,24 +110,28 @@ def main() -> None:
         print("  sweep s = first lease to last result (workers warmed up); total s = the whole run_sweep call,")
         print("  including validation, worker start, the final 10,000-resample bootstrap and the report")
         losses = []
-        print(f"{'K':>5} {'workers':>8} {'ideal s':>9} {'sweep s':>9} {'ideal/sweep':>12} {'total s':>9}")
-        for k, workers in [(k, args.workers) for k in args.ks for _ in range(args.repeat)]:
+        print(f"{'K':>5} {'workers':>8} {'spares':>7} {'ideal s':>9} {'sweep s':>9} {'ideal/sweep':>12} {'total s':>9}")
+        runs = [(k, args.workers, spares) for k in args.ks for _ in range(args.repeat) for spares in args.spares]
+        for k, workers, spares in runs:
             bench = {"name": "latency", "settings": ["chain"],
                      "options": {"n_tasks": args.episodes, "turns": args.turns, "latency_s": args.latency}}
             models = [{"name": "fixed", "kind": "scripted", "policy": "fixed_latency", "max_in_flight": k}]
-            total, out = sweep(tmp, f"lat{k}w{workers}{uuid.uuid4().hex[:6]}", models, bench, workers, math.ceil(k / workers))
+            per_worker = math.ceil(k / workers)
+            total, out = sweep(tmp, f"lat{k}w{workers}{uuid.uuid4().hex[:6]}", models, bench, workers, per_worker,
+                               spares=spares)
             ideal = math.ceil(args.episodes / k) * args.turns * args.latency
             assert out.done == args.episodes
-            print(f"{k:>5} {workers:>8} {ideal:>9.2f} {out.wall_s:>9.2f} {ideal / out.wall_s:>12.3f} {total:>9.2f}")
-            losses.append((k, time_lost(out, k, args.turns * args.latency)))
+            shown = per_worker if spares is None else spares
+            print(f"{k:>5} {workers:>8} {shown:>7} {ideal:>9.2f} {out.wall_s:>9.2f} {ideal / out.wall_s:>12.3f} {total:>9.2f}")
+            losses.append((f"{k}/{shown}", time_lost(out, k, args.turns * args.latency)))
 
         print("\nwhere the time beyond ideal went (ms, median / max over episodes): start = the first wave's")
         print("  episodes from the first lease to reset; turns = reset to last step beyond T*L (the stand-in's")
         print("  timers fire up to 1 ms late, and a wave's steps queue behind each other); after = from being")
         print("  scored in the worker to being recorded by the driver")
-        print(f"{'K':>5} {'start':>13} {'turns':>13} {'after':>13}")
+        print(f"{'K/spares':>10} {'start':>13} {'turns':>13} {'after':>13}")
         for k, parts in losses:
-            print(f"{k:>5} " + " ".join(f"{med:>6.1f}/{worst:<6.1f}" for med, worst in parts))
+            print(f"{k:>10} " + " ".join(f"{med:>6.1f}/{worst:<6.1f}" for med, worst in parts))
 
         per_worker = math.ceil(max(args.ks) / args.workers)
         print(f"\nthe stand-in alone, {per_worker} episodes sleeping {args.turns} x {args.latency*1000:.0f} ms on one loop "

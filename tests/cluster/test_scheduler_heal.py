@@ -20,19 +20,40 @@ HEAL_S = 3.0
 
 
 class StandInWorker:
+    """Spares (`submit`'s second list) wait as the real worker's do: each starts when an episode of its
+    model ends here, or when promoted."""
+
     def __init__(self) -> None:
         self.queue: list[tuple[str, float]] = []
         self.generation = 0
-        self.submits: list[tuple[str, float, int]] = []  # (model, time, endpoint generation)
+        self.submits: list[tuple[str, float, int]] = []  # (model, time it started, endpoint generation)
+        self.spares: list[tuple[str, list]] = []
+        self.lock = threading.Lock()
 
-    def submit(self, batch: list) -> None:
+    def submit(self, batch: list, spares: list | None = None) -> None:
+        with self.lock:
+            for raw in batch:
+                self._start(raw)
+            self.spares += [(token, raw) for token, *raw in spares or []]
+
+    def _start(self, raw: list) -> None:
         from toolsweep.evaluator.encoded import UnitUnpacker
 
         now = time.time()
-        for raw in batch:
-            unit = UnitUnpacker()(raw)
-            self.submits.append((unit.model, now, self.generation))
-            self.queue.append((raw, now + 0.05))
+        self.submits.append((UnitUnpacker()(raw).model, now, self.generation))
+        self.queue.append((raw, now + 0.05))
+
+    def promote(self, tokens: list[str]) -> None:
+        with self.lock:
+            for token, raw in [s for s in self.spares if s[0] in tokens]:
+                self.spares.remove((token, raw))
+                self._start(raw)
+
+    def take_back(self, tokens: list[str]) -> list[str]:
+        with self.lock:
+            back = [s for s in self.spares if s[0] in tokens]
+            self.spares = [s for s in self.spares if s not in back]
+            return [token for token, _ in back]
 
     def collect(self, timeout: float) -> list:
         from toolsweep.evaluator.encoded import UnitUnpacker, encode_result
@@ -40,18 +61,25 @@ class StandInWorker:
 
         deadline = time.time() + timeout
         while time.time() < deadline:
-            ready = [q for q in self.queue if q[1] <= time.time()]
-            if ready:
-                self.queue = [q for q in self.queue if q[1] > time.time()]
-                out = []
-                for raw, _ in ready:
-                    unit = UnitUnpacker()(raw)
-                    broken = unit.model == "a" and self.generation == 0
-                    out.append(encode_result(EpisodeResult(
-                        unit=unit, termination=TerminationReason.INFRA_ERROR if broken else TerminationReason.ANSWERED,
-                        error="connection refused" if broken else None, node_id=str(time.time()),
-                    )))
-                return out
+            with self.lock:
+                ready = [q for q in self.queue if q[1] <= time.time()]
+                if ready:
+                    self.queue = [q for q in self.queue if q not in ready]
+                    out = []
+                    for raw, _ in ready:
+                        unit = UnitUnpacker()(raw)
+                        broken = unit.model == "a" and self.generation == 0
+                        result = encode_result(EpisodeResult(
+                            unit=unit, termination=TerminationReason.INFRA_ERROR if broken else TerminationReason.ANSWERED,
+                            error="connection refused" if broken else None, node_id=str(time.time()),
+                        ))
+                        spare = next((s for s in self.spares if UnitUnpacker()(s[1]).model == unit.model), None)
+                        if spare is not None:
+                            self.spares.remove(spare)
+                            self._start(spare[1])
+                            result.started = spare[0]
+                        out.append(result)
+                    return out
             time.sleep(0.01)
         return []
 
@@ -68,7 +96,10 @@ def units():
     return expand_units("heal", ["a", "b"], plan, Sampling())
 
 
-def test_a_restart_runs_beside_the_loop_and_holds_only_its_models_units(ray_local, units):
+@pytest.mark.parametrize("spares", [0, 16], ids=["no-spares", "spares"])
+def test_a_restart_runs_beside_the_loop_and_holds_only_its_models_units(ray_local, units, spares):
+    """With spares, those of the model under restart come back to the driver: at the workers they would
+    start, and fail, each time an episode of the model ended."""
     ray = ray_local
     from toolsweep.cluster.scheduler import Scheduler
 
@@ -92,7 +123,7 @@ def test_a_restart_runs_beside_the_loop_and_holds_only_its_models_units(ray_loca
     scheduler = Scheduler(
         lambda i: worker_cls.options(max_concurrency=8).remote(), 2,
         lambda results: recorded.extend((r, time.time()) for r in results),
-        per_worker=4, per_model={"a": 4, "b": 4}, on_infra_error=heal, log=lambda m: None,
+        per_worker=4, per_model={"a": 4, "b": 4}, prefetch=spares, on_infra_error=heal, log=lambda m: None,
     )
     stats = scheduler.run(list(units))
     assert stats.done == len(units) and not stats.gave_up

@@ -31,6 +31,9 @@ from toolsweep.models.factory import build_helpers, build_policy
 
 
 OFFLOAD_ABOVE_S = 0.002
+PROMOTED_EARLY_KEPT = 100_000
+"""Promotions of spares not (yet) here that a worker remembers: most are of spares it had started
+itself, so the oldest are dropped beyond this many."""
 
 
 class _TimedEnv:
@@ -112,6 +115,8 @@ class RolloutWorker:
         self._waiters: list[asyncio.Future] = []  # the `collect` calls waiting for a result
         self._tasks: set[asyncio.Task] = set()
         self._unpack = UnitUnpacker()
+        self._spares: dict[str, dict[str, WorkUnit]] = {}  # model -> its spares by lease token, oldest first
+        self._promoted_early: dict[str, None] = {}  # tokens promoted before their `submit` arrived (or after they started)
 
     async def _benchmark(self, name: str):
         # The first build of a benchmark can take seconds (a world, a dataset): do it once, off the
@@ -155,18 +160,73 @@ class RolloutWorker:
     # between waves of episodes. The driver instead hands a worker a batch of units in one call
     # and long-polls `collect` for whatever has finished (bench/scheduler.py).
 
-    async def submit(self, units: list[UnitWire]) -> None:
-        """Start these units (as `pack_unit` packed them) in the background; results come back via `collect`."""
+    async def submit(self, units: list[UnitWire], spares: list[list] | None = None) -> None:
+        """Start these units (as `pack_unit` packed them) in the background; results come back via `collect`.
+
+        `spares` ([lease token, *packed unit]) wait here: each starts the moment an episode of its
+        model ends on this worker, and that episode's result names its token (`started`), so the
+        driver's count of what runs stays exact. The driver's round trip between one episode and the
+        next (about 20 ms at 256 in flight, bench/scheduler.py) is then off the model's path.
+        `promote` starts a spare the driver has a free slot for; `take_back` returns the ones not started."""
         for wire in units:
+            self._start(self._unpack(wire))
+        for token, *wire in spares or ():
             unit = self._unpack(wire)
-            task = asyncio.get_running_loop().create_task(self._run_and_keep(unit))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            if token in self._promoted_early:
+                del self._promoted_early[token]
+                self._start(unit)
+            else:
+                self._spares.setdefault(unit.model, {})[token] = unit
+
+    def _start(self, unit: WorkUnit) -> None:
+        task = asyncio.get_running_loop().create_task(self._run_and_keep(unit))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _start_spare_of(self, model: str) -> str | None:
+        """Start the oldest spare of `model`, if there is one, in the slot an episode of it just freed;
+        its token."""
+        queued = self._spares.get(model)
+        if not queued:
+            return None
+        token = next(iter(queued))
+        self._start(queued.pop(token))
+        return token
+
+    def promote(self, tokens: list[str]) -> None:
+        """Start these spares now (the driver gave each a free slot); one already started is left alone.
+        Ray may run this call before the `submit` that brings a spare (an async actor's calls can
+        overtake each other), so a token not found is remembered, and its spare starts on arrival."""
+        for token in tokens:
+            for queued in self._spares.values():
+                if token in queued:
+                    self._start(queued.pop(token))
+                    break
+            else:  # started already, or not yet here (tokens are never reused)
+                self._promoted_early[token] = None
+                if len(self._promoted_early) > PROMOTED_EARLY_KEPT:
+                    del self._promoted_early[next(iter(self._promoted_early))]
+
+    def take_back(self, tokens: list[str]) -> list[str]:
+        """Drop these spares if they have not started, and say which were dropped (the driver leases
+        those elsewhere: to a worker with free slots at the end of a sweep, or after a model's restart)."""
+        dropped = []
+        for token in tokens:
+            for queued in self._spares.values():
+                if queued.pop(token, None) is not None:
+                    dropped.append(token)
+                    break
+        return dropped
 
     async def _run_and_keep(self, unit: WorkUnit) -> None:
         trajectory = TrajectoryJSON()
         result = await self.run(unit, trajectory)
-        self._done.append(_encode(result, trajectory))
+        # A slot freed by infrastructure (a dead replica, an expiry) goes back to the driver, which checks
+        # the model first: a spare started there would most likely fail the same way.
+        started = None if result.termination in _NOT_THE_MODELS else self._start_spare_of(unit.model)
+        encoded = _encode(result, trajectory)
+        encoded.started = started
+        self._done.append(encoded)
         while self._waiters:
             waiter = self._waiters.pop()
             if not waiter.done():
@@ -242,6 +302,9 @@ class RolloutWorker:
 
     def info(self) -> dict[str, Any]:
         return {"worker_id": self.worker_id, "node_id": self.node_id, "pid": os.getpid()}
+
+
+_NOT_THE_MODELS = (TerminationReason.INFRA_ERROR, TerminationReason.TIMEOUT, TerminationReason.CONFIG_ERROR)
 
 
 def _release(waiter: asyncio.Future) -> None:

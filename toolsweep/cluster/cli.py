@@ -51,8 +51,9 @@ examples:
 
 config fields (YAML): name, seeds, models[{name, kind: scripted|openai|vllm|hf, ...}],
 benchmarks[{name, options, settings, tasks: {limit|ids}, seeds}], sampling{temperature, top_p,
-max_tokens}, concurrency{workers, worker_cpus, episodes_per_worker}, bootstrap{n_resamples,
-confidence}, episode_timeout_s, max_attempts, output_dir, run_id, ray_address, tracking_uri, mlflow.
+max_tokens}, concurrency{workers, worker_cpus, episodes_per_worker, spares_per_worker},
+bootstrap{n_resamples, confidence}, episode_timeout_s, max_attempts, output_dir, run_id,
+ray_address, tracking_uri, mlflow.
 """
 
 

@@ -94,11 +94,20 @@ class Concurrency(_Strict):
     )
     worker_cpus: float = Field(1.0, ge=0, description="CPUs reserved per rollout worker.")
     episodes_per_worker: int = Field(64, gt=0, description="Episodes in flight per worker.")
+    spares_per_worker: int | None = Field(
+        None, ge=0,
+        description="Units queued at each worker beyond its running episodes, each started there the moment "
+        "an episode of its model ends, without waiting for the driver (a model's in-flight cap still holds); "
+        "default: as many as episodes_per_worker; 0: none.",
+    )
     offload_env: bool | Literal["auto"] = Field(
         "auto",
         description="Run environment steps in a thread so the worker's event loop stays free: "
         '"auto" offloads only environments whose steps cost more than 2 ms.',
     )
+
+    def spares(self) -> int:
+        return self.episodes_per_worker if self.spares_per_worker is None else self.spares_per_worker
 
     @field_validator("workers")
     @classmethod

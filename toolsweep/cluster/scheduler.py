@@ -33,6 +33,12 @@ _DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, Work
 POLL_S = 0.5
 """How long a worker's `collect` waits for a finished episode before answering empty (keeps the
 driver responsive to Ctrl-C and to dead workers)."""
+SUBMIT_CHUNK = 128
+"""Units per `submit` when a lease fills many slots at once (a sweep's first wave): a worker starts
+the first 128 episodes while the driver leases the rest, instead of waiting for all 512 (at K = 1,024,
+0.84 -> 0.86 ideal/actual, bench/scheduler.py; 64 gained nothing)."""
+TAKE_BACK_S = 10.0
+"""How long the driver waits for a worker to return spares (a live worker answers in milliseconds)."""
 POLLS_PER_WORKER = 2
 """`collect` calls kept waiting at each worker: while the driver reads and records one answer, the
 next is already at the worker, ready to answer as soon as an episode finishes. With one, a wave's
@@ -84,6 +90,41 @@ class _Lease:
     unit: WorkUnit
     attempts: int
     worker: int
+    spare: bool = False  # queued at the worker, not yet running (see `Scheduler.prefetch`)
+    token: str = ""  # a spare's name at its worker, never reused (a retried unit is a new lease)
+    asked_back: bool = False  # the driver asked the worker to return it (once only)
+
+
+class _Slots:
+    """What runs where, as the driver counts it: episodes running per worker and per model (the
+    bounds), and the spares queued at each worker. A spare counts against no bound until it runs:
+    its worker starts it only in the slot an episode of its model frees (so a model never has more
+    running than its cap), or when the driver promotes it into a free slot."""
+
+    def __init__(self, n_workers: int) -> None:
+        self.running = [0] * n_workers
+        self.models: Counter = Counter()
+        self.spares: list[dict[str, _Lease]] = [{} for _ in range(n_workers)]  # oldest first
+
+    def take(self, unit_id: str, lease: _Lease) -> None:
+        if lease.spare:
+            self.spares[lease.worker][unit_id] = lease
+        else:
+            self.running[lease.worker] += 1
+            self.models[lease.unit.model] += 1
+
+    def release(self, unit_id: str, lease: _Lease) -> None:
+        if lease.spare:
+            del self.spares[lease.worker][unit_id]
+        else:
+            self.running[lease.worker] -= 1
+            self.models[lease.unit.model] -= 1
+
+    def run_spare(self, unit_id: str, lease: _Lease) -> None:
+        """A spare started: it now holds a slot of its worker and of its model."""
+        self.release(unit_id, lease)
+        lease.spare = False
+        self.take(unit_id, lease)
 
 
 class Scheduler:
@@ -91,7 +132,9 @@ class Scheduler:
 
     `make_worker(i)` creates (or re-creates, after a death) worker i; `record(results)` is the
     result sink; `on_infra_error(model)` lets the model runtime restart a dead replica and returns
-    fresh endpoints for the workers (or None).
+    fresh endpoints for the workers (or None). `prefetch` spares wait at each worker beyond its
+    `per_worker` running episodes, each started there the moment an episode of its model ends
+    (`RolloutWorker.submit`).
     """
 
     def __init__(
@@ -102,6 +145,7 @@ class Scheduler:
         *,
         per_worker: int = 64,
         per_model: dict[str, int] | None = None,
+        prefetch: int = 0,
         max_attempts: int = 3,
         on_infra_error: Callable[[str], dict[str, Any] | None] | None = None,
         progress: Any = None,
@@ -112,6 +156,8 @@ class Scheduler:
         self.record = record
         self.per_worker = per_worker
         self.per_model = per_model or {}
+        self.prefetch = prefetch
+        self._spare_seq = 0
         self.max_attempts = max_attempts
         self.on_infra_error = on_infra_error
         self.progress = progress
@@ -134,8 +180,7 @@ class Scheduler:
         self._source: Iterator[WorkUnit] | None = iter(units)
         pending: deque[tuple[WorkUnit, int]] = deque()  # retries, and units passed over for a capped model
         in_flight: dict[str, _Lease] = {}
-        worker_load = [0] * len(self.workers)
-        model_load: Counter = Counter()
+        slots = _Slots(len(self.workers))
         # Long polls at every worker: the driver blocks on all of them at once.
         polls: dict[Any, tuple[int, Any]] = {}  # ref -> (worker index, the handle it was sent to)
         for w in range(len(self.workers)):
@@ -147,14 +192,13 @@ class Scheduler:
                     # every unit of the model would fail the same way: stop, drop what is in flight
                     pending.clear()
                     self._source = None
-                    for lease in in_flight.values():
-                        self._release(lease, worker_load, model_load)
                     in_flight.clear()
+                    slots = _Slots(len(self.workers))
                     if finished:
                         self._record(finished, stats, start)
                     break
                 self._finish_heals()
-                pending = self._lease(pending, in_flight, worker_load, model_load)
+                pending = self._lease(pending, in_flight, slots)
                 # Record only after the freed slots are leased again: the workers never wait on
                 # the driver's bookkeeping.
                 if finished:
@@ -178,16 +222,26 @@ class Scheduler:
                         self._replace_dead_worker(w, exc, stats)
                         for unit_id, lease in list(in_flight.items()):
                             if lease.worker == w:
-                                self._release(in_flight.pop(unit_id), worker_load, model_load)
-                                self._retry(lease, pending, stats, f"rollout worker died: {type(exc).__name__}")
+                                slots.release(unit_id, in_flight.pop(unit_id))
+                                if lease.spare:  # never started: no attempt spent
+                                    pending.appendleft((lease.unit, lease.attempts))
+                                else:
+                                    self._retry(lease, pending, stats, f"rollout worker died: {type(exc).__name__}")
                         self._top_up_polls(polls, w)
                         continue
                     self._top_up_polls(polls, w)
                     for result in raw:  # EncodedResult: the row as the worker encoded it
+                        if result.started is not None:  # a spare took this episode's slot at the worker
+                            unit_id = result.started.rpartition("@")[0]
+                            spare = in_flight.get(unit_id)
+                            if spare is not None and spare.spare and spare.token == result.started:
+                                slots.run_spare(unit_id, spare)
                         lease = in_flight.get(result.unit_id)
                         if lease is None or lease.worker != w:
                             continue  # a unit already requeued elsewhere; the sink keeps one copy
-                        self._release(in_flight.pop(result.unit_id), worker_load, model_load)
+                        if lease.spare:  # it ran: the answer naming its start came after this one
+                            slots.run_spare(result.unit_id, lease)
+                        slots.release(result.unit_id, in_flight.pop(result.unit_id))
                         result.unit = lease.unit
                         if result.termination == TerminationReason.CONFIG_ERROR:
                             stats.config_error = stats.config_error or result.error or "configuration error"
@@ -198,7 +252,8 @@ class Scheduler:
                             self._retry(lease, pending, stats, result.error or "timeout", result)
                             continue
                         if result.termination == TerminationReason.INFRA_ERROR:
-                            self._start_heal(lease.unit.model)
+                            if self._start_heal(lease.unit.model):
+                                self._take_back(pending, in_flight, slots, lambda ls: ls.unit.model == lease.unit.model)
                             self._retry(lease, pending, stats, result.error or "infra_error", result)
                             continue
                         result.attempts = lease.attempts
@@ -228,13 +283,15 @@ class Scheduler:
         for _ in range(POLLS_PER_WORKER - waiting):
             polls[handle.collect.remote(POLL_S)] = (w, handle)
 
-    def _start_heal(self, model: str) -> None:
-        """Check (and restart) the model's replicas in the background, once at a time per model."""
+    def _start_heal(self, model: str) -> bool:
+        """Check (and restart) the model's replicas in the background, once at a time per model; True if
+        a check started (its spares then come back from the workers, to wait for it in the driver)."""
         if self.on_infra_error is None or model in self._healing:
-            return
+            return False
         if self._heal_pool is None:
             self._heal_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="toolsweep-heal")
         self._healing[model] = self._heal_pool.submit(self.on_infra_error, model)
+        return True
 
     def _finish_heals(self) -> None:
         """Hand the workers the endpoints of models whose check finished; their units lease again."""
@@ -252,24 +309,22 @@ class Scheduler:
                 for worker in self.workers:
                     worker.update_endpoints.remote(endpoints)
 
-    @staticmethod
-    def _release(lease: _Lease, worker_load: list[int], model_load: Counter) -> None:
-        worker_load[lease.worker] -= 1
-        model_load[lease.unit.model] -= 1
-
     def _lease(
         self,
         pending: deque[tuple[WorkUnit, int]],
         in_flight: dict[str, _Lease],
-        worker_load: list[int],
-        model_load: Counter,
+        slots: _Slots,
     ) -> deque[tuple[WorkUnit, int]]:
-        """Lease as many units as the bounds allow, one `submit` call per worker; a unit whose
-        model is at its cap waits without blocking units of other models behind it. Returns the
-        units still waiting, in order."""
+        """Lease as many units as the bounds allow, one `submit` call per worker: first into free slots
+        (a worker's own spares, then new units), then as spares. A unit whose model is at its cap
+        waits without blocking units of other models behind it. Returns the units still waiting, in order."""
+        self._promote_spares(in_flight, slots)
+        if not pending and self._source is None and self.prefetch:
+            self._take_back(pending, in_flight, slots, lambda lease: True, only_for_free_slots=True)
         waiting: deque[tuple[WorkUnit, int]] = deque()
         batches: dict[int, list[list]] = {}
-        lookahead = self.per_worker * len(self.workers) * 4
+        spares: dict[int, list[list]] = {}
+        lookahead = (self.per_worker + self.prefetch) * len(self.workers) * 4
 
         def candidates() -> Iterator[tuple[WorkUnit, int]]:
             while pending:
@@ -282,22 +337,111 @@ class Scheduler:
                 yield unit, 1
 
         for unit, attempts in candidates():
-            cap = self.per_model.get(unit.model)
-            if unit.model in self._healing or (cap is not None and model_load[unit.model] >= cap):
+            model = unit.model
+            if model in self._healing:
                 waiting.append((unit, attempts))
                 continue
-            w = self._pick_worker(worker_load)
+            cap = self.per_model.get(model)
+            w = self._pick_worker(slots.running) if cap is None or slots.models[model] < cap else None
+            spare = w is None
+            if spare and cap != 0:
+                w = self._pick_spare_worker(slots)
             if w is None:
                 waiting.append((unit, attempts))
-                break
-            batches.setdefault(w, []).append(pack_unit(unit))
-            in_flight[unit.unit_id] = _Lease(unit, attempts, w)
-            worker_load[w] += 1
-            model_load[unit.model] += 1
-        for w, batch in batches.items():
-            self.workers[w].submit.remote(batch)
+                if self._pick_worker(slots.running) is None and self._pick_spare_worker(slots) is None:
+                    break  # every slot and spare place is taken
+                continue
+            lease = in_flight[unit.unit_id] = _Lease(unit, attempts, w, spare)
+            slots.take(unit.unit_id, lease)
+            if spare:
+                self._send(batches)  # the episodes start before the spares are packed
+                self._spare_seq += 1
+                lease.token = f"{unit.unit_id}@{self._spare_seq}"
+                spares.setdefault(w, []).append([lease.token, *pack_unit(unit)])
+                continue
+            batch = batches.setdefault(w, [])
+            batch.append(pack_unit(unit))
+            if len(batch) == SUBMIT_CHUNK:  # a worker starts its first episodes while the rest are leased
+                self._send({w: batches.pop(w)})
+        self._send(batches)
+        for w, batch in spares.items():
+            self.workers[w].submit.remote([], batch)
         waiting.extend(pending)
         return waiting
+
+    def _send(self, batches: dict[int, list[list]]) -> None:
+        """Start these units at their workers (one `submit` each), and forget them."""
+        for w, batch in batches.items():
+            self.workers[w].submit.remote(batch)
+        batches.clear()
+
+    def _pick_spare_worker(self, slots: _Slots) -> int | None:
+        """The worker with the fewest spares (the first of equals), if it has room for one more."""
+        if not self.prefetch:
+            return None
+        counts = [len(s) for s in slots.spares]
+        least = min(counts)
+        return counts.index(least) if least < self.prefetch else None
+
+    def _promote_spares(self, in_flight: dict[str, _Lease], slots: _Slots) -> None:
+        """Start a worker's spares in its free slots (an episode of another model ended there, or a
+        spare was taken back), oldest first, within their models' caps."""
+        for w, queued in enumerate(slots.spares):
+            free = self.per_worker - slots.running[w]
+            if free <= 0 or not queued:
+                continue
+            promoted = []
+            for unit_id, lease in list(queued.items()):
+                if len(promoted) == free:
+                    break
+                model = lease.unit.model
+                cap = self.per_model.get(model)
+                if model in self._healing or (cap is not None and slots.models[model] >= cap):
+                    continue
+                slots.run_spare(unit_id, lease)
+                promoted.append(lease.token)
+            if promoted:
+                self.workers[w].promote.remote(promoted)
+
+    def _take_back(
+        self,
+        pending: deque[tuple[WorkUnit, int]],
+        in_flight: dict[str, _Lease],
+        slots: _Slots,
+        which: Callable[[_Lease], bool],
+        only_for_free_slots: bool = False,
+    ) -> None:
+        """Bring spares back from the workers to lease them again: those of a model whose replicas are
+        being checked (they would fail meanwhile), or, at the end of a sweep, as many as other workers
+        have free slots (a spare queued behind long episodes would otherwise wait while slots idle).
+        Each spare is asked for once; one its worker has started comes back as a result."""
+        wanted = sum(max(0, self.per_worker - n) for n in slots.running) if only_for_free_slots else None
+        for w, queued in enumerate(slots.spares):
+            if wanted is not None and wanted <= 0:
+                return
+            if only_for_free_slots and slots.running[w] < self.per_worker:
+                continue  # its own free slots took what they could (`_promote_spares`)
+            asked = [lease for lease in queued.values() if not lease.asked_back and which(lease)]
+            if wanted is not None:
+                asked = asked[:wanted]
+            if not asked:
+                continue
+            for lease in asked:
+                lease.asked_back = True
+            try:
+                returned = ray.get(self.workers[w].take_back.remote([lease.token for lease in asked]),
+                                   timeout=TAKE_BACK_S)
+            except Exception:  # noqa: BLE001 - dead or stuck: its spares are requeued with its death, or run there
+                continue
+            for token in returned:
+                unit_id = token.rpartition("@")[0]
+                lease = in_flight.get(unit_id)
+                if lease is None or not lease.spare or lease.token != token:
+                    continue
+                slots.release(unit_id, in_flight.pop(unit_id))
+                pending.append((lease.unit, lease.attempts))
+            if wanted is not None:
+                wanted -= len(returned)
 
     def _record(self, finished: list[EncodedResult], stats: SchedulerStats, start: float) -> None:
         self.record(finished)

@@ -39,6 +39,7 @@ class EncodedResult:
     row_json: str  # the run-directory row without `attempts` and `finished_at` (a JSON object)
     attempts: int = 1
     unit: WorkUnit | None = None
+    started: str | None = None  # the lease token of the spare the worker started in this episode's slot (RolloutWorker.submit)
 
     def line(self, finished_at: float) -> str:
         """The write-ahead-log line: the worker's row with the driver's two fields appended."""
@@ -46,15 +47,16 @@ class EncodedResult:
 
     def __reduce__(self) -> Any:  # a plain tuple across processes (pickling slots dataclasses is slower)
         return (_rebuild, (self.unit_id, self.termination.value, self.error, self.metrics, self.tokens,
-                           self.row_json, self.attempts))
+                           self.row_json, self.attempts, self.started))
 
 
 _TERMINATIONS = {t.value: t for t in TerminationReason}
 
 
 def _rebuild(unit_id: str, termination: str, error: str | None, metrics: dict[str, float], tokens: int,
-             row_json: str, attempts: int) -> EncodedResult:
-    return EncodedResult(unit_id, _TERMINATIONS[termination], error, metrics, tokens, row_json, attempts)
+             row_json: str, attempts: int, started: str | None = None) -> EncodedResult:
+    return EncodedResult(unit_id, _TERMINATIONS[termination], error, metrics, tokens, row_json, attempts,
+                         started=started)
 
 
 class EncodedBatch(list):
@@ -66,6 +68,7 @@ class EncodedBatch(list):
         columns = (
             [r.unit_id for r in self], [r.termination.value for r in self], [r.error for r in self],
             [r.metrics for r in self], [r.tokens for r in self], [r.row_json for r in self], [r.attempts for r in self],
+            [r.started for r in self],
         )
         return (_rebuild_batch, columns)
 
