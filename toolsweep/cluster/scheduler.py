@@ -320,7 +320,8 @@ class Scheduler:
         waits without blocking units of other models behind it. Returns the units still waiting, in order."""
         self._promote_spares(in_flight, slots)
         if not pending and self._source is None and self.prefetch:
-            self._take_back(pending, in_flight, slots, lambda lease: True, only_for_free_slots=True)
+            self._take_back(pending, in_flight, slots, lambda lease: self._could_run(lease.unit.model, slots),
+                            only_for_free_slots=True)
         waiting: deque[tuple[WorkUnit, int]] = deque()
         batches: dict[int, list[list]] = {}
         spares: dict[int, list[list]] = {}
@@ -375,6 +376,11 @@ class Scheduler:
             self.workers[w].submit.remote(batch)
         batches.clear()
 
+    def _could_run(self, model: str, slots: _Slots) -> bool:
+        """Whether a unit of `model` may start now (its replicas are not being checked, its cap has room)."""
+        cap = self.per_model.get(model)
+        return model not in self._healing and (cap is None or slots.models[model] < cap)
+
     def _pick_spare_worker(self, slots: _Slots) -> int | None:
         """The worker with the fewest spares (the first of equals), if it has room for one more."""
         if not self.prefetch:
@@ -394,9 +400,7 @@ class Scheduler:
             for unit_id, lease in list(queued.items()):
                 if len(promoted) == free:
                     break
-                model = lease.unit.model
-                cap = self.per_model.get(model)
-                if model in self._healing or (cap is not None and slots.models[model] >= cap):
+                if not self._could_run(lease.unit.model, slots):
                     continue
                 slots.run_spare(unit_id, lease)
                 promoted.append(lease.token)
