@@ -93,3 +93,24 @@ def test_convergence_points_are_those_of_the_ids_on_growing_prefixes():
             est = cell_summary(*cell, tasks[:k], seeds[:k], {key: v[:k] for key, v in values.items()}, {},
                                SPECS[:1], n_resamples=200, seed=stable_seed(0, *cell))["metrics"][metric]
             assert point == {"n": float(k), "value": est["value"], "ci_low": est["ci_low"], "ci_high": est["ci_high"]}
+
+
+def test_a_snapshot_is_a_copy_and_its_tasks_are_keyed_outside_the_sinks_lock(monkeypatch):
+    """The result sink takes `snapshot` under its lock and summarises outside it: keying a cell's task ids
+    (0.2 s for a million episodes) belongs to the summary, and what the table records after the copy
+    must not reach the summary of it."""
+    from toolsweep.evaluator import summary
+
+    table = CellTable()
+    table.add_rows(_rows(400))
+    real, keyed = summary.task_keys, []
+    monkeypatch.setattr(summary, "task_keys", lambda ids: keyed.append(len(ids)) or real(ids))
+    specs_for = lambda benchmark, setting: SPECS  # noqa: E731
+    snapshot = table.snapshot(specs_for)
+    assert keyed == [], "task ids were keyed while the snapshot was taken"
+    first = summary.summarize_cells(snapshot, n_resamples=200, confidence=0.95, seed=1)
+    assert sorted(keyed) == sorted(table.cells[c].n for c in sorted(table.cells))
+
+    table.add_rows(_rows(400, seed=1))  # the same cells grow after the copy
+    assert summary.summarize_cells(snapshot, n_resamples=200, confidence=0.95, seed=1) == first
+    assert table.summarize(specs_for, n_resamples=200, confidence=0.95, seed=1) != first
