@@ -13,28 +13,22 @@ import time
 
 import pytest
 
+from spare_keeping import KeepsSpares
 from toolsweep.evaluator.sweep import BenchmarkPlan, expand_units
 from toolsweep.evaluator.types import EpisodeResult, Sampling, TerminationReason
 
 HEAL_S = 3.0
 
 
-class StandInWorker:
+class StandInWorker(KeepsSpares):
     """Spares (`submit`'s second list) wait as the real worker's do: each starts when an episode of its
     model ends here, or when promoted."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.queue: list[tuple[str, float]] = []
         self.generation = 0
         self.submits: list[tuple[str, float, int]] = []  # (model, time it started, endpoint generation)
-        self.spares: list[tuple[str, list]] = []
-        self.lock = threading.Lock()
-
-    def submit(self, batch: list, spares: list | None = None) -> None:
-        with self.lock:
-            for raw in batch:
-                self._start(raw)
-            self.spares += [(token, raw) for token, *raw in spares or []]
 
     def _start(self, raw: list) -> None:
         from toolsweep.evaluator.encoded import UnitUnpacker
@@ -43,17 +37,6 @@ class StandInWorker:
         self.submits.append((UnitUnpacker()(raw).model, now, self.generation))
         self.queue.append((raw, now + 0.05))
 
-    def promote(self, tokens: list[str]) -> None:
-        with self.lock:
-            for token, raw in [s for s in self.spares if s[0] in tokens]:
-                self.spares.remove((token, raw))
-                self._start(raw)
-
-    def take_back(self, tokens: list[str]) -> list[str]:
-        with self.lock:
-            back = [s for s in self.spares if s[0] in tokens]
-            self.spares = [s for s in self.spares if s not in back]
-            return [token for token, _ in back]
 
     def collect(self, timeout: float) -> list:
         from toolsweep.evaluator.encoded import UnitUnpacker, encode_result

@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 
+from spare_keeping import KeepsSpares
 from toolsweep.actors.rollout_worker import RolloutWorker
 from toolsweep.evaluator.encoded import pack_unit
 from toolsweep.evaluator.registry import register_benchmark
@@ -165,36 +166,19 @@ def test_at_the_end_a_spare_behind_a_long_episode_runs_in_a_slot_that_frees_else
     assert rows["f2"]["scored_at"] < rows["slow"]["reset_at"] + 1.5
 
 
-class ReorderingWorker:
+class ReorderingWorker(KeepsSpares):
     """A stand-in rollout worker (the real one's `submit` / `collect` / `promote` / `take_back`) whose
     answers come in the order two waiting `collect` calls may reach the driver: the result of a spare
     before the answer that says it started. Each episode takes 0.05 s."""
 
     def __init__(self) -> None:
-        import threading
-
-        self.lock = threading.Lock()
+        super().__init__()
         self.running: list[tuple[list, float]] = []
-        self.spares: list[tuple[str, list]] = []
         self.later: list = []  # answers held until the spare they name has been handed over
         self.handed_over: set[str] = set()
 
-    def submit(self, batch: list, spares: list | None = None) -> None:
-        with self.lock:
-            self.running += [(raw, time.time() + 0.05) for raw in batch]
-            self.spares += [(token, raw) for token, *raw in spares or []]
-
-    def promote(self, tokens: list[str]) -> None:
-        with self.lock:
-            for token, raw in [s for s in self.spares if s[0] in tokens]:
-                self.spares.remove((token, raw))
-                self.running.append((raw, time.time() + 0.05))
-
-    def take_back(self, tokens: list[str]) -> list[str]:
-        with self.lock:
-            back = [s for s in self.spares if s[0] in tokens]
-            self.spares = [s for s in self.spares if s not in back]
-            return [token for token, _ in back]
+    def _start(self, raw: list) -> None:
+        self.running.append((raw, time.time() + 0.05))
 
     def collect(self, timeout_s: float) -> list:
         from toolsweep.evaluator.encoded import UnitUnpacker, encode_result
