@@ -158,6 +158,8 @@ class Scheduler:
         self.per_model = per_model or {}
         self.prefetch = prefetch
         self._spare_seq = 0
+        # what each worker builds before its first episode ({benchmark: settings}); the driver sets it
+        self.warmup_plan: dict[str, list[str]] | None = None
         self.max_attempts = max_attempts
         self.on_infra_error = on_infra_error
         self.progress = progress
@@ -263,9 +265,11 @@ class Scheduler:
             stats.terminated = isinstance(exc, Terminated) or bool(SIGTERM_SEEN)
             if finished:
                 self._record(finished, stats, start)  # finished episodes are kept, always
+            queued = sum(lease.spare for lease in in_flight.values())
             self.log(
-                f"\ninterrupted: {stats.done} episodes of this run are saved, {len(in_flight)} in flight "
-                "were dropped; run the same command again to finish the rest"
+                f"\ninterrupted: {stats.done} episodes of this run are saved, {len(in_flight) - queued} in flight "
+                f"were dropped{f' ({queued} more had not started)' if queued else ''}; run the same command "
+                "again to finish the rest"
             )
         for ref in polls:
             ray.cancel(ref)
@@ -472,6 +476,8 @@ class Scheduler:
             pass
         self.log(f"rollout worker {index} died ({type(exc).__name__}); starting a new one, its units are requeued")
         self.workers[index] = self.make_worker(index)
+        if self.warmup_plan:  # as the first workers were: benchmarks built, garbage collector settled
+            self.workers[index].warmup.remote(self.warmup_plan)
         stats.worker_restarts += 1
 
     def _retry(
