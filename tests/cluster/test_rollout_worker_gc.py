@@ -47,7 +47,7 @@ def test_a_worker_started_in_place_of_a_dead_one_is_warmed_up_like_the_first(ray
             killed.append(scheduler.workers[0])
             ray_local.kill(scheduler.workers[0], no_restart=True)
 
-    scheduler = Scheduler(make_worker, 2, record, per_worker=2, prefetch=2, log=lambda m: None)
+    scheduler = Scheduler(make_worker, 2, record, per_worker=2, spares_per_worker=2, log=lambda m: None)
     scheduler.warmup_plan = {"stamps": ["plain"]}
     ray_local.get([w.warmup.remote(scheduler.warmup_plan) for w in scheduler.workers])
     units = [WorkUnit(sweep="gc", model="a", benchmark="stamps", setting="plain", task_id=t, seed=0) for t in tasks]

@@ -106,7 +106,7 @@ def test_a_restart_runs_beside_the_loop_and_holds_only_its_models_units(ray_loca
     scheduler = Scheduler(
         lambda i: worker_cls.options(max_concurrency=8).remote(), 2,
         lambda results: recorded.extend((r, time.time()) for r in results),
-        per_worker=4, per_model={"a": 4, "b": 4}, prefetch=spares, on_infra_error=heal, log=lambda m: None,
+        per_worker=4, per_model={"a": 4, "b": 4}, spares_per_worker=spares, on_infra_error=heal, log=lambda m: None,
     )
     stats = scheduler.run(list(units))
     assert stats.done == len(units) and not stats.gave_up

@@ -106,7 +106,7 @@ def test_a_promoted_spare_starts_at_once_even_when_the_promotion_overtook_it():
 # -- the scheduler with spares, on a real Ray ------------------------------------------------------
 
 
-def _run(ray, units: list[WorkUnit], tasks: list[str], *, workers: int, per_worker: int, prefetch: int,
+def _run(ray, units: list[WorkUnit], tasks: list[str], *, workers: int, per_worker: int, spares: int,
          per_model: dict[str, int] | None = None):
     from toolsweep.actors.rollout_worker import RemoteRolloutWorker
     from toolsweep.cluster.scheduler import Scheduler
@@ -117,7 +117,7 @@ def _run(ray, units: list[WorkUnit], tasks: list[str], *, workers: int, per_work
 
     recorded: list = []
     scheduler = Scheduler(make_worker, workers, recorded.extend, per_worker=per_worker, per_model=per_model,
-                          prefetch=prefetch, log=lambda m: None)
+                          spares_per_worker=spares, log=lambda m: None)
     ray.get([w.warmup.remote({"stamps": ["plain"]}) for w in scheduler.workers])
     stats = scheduler.run(units)
     for w in scheduler.workers:
@@ -140,7 +140,7 @@ def test_spares_keep_a_models_cap_and_a_workers_bound_and_lose_nothing(ray_local
     Spares of a wait at workers where episodes of b end: started there, they would break a's cap."""
     tasks = [f"mid{i}" for i in range(20)] + [f"t{i}" for i in range(20)]
     units = [u for i in range(20) for u in (_unit("a", f"mid{i}"), _unit("b", f"t{i}"))]
-    stats, recorded = _run(ray_local, units, tasks, workers=2, per_worker=3, prefetch=3, per_model={"a": 2})
+    stats, recorded = _run(ray_local, units, tasks, workers=2, per_worker=3, spares=3, per_model={"a": 2})
 
     rows = [_row(r) for r in recorded]
     assert stats.done == len(units) and sorted(r["unit_id"] for r in rows) == sorted(u.unit_id for u in units)
@@ -157,7 +157,7 @@ def test_at_the_end_a_spare_behind_a_long_episode_runs_in_a_slot_that_frees_else
     on worker 0 would wait for it; when worker 1 runs out of work, the spare is taken back and runs there."""
     tasks = ["slow", "f1", "f2", "f3", "f4", "f5"]
     units = [_unit("a", t) for t in tasks]
-    stats, recorded = _run(ray_local, units, tasks, workers=2, per_worker=1, prefetch=1)
+    stats, recorded = _run(ray_local, units, tasks, workers=2, per_worker=1, spares=1)
 
     rows = {r["task_id"]: r for r in map(_row, recorded)}
     assert stats.done == len(units) and len(recorded) == len(units)
@@ -191,7 +191,8 @@ class ReorderingWorker(KeepsSpares):
                 self.later = [r for r in self.later if r not in out]
                 for raw, ends in [r for r in self.running if r[1] <= time.time()]:
                     self.running.remove((raw, ends))
-                    result = encode_result(EpisodeResult(unit=UnitUnpacker()(raw), termination=TerminationReason.ANSWERED))
+                    unit = UnitUnpacker()(raw)
+                    result = encode_result(EpisodeResult(unit=unit, termination=TerminationReason.ANSWERED))
                     if self.spares:
                         token, spare = self.spares.pop(0)
                         result.started = token
@@ -223,7 +224,7 @@ def test_a_spares_result_that_overtakes_the_answer_naming_its_start_is_recorded_
     units = [_unit("a", f"t{i}") for i in range(8)]
     recorded: list = []
     scheduler = Scheduler(lambda i: remote.options(max_concurrency=4).remote(), 1, recorded.extend,
-                          per_worker=2, prefetch=2, log=lambda m: None)
+                          per_worker=2, spares_per_worker=2, log=lambda m: None)
     runner = threading.Thread(target=lambda: recorded.append(scheduler.run(units)), daemon=True)
     runner.start()
     runner.join(30)

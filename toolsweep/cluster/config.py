@@ -106,7 +106,8 @@ class Concurrency(_Strict):
         '"auto" offloads only environments whose steps cost more than 2 ms.',
     )
 
-    def spares(self) -> int:
+    def resolved_spares(self) -> int:
+        """`spares_per_worker`, its default (as many as `episodes_per_worker`) filled in."""
         return self.episodes_per_worker if self.spares_per_worker is None else self.spares_per_worker
 
     @field_validator("workers")

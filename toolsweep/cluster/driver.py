@@ -632,7 +632,7 @@ def _start_workers(
         make_worker, n_workers, lambda results: None,
         per_worker=config.concurrency.episodes_per_worker,
         per_model={m.name: m.in_flight_cap() for m in config.models},
-        prefetch=config.concurrency.spares(),
+        spares_per_worker=config.concurrency.resolved_spares(),
         max_attempts=config.max_attempts,
         on_infra_error=lambda model: _heal(runtime, [model, *(h.name for h in config.helpers)]),
         log=log,

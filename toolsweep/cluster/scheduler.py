@@ -90,7 +90,7 @@ class _Lease:
     unit: WorkUnit
     attempts: int
     worker: int
-    spare: bool = False  # queued at the worker, not yet running (see `Scheduler.prefetch`)
+    spare: bool = False  # queued at the worker, not yet running (see `Scheduler.spares_per_worker`)
     token: str = ""  # a spare's name at its worker, never reused (a retried unit is a new lease)
     asked_back: bool = False  # the driver asked the worker to return it (once only)
 
@@ -132,9 +132,9 @@ class Scheduler:
 
     `make_worker(i)` creates (or re-creates, after a death) worker i; `record(results)` is the
     result sink; `on_infra_error(model)` lets the model runtime restart a dead replica and returns
-    fresh endpoints for the workers (or None). `prefetch` spares wait at each worker beyond its
-    `per_worker` running episodes, each started there the moment an episode of its model ends
-    (`RolloutWorker.submit`).
+    fresh endpoints for the workers (or None). Up to `spares_per_worker` units wait at each worker
+    beyond its `per_worker` running episodes, each started there the moment an episode of its model
+    ends (`RolloutWorker.submit`).
     """
 
     def __init__(
@@ -145,7 +145,7 @@ class Scheduler:
         *,
         per_worker: int = 64,
         per_model: dict[str, int] | None = None,
-        prefetch: int = 0,
+        spares_per_worker: int = 0,
         max_attempts: int = 3,
         on_infra_error: Callable[[str], dict[str, Any] | None] | None = None,
         progress: Any = None,
@@ -156,7 +156,7 @@ class Scheduler:
         self.record = record
         self.per_worker = per_worker
         self.per_model = per_model or {}
-        self.prefetch = prefetch
+        self.spares_per_worker = spares_per_worker
         self._spare_seq = 0
         # what each worker builds before its first episode ({benchmark: settings}); the driver sets it
         self.warmup_plan: dict[str, list[str]] | None = None
@@ -323,13 +323,13 @@ class Scheduler:
         (a worker's own spares, then new units), then as spares. A unit whose model is at its cap
         waits without blocking units of other models behind it. Returns the units still waiting, in order."""
         self._promote_spares(in_flight, slots)
-        if not pending and self._source is None and self.prefetch:
+        if not pending and self._source is None and self.spares_per_worker:
             self._take_back(pending, in_flight, slots, lambda lease: self._could_run(lease.unit.model, slots),
                             only_for_free_slots=True)
         waiting: deque[tuple[WorkUnit, int]] = deque()
         batches: dict[int, list[list]] = {}
         spares: dict[int, list[list]] = {}
-        lookahead = (self.per_worker + self.prefetch) * len(self.workers) * 4
+        lookahead = (self.per_worker + self.spares_per_worker) * len(self.workers) * 4
 
         def candidates() -> Iterator[tuple[WorkUnit, int]]:
             while pending:
@@ -387,11 +387,11 @@ class Scheduler:
 
     def _pick_spare_worker(self, slots: _Slots) -> int | None:
         """The worker with the fewest spares (the first of equals), if it has room for one more."""
-        if not self.prefetch:
+        if not self.spares_per_worker:
             return None
         counts = [len(s) for s in slots.spares]
         least = min(counts)
-        return counts.index(least) if least < self.prefetch else None
+        return counts.index(least) if least < self.spares_per_worker else None
 
     def _promote_spares(self, in_flight: dict[str, _Lease], slots: _Slots) -> None:
         """Start a worker's spares in its free slots (an episode of another model ended there, or a
