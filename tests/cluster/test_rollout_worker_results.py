@@ -171,11 +171,11 @@ def test_a_failure_to_encode_that_is_not_the_episodes_is_infrastructure_never_a_
 
     real, calls = rollout_worker.encode_result, []
 
-    def failing_once(result, trajectory=None):
+    def failing_once(result, row=None):
         calls.append(result.termination)
         if len(calls) == 1:
             raise MemoryError("no room")
-        return real(result, trajectory)
+        return real(result, row)
 
     monkeypatch.setattr(rollout_worker, "encode_result", failing_once)
     worker = _worker()

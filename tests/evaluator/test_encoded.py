@@ -7,6 +7,8 @@ import json
 import math
 import pickle
 
+import pytest
+
 from toolsweep.evaluator.encoded import EncodedResult, encode_result
 from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory, result_to_row
 from toolsweep.evaluator.types import (
@@ -101,11 +103,11 @@ def _tricky_trajectory() -> Trajectory:
 
 
 def test_a_trajectory_encoded_turn_by_turn_reads_exactly_as_one_encoded_at_the_end():
-    from toolsweep.evaluator.encoded import TrajectoryJSON
+    from toolsweep.evaluator.encoded import EpisodeRow
 
     full = _tricky_trajectory()
     growing = Trajectory()
-    encoder = TrajectoryJSON()
+    encoder = EpisodeRow(_result().unit)
     # the order run_episode grows a trajectory in, with an update after every addition
     for add in ([full.messages[0], full.messages[1]], [full.messages[2]]):
         growing.messages.extend(add)
@@ -121,17 +123,43 @@ def test_a_trajectory_encoded_turn_by_turn_reads_exactly_as_one_encoded_at_the_e
 
 
 def test_an_encoder_never_serves_a_list_it_did_not_encode():
-    from toolsweep.evaluator.encoded import TrajectoryJSON
+    from toolsweep.evaluator.encoded import EpisodeRow
 
     full = _tricky_trajectory()
-    encoder = TrajectoryJSON()
+    encoder = EpisodeRow(_result().unit)
     encoder.update(full)
     shorter = full.model_copy(update={"messages": full.messages[:2]})  # truncated
-    assert json.loads(_unescape(encoder.escaped(shorter))) == json.loads(shorter.model_dump_json(exclude_none=True))
+    assert json.loads(_unescape(encoder.trajectory.escaped(shorter))) == json.loads(shorter.model_dump_json(exclude_none=True))
     swapped = full.model_copy(update={"messages": [Message(role="user", content=f"m{i}") for i in range(5)]})
-    assert json.loads(_unescape(encoder.escaped(swapped))) == json.loads(swapped.model_dump_json(exclude_none=True))
+    assert json.loads(_unescape(encoder.trajectory.escaped(swapped))) == json.loads(swapped.model_dump_json(exclude_none=True))
     empty = EpisodeResult(unit=_result().unit, termination=TerminationReason.ENV_ERROR, error="boom")
     assert encode_result(empty, encoder).row_json == encode_result(empty).row_json  # a result rebuilt after a failure
+
+
+@pytest.mark.parametrize("wall", [0.25, 1e-7, 12345678.9, math.nan, math.inf])
+def test_the_row_is_byte_for_byte_what_json_dumps_makes_of_the_rows_columns(wall):
+    """The row is written column by column (the unit's columns encoded before the episode ends): the
+    text must stay exactly `json.dumps` of `row_fields`, whatever the values; a column added to the row
+    and not to the encoder fails here."""
+    from toolsweep.evaluator.encoded import EpisodeRow
+    from toolsweep.evaluator.rundir import row_fields
+
+    for error in (None, "boom \"x\"\n\u00e9\U0001f914 \x01"):
+        result = _result()
+        result.trajectory = _tricky_trajectory()
+        result.metrics = {"acc": 0.5, "nan": math.nan, "inf": -math.inf}
+        result.wall_time_s, result.error, result.node_id, result.worker_id = wall, error, "n\u00f6de", 'w"1'
+        columns = row_fields(result, finished_at=0.0)
+        del columns["attempts"], columns["finished_at"]
+        columns["trajectory"] = result.trajectory.model_dump_json(exclude_none=True)
+        expected = json.dumps(columns, allow_nan=True)
+        assert encode_result(result).row_json == expected
+        row = EpisodeRow(result.unit)
+        row.update(result.trajectory)  # the unit's columns are encoded here, before the end
+        assert encode_result(result, row).row_json == expected
+        rebuilt = EpisodeResult(unit=result.unit.model_copy(update={"task_id": "other"}),
+                                termination=TerminationReason.ENV_ERROR, error=error)
+        assert json.loads(encode_result(rebuilt, row).row_json)["task_id"] == "other"  # not the row's unit
 
 
 def _unescape(escaped: str) -> str:

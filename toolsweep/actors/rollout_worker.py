@@ -21,7 +21,7 @@ import ray
 from pydantic_core import PydanticSerializationError
 
 from toolsweep.evaluator.encoded import (
-    EncodedBatch, EncodedResult, TrajectoryJSON, UnitUnpacker, UnitWire, encode_result,
+    EncodedBatch, EncodedResult, EpisodeRow, UnitUnpacker, UnitWire, encode_result,
 )
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.protocols import EndpointConfigError, InfraError
@@ -219,12 +219,12 @@ class RolloutWorker:
         return dropped
 
     async def _run_and_keep(self, unit: WorkUnit) -> None:
-        trajectory = TrajectoryJSON()
-        result = await self.run(unit, trajectory)
+        row = EpisodeRow(unit)
+        result = await self.run(unit, row)
         # A slot freed by infrastructure (a dead replica, an expiry) goes back to the driver, which checks
         # the model first: a spare started there would most likely fail the same way.
         started = None if result.termination in _NOT_THE_MODELS else self._start_spare_of(unit.model)
-        encoded = _encode(result, trajectory)
+        encoded = _encode(result, row)
         encoded.started = started
         self._done.append(encoded)
         while self._waiters:
@@ -259,10 +259,10 @@ class RolloutWorker:
         done, self._done = self._done, EncodedBatch()
         return done
 
-    async def run(self, unit: WorkUnit, trajectory: TrajectoryJSON | None = None) -> EpisodeResult:
+    async def run(self, unit: WorkUnit, row: EpisodeRow | None = None) -> EpisodeResult:
         """Play one unit. Never raises: infrastructure failures come back as `infra_error` (or `timeout`),
-        a configuration the endpoint refuses as `config_error`. `trajectory`, if given, is kept encoded
-        turn by turn (see `TrajectoryJSON`)."""
+        a configuration the endpoint refuses as `config_error`. `row`, if given, is encoded as the
+        episode plays (see `EpisodeRow`)."""
         try:
             bench = await self._benchmark(unit.benchmark)
             executor = self._offload_for(unit.benchmark)
@@ -283,7 +283,7 @@ class RolloutWorker:
                 offload=executor or False,
                 timeout_s=self.timeout_s,
                 helpers=helpers,
-                on_turn=None if trajectory is None else trajectory.update,
+                on_turn=None if row is None else row.update,
             )
             if timed.calls:
                 old = self._step_cost.get(unit.benchmark, timed.seconds / timed.calls)
@@ -312,13 +312,13 @@ def _release(waiter: asyncio.Future) -> None:
         waiter.set_result(None)
 
 
-def _encode(result: EpisodeResult, trajectory: TrajectoryJSON) -> EncodedResult:
+def _encode(result: EpisodeResult, row: EpisodeRow) -> EncodedResult:
     """The result's row. A trajectory holding a value JSON cannot hold (something an environment put in
     an observation or its `info`) ends the episode as `env_error`, so the unit still comes back (the
     exception once killed the task, and the sweep waited for the unit forever). Any other failure here
     is the worker's, not the episode's: `infra_error`, retried and never scored."""
     try:
-        return encode_result(result, trajectory)
+        return encode_result(result, row)
     except (PydanticSerializationError, TypeError, ValueError):
         termination = TerminationReason.ENV_ERROR
         why = ("the episode cannot be recorded: its trajectory holds a value with no JSON form (an environment's "

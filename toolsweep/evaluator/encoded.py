@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from toolsweep.evaluator.rundir import row_fields, sampling_json
+from toolsweep.evaluator.rundir import sampling_json
 from toolsweep.evaluator.types import (
     ConsultStep, EpisodeResult, Message, Sampling, Step, TerminationReason, Trajectory, WorkUnit,
 )
-
-_DRIVER_FIELDS = ("attempts", "finished_at")
 
 
 @dataclass(slots=True)
@@ -145,26 +143,86 @@ class TrajectoryJSON:
                         self._BETWEEN[1], ",".join(self._consults.parts), self._CLOSE))
 
 
-def encode_result(result: EpisodeResult, trajectory: TrajectoryJSON | None = None) -> EncodedResult:
-    """Encode a finished episode once, where it was played; `trajectory` is the encoder that followed
-    the episode's turns, if one did."""
-    row = row_fields(result, finished_at=math.nan)
-    for key in _DRIVER_FIELDS:
-        del row[key]
-    if trajectory is None:
-        escaped = _escaped(result.trajectory.model_dump_json(exclude_none=True))
+class EpisodeRow:
+    """An episode's row, encoded while the episode plays: its trajectory turn by turn (`TrajectoryJSON`),
+    and the columns its unit decides once, after its first turn.
+
+    A worker's episodes of one wave start within milliseconds of each other and end within milliseconds
+    of each other, and at both ends each waits behind the others' work; in between they wait on their
+    model. So what can be encoded in between is: the end encodes only what the end decides (how the
+    episode ended, its metrics, its last turn), which took a 512-episode wave's last burst from 33 to
+    N ms (bench/scheduler.py)."""
+
+    __slots__ = ("unit", "trajectory", "_head")
+
+    def __init__(self, unit: WorkUnit) -> None:
+        self.unit = unit
+        self.trajectory = TrajectoryJSON()
+        self._head: str | None = None
+
+    def update(self, trajectory: Trajectory) -> None:
+        """The episode's `on_turn`: encode what was added since the last call (and, once the first turn
+        is in, the unit's columns)."""
+        self.trajectory.update(trajectory)
+        if self._head is None and trajectory.steps:
+            self._head = _row_head(self.unit)
+
+    def head(self, unit: WorkUnit) -> str:
+        """The row's columns decided by `unit` (the one this row follows, unless a result was rebuilt)."""
+        if unit is not self.unit:
+            return _row_head(unit)
+        if self._head is None:
+            self._head = _row_head(unit)
+        return self._head
+
+
+def _row_head(unit: WorkUnit) -> str:
+    """The row's first columns, those the unit decides, as `json.dumps` writes them (no closing brace)."""
+    return json.dumps({
+        "unit_id": unit.unit_id, "sweep": unit.sweep, "model": unit.model, "benchmark": unit.benchmark,
+        "setting": unit.setting, "task_id": unit.task_id, "seed": unit.seed, "sampling": sampling_json(unit.sampling),
+    })[:-1]
+
+
+def _json_str(text: str | None) -> str:
+    return "null" if text is None else encode_basestring_ascii(text)
+
+
+def _json_float(value: float) -> str:
+    """A float as `json.dumps(..., allow_nan=True)` writes it."""
+    return float.__repr__(value) if math.isfinite(value) else json.dumps(value, allow_nan=True)
+
+
+def encode_result(result: EpisodeResult, row: EpisodeRow | None = None) -> EncodedResult:
+    """Encode a finished episode once, where it was played; `row` is the encoder that followed the
+    episode's turns, if one did. The row's text is what `json.dumps` makes of `row_fields` (without the
+    driver's two fields) followed by the trajectory, written column by column: the columns the unit
+    decides come encoded from `row`."""
+    unit = result.unit
+    prompt = completion = 0
+    for step in result.trajectory.steps:
+        prompt += step.usage.prompt_tokens
+        completion += step.usage.completion_tokens
+    if row is None:
+        head, escaped = _row_head(unit), _escaped(result.trajectory.model_dump_json(exclude_none=True))
     else:
-        escaped = trajectory.escaped(result.trajectory)
-    fields = json.dumps(row, allow_nan=True)
+        head, escaped = row.head(unit), row.trajectory.escaped(result.trajectory)
+    metrics = json.dumps(result.metrics, allow_nan=True)
+    row_json = (
+        f'{head}, "termination": {_json_str(result.termination.value)}, "metrics": {_json_str(metrics)}, '
+        f'"num_turns": {len(result.trajectory.steps)}, "prompt_tokens": {prompt}, "completion_tokens": {completion}, '
+        f'"wall_time_s": {_json_float(float(result.wall_time_s))}, "node_id": {_json_str(result.node_id)}, '
+        f'"worker_id": {_json_str(result.worker_id)}, "error": {_json_str(result.error)}, "trajectory": "{escaped}"}}'
+    )
     return EncodedResult(
         unit_id=result.unit_id,
         termination=result.termination,
         error=result.error,
         metrics=result.metrics,
-        tokens=row["prompt_tokens"] + row["completion_tokens"] + result.trajectory.helper_tokens,
-        row_json=f'{fields[:-1]}, "trajectory": "{escaped}"}}',  # the row's last column, as json.dumps writes it
+        tokens=prompt + completion + result.trajectory.helper_tokens,
+        row_json=row_json,
         attempts=result.attempts,
-        unit=result.unit,
+        unit=unit,
     )
 
 
