@@ -2,7 +2,8 @@
 
 1. A model endpoint with fixed latency L per call, N episodes of T turns, concurrency K:
    the sweep's wall time against the ideal ceil(N/K)*T*L (targets: ideal/actual >= 0.95 at K = 256, >= 0.9 at K = 1,024),
-   then where the time beyond the ideal went: the first wave's start, the turns, the way back.
+   then where the time beyond the ideal went: the first wave's start, the turns, the way back; and, where
+   K >= N, the wave played in the workers alone, without the driver and Ray's calls (what the harness costs there).
    Units beyond the first wave wait at the workers as spares (`--spares 0` turns them off, to compare).
 2. Environment-only throughput with scripted policies (no model): episodes/s and steps/s with 1 and
    2 rollout workers, on a real benchmark.
@@ -84,6 +85,41 @@ def stand_in_ceiling(episodes: int, turns: int, latency: float) -> float:
     return statistics.median(turns * latency / uvloop.run(wave()) for _ in range(3))
 
 
+def workers_alone(k: int, workers: int, episodes: int, turns: int, latency: float, repeat: int = 3) -> float:
+    """ideal/actual of a sweep's first wave (min(K, N) units, the whole sweep when K >= N) played inside the rollout workers, each its
+    share on its own loop, all at once, with no driver and no Ray call while they play: what the harness
+    costs in the workers. The sweep's ratio falls short of this by what the leases, Ray's calls and the
+    driver's recording add. Median of `repeat` waves."""
+    import ray
+
+    from toolsweep.cluster.scheduler import SUBMIT_CHUNK
+    from toolsweep.evaluator.encoded import pack_unit
+    from toolsweep.evaluator.types import WorkUnit
+    from toolsweep.models.config import ScriptedModelConfig
+
+    from _local_wave import LocalWaveWorker
+
+    models = {"fixed": ScriptedModelConfig(name="fixed", kind="scripted", policy="fixed_latency")}
+    options = {"latency": {"n_tasks": episodes, "turns": turns, "latency_s": latency}}
+    actors = [ray.remote(LocalWaveWorker).options(max_concurrency=10_000).remote(
+        f"alone-{i}", models, options, None, EXTRA) for i in range(workers)]
+    try:
+        ray.get([a.warmup.remote({"latency": ["chain"]}) for a in actors])
+        share = math.ceil(min(k, episodes) / workers)
+        ratios = []
+        for wave in range(repeat):
+            units = [WorkUnit(sweep=f"alone{wave}", model="fixed", benchmark="latency", setting="chain",
+                              task_id=f"e{i}", seed=0) for i in range(share * workers)]
+            wires = [pack_unit(u) for u in units]
+            walls = ray.get([a.local_wave.remote(wires[i * share : (i + 1) * share], SUBMIT_CHUNK)
+                             for i, a in enumerate(actors)])
+            ratios.append(turns * latency / max(walls))
+        return statistics.median(ratios)
+    finally:
+        for a in actors:
+            ray.kill(a)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--episodes", type=int, default=1024)
@@ -132,6 +168,16 @@ def main() -> None:
         print(f"{'K/spares':>10} {'start':>13} {'turns':>13} {'after':>13}")
         for k, parts in losses:
             print(f"{k:>10} " + " ".join(f"{med:>6.1f}/{worst:<6.1f}" for med, worst in parts))
+
+        one_wave = [k for k in args.ks if k >= args.episodes]
+        if one_wave:  # with K < N the sweep's waves overlap (spares), which one wave alone does not show
+            print("\nthe harness alone in the workers, where K >= N (one wave): the wave played in the rollout workers with")
+            print("  no driver and no Ray call while it plays (median of 3 waves); the sweep falls short of it by what")
+            print("  the leases, Ray's calls and the driver's recording add")
+            print(f"{'K':>5} {'workers':>8} {'ideal/actual':>13}")
+            for k in one_wave:
+                alone = workers_alone(k, args.workers, args.episodes, args.turns, args.latency)
+                print(f"{k:>5} {args.workers:>8} {alone:>13.3f}")
 
         per_worker = math.ceil(max(args.ks) / args.workers)
         print(f"\nthe stand-in alone, {per_worker} episodes sleeping {args.turns} x {args.latency*1000:.0f} ms on one loop "
