@@ -96,7 +96,9 @@ def _tricky_trajectory() -> Trajectory:
     return Trajectory(
         messages=[Message(role="system", content="be brief"), Message(role="user", content="\"hi\""), reply, *shown],
         steps=[Step(reply=reply, usage=Usage(prompt_tokens=3, completion_tokens=4, latency_s=0.5), observation=shown,
-                    info={"none": None, "nan": math.nan, "inf": math.inf, "nested": {"k": [1, None, "\u00fc"]}})],
+                    info={"none": None, "nan": math.nan, "inf": math.inf, "nested": {"k": [1, None, "\u00fc"]}}),
+               # a step whose messages the conversation does not hold, with nothing shown and no info
+               Step(reply=Message(role="assistant", content="late \u00e9"), usage=Usage(latency_s=math.nan))],
         consults=[ConsultStep(role="judge", request=[Message(role="user", content="grade")],
                               reply=Message(role="assistant", content="YES"), error=None)],
     )
@@ -116,6 +118,8 @@ def test_a_trajectory_encoded_turn_by_turn_reads_exactly_as_one_encoded_at_the_e
     encoder.update(growing)
     growing.steps.append(full.steps[0])
     growing.messages.extend(full.messages[3:])
+    encoder.update(growing)
+    growing.steps.append(full.steps[1])
     result = EpisodeResult(unit=_result().unit, termination=TerminationReason.ANSWERED, trajectory=growing)
     assert encode_result(result, encoder).row_json == encode_result(result).row_json
     assert json.loads(json.loads(encode_result(result, encoder).row_json)["trajectory"]) == json.loads(

@@ -18,7 +18,7 @@ from typing import Any
 
 from toolsweep.evaluator.rundir import sampling_json
 from toolsweep.evaluator.types import (
-    ConsultStep, EpisodeResult, Message, Sampling, Step, TerminationReason, Trajectory, WorkUnit,
+    ConsultStep, EpisodeResult, Message, Sampling, Step, TerminationReason, Trajectory, Usage, WorkUnit,
 )
 
 
@@ -84,10 +84,13 @@ def _escaped(text: str) -> str:
 def _json_of(model: type) -> Any:
     """`model`'s serialiser (what serialises a list entry of that type), without pydantic's Python wrapper."""
     to_json = model.__pydantic_serializer__.to_json
-    return lambda entry: to_json(entry, exclude_none=True).decode()
+    return lambda entry, **include: to_json(entry, exclude_none=True, **include).decode()
 
 
 _MESSAGE_JSON, _STEP_JSON, _CONSULT_JSON = _json_of(Message), _json_of(Step), _json_of(ConsultStep)
+_USAGE_JSON = _json_of(Usage)
+if tuple(Step.model_fields) != ("reply", "usage", "observation", "info"):  # what `_step_escaped` writes
+    raise RuntimeError("Step's fields changed: TrajectoryJSON._step_escaped is out of date")
 
 
 class _Entries:
@@ -96,7 +99,7 @@ class _Entries:
     __slots__ = ("encode", "parts", "last")
 
     def __init__(self, encode: Any) -> None:
-        self.encode = encode
+        self.encode = encode  # an entry -> its JSON, escaped
         self.parts: list[str] = []
         self.last: Any = None
 
@@ -106,7 +109,7 @@ class _Entries:
             self.parts.clear()  # not the list encoded so far: encode it afresh
             done = 0
         if done < len(entries):
-            self.parts += [_escaped(self.encode(e)) for e in entries[done:]]
+            self.parts += [self.encode(e) for e in entries[done:]]
             self.last = entries[-1]
 
 
@@ -119,15 +122,40 @@ class TrajectoryJSON:
     (bench/scheduler.py). `update` after each turn does the work while the episode waits for its
     model, and the end encodes only the last turn. The text is the same as `Trajectory.model_dump_json`
     (each entry serialised as its field's type); a trajectory only grows, and its entries are not
-    changed once added (a list found shorter, or not ending in the entry last encoded, is encoded afresh)."""
+    changed once added (a list found shorter, or not ending in the entry last encoded, is encoded afresh).
+
+    A step holds the same messages as the conversation (its reply, and what the environment showed):
+    each is encoded once, and the step's text is put together from those parts: with 2 KB replies and
+    4 KB tool outputs a 10-turn episode's encoding costs 460 us against 740 us with each step encoded
+    whole; with messages of a few bytes, about the same (bench/encode_turns.py)."""
 
     _OPEN = _escaped('{"messages":[')
     _BETWEEN = (_escaped('],"steps":['), _escaped('],"consults":['))
     _CLOSE = _escaped("]}")
+    _STEP = (_escaped('{"reply":'), _escaped(',"usage":'), _escaped(',"observation":['), _escaped('],"info":{}'),
+             _escaped("}"))  # the parts of a step between its encoded ones (an empty `info` as it reads)
 
     def __init__(self) -> None:
-        self._messages, self._steps, self._consults = (_Entries(_MESSAGE_JSON), _Entries(_STEP_JSON),
-                                                       _Entries(_CONSULT_JSON))
+        # message id -> (the message, its escaped JSON): the message is held, so its id is not reused
+        self._known: dict[int, tuple[Message, str]] = {}
+        self._messages, self._steps, self._consults = (_Entries(self._message_escaped), _Entries(self._step_escaped),
+                                                       _Entries(lambda c: _escaped(_CONSULT_JSON(c))))
+
+    def _message_escaped(self, message: Message) -> str:
+        known = self._known.get(id(message))
+        if known is not None:
+            return known[1]
+        part = _escaped(_MESSAGE_JSON(message))
+        self._known[id(message)] = (message, part)
+        return part
+
+    def _step_escaped(self, step: Step) -> str:
+        """The step's JSON as `Step`'s serialiser writes it, its messages taken as encoded already."""
+        opening, usage, observation, info, end = self._STEP
+        if step.info:
+            info = _escaped(f'],"info":{_STEP_JSON(step, include={"info"})[8:-1]}')  # {"info":{...}} -> {...}
+        return "".join((opening, self._message_escaped(step.reply), usage, _escaped(_USAGE_JSON(step.usage)),
+                        observation, ",".join([self._message_escaped(m) for m in step.observation]), info, end))
 
     def update(self, trajectory: Trajectory) -> None:
         """Encode the entries added since the last call."""
