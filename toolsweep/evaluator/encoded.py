@@ -177,9 +177,9 @@ class EpisodeRow:
 
     A worker's episodes of one wave start within milliseconds of each other and end within milliseconds
     of each other, and at both ends each waits behind the others' work; in between they wait on their
-    model. So what can be encoded in between is: the end encodes only what the end decides (how the
-    episode ended, its metrics, its last turn), which took a 512-episode wave's last burst from 33 to
-    N ms (bench/scheduler.py)."""
+    model. So what can be encoded in between is, and the end encodes only what the end decides (how the
+    episode ended, its metrics, its last turn): one worker's wave of 512 episodes of 10 turns, played
+    alone, spent 33-35 ms on its last turn before and 25-32 ms after."""
 
     __slots__ = ("unit", "trajectory", "_head")
 
