@@ -140,6 +140,27 @@ def test_an_encoder_never_serves_a_list_it_did_not_encode():
     assert encode_result(empty, encoder).row_json == encode_result(empty).row_json  # a result rebuilt after a failure
 
 
+def test_a_message_object_sent_again_after_a_change_reads_as_it_was_each_time():
+    """An environment may keep one Message object and send it again with new content: each entry of the
+    conversation reads as it was when added, and each step shows what its conversation entry showed
+    (a step's messages are taken from the conversation's encoding, never from an older one)."""
+    from toolsweep.evaluator.encoded import TrajectoryJSON
+
+    status = Message(role="user", content="")
+    trajectory = Trajectory(messages=[Message(role="system", content="s")])
+    encoder = TrajectoryJSON()
+    for turn in (1, 2):
+        status.content = f"step {turn}"
+        reply = Message(role="assistant", content=f"r{turn}")
+        trajectory.messages.append(reply)
+        trajectory.steps.append(Step(reply=reply, observation=[status]))
+        trajectory.messages.append(status)
+        encoder.update(trajectory)
+    written = json.loads(_unescape(encoder.escaped(trajectory)))
+    assert [m["content"] for m in written["messages"]] == ["s", "r1", "step 1", "r2", "step 2"]
+    assert [step["observation"][0]["content"] for step in written["steps"]] == ["step 1", "step 2"]
+
+
 @pytest.mark.parametrize("wall", [0.25, 1e-7, 12345678.9, math.nan, math.inf])
 def test_the_row_is_byte_for_byte_what_json_dumps_makes_of_the_rows_columns(wall):
     """The row is written column by column (the unit's columns encoded before the episode ends): the
