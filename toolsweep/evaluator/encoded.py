@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from toolsweep.evaluator.rundir import sampling_json
+from toolsweep.evaluator.rundir import outcome_columns, sampling_json, unit_columns
 from toolsweep.evaluator.types import (
     ConsultStep, EpisodeResult, Message, Sampling, Step, TerminationReason, Trajectory, Usage, WorkUnit,
 )
+
+_DRIVER_FIELDS = ("attempts", "finished_at")
 
 
 @dataclass(slots=True)
@@ -176,13 +178,13 @@ class TrajectoryJSON:
 
 class EpisodeRow:
     """An episode's row, encoded while the episode plays: its trajectory turn by turn (`TrajectoryJSON`),
-    and the columns its unit decides once, after its first turn.
+    and the columns its unit decides (`unit_columns`) once, after its first turn.
 
     A worker's episodes of one wave start within milliseconds of each other and end within milliseconds
     of each other, and at both ends each waits behind the others' work; in between they wait on their
     model. So what can be encoded in between is, and the end encodes only what the end decides (how the
     episode ended, its metrics, its last turn): one worker's wave of 512 episodes of 10 turns, played
-    alone, spent 33-35 ms on its last turn before and 25-32 ms after."""
+    alone, spent 33-35 ms on its last turn before and 26-31 ms after."""
 
     __slots__ = ("unit", "trajectory", "_head")
 
@@ -209,51 +211,30 @@ class EpisodeRow:
 
 def _row_head(unit: WorkUnit) -> str:
     """The row's first columns, those the unit decides, as `json.dumps` writes them (no closing brace)."""
-    return json.dumps({
-        "unit_id": unit.unit_id, "sweep": unit.sweep, "model": unit.model, "benchmark": unit.benchmark,
-        "setting": unit.setting, "task_id": unit.task_id, "seed": unit.seed, "sampling": sampling_json(unit.sampling),
-    })[:-1]
-
-
-def _json_str(text: str | None) -> str:
-    return "null" if text is None else encode_basestring_ascii(text)
-
-
-def _json_float(value: float) -> str:
-    """A float as `json.dumps(..., allow_nan=True)` writes it."""
-    return float.__repr__(value) if math.isfinite(value) else json.dumps(value, allow_nan=True)
+    return json.dumps(unit_columns(unit))[:-1]
 
 
 def encode_result(result: EpisodeResult, row: EpisodeRow | None = None) -> EncodedResult:
     """Encode a finished episode once, where it was played; `row` is the encoder that followed the
     episode's turns, if one did. The row's text is what `json.dumps` makes of `row_fields` (without the
-    driver's two fields) followed by the trajectory, written column by column: the columns the unit
-    decides come encoded from `row`."""
-    unit = result.unit
-    prompt = completion = 0
-    for step in result.trajectory.steps:
-        prompt += step.usage.prompt_tokens
-        completion += step.usage.completion_tokens
+    driver's two fields) followed by the trajectory: the columns the unit decides come encoded from `row`."""
     if row is None:
-        head, escaped = _row_head(unit), _escaped(result.trajectory.model_dump_json(exclude_none=True))
+        head, escaped = _row_head(result.unit), _escaped(result.trajectory.model_dump_json(exclude_none=True))
     else:
-        head, escaped = row.head(unit), row.trajectory.escaped(result.trajectory)
-    metrics = json.dumps(result.metrics, allow_nan=True)
-    row_json = (
-        f'{head}, "termination": {_json_str(result.termination.value)}, "metrics": {_json_str(metrics)}, '
-        f'"num_turns": {len(result.trajectory.steps)}, "prompt_tokens": {prompt}, "completion_tokens": {completion}, '
-        f'"wall_time_s": {_json_float(float(result.wall_time_s))}, "node_id": {_json_str(result.node_id)}, '
-        f'"worker_id": {_json_str(result.worker_id)}, "error": {_json_str(result.error)}, "trajectory": "{escaped}"}}'
-    )
+        head, escaped = row.head(result.unit), row.trajectory.escaped(result.trajectory)
+    outcome = outcome_columns(result, finished_at=math.nan)
+    for key in _DRIVER_FIELDS:
+        del outcome[key]
+    fields = json.dumps(outcome, allow_nan=True)
     return EncodedResult(
         unit_id=result.unit_id,
         termination=result.termination,
         error=result.error,
         metrics=result.metrics,
-        tokens=prompt + completion + result.trajectory.helper_tokens,
-        row_json=row_json,
+        tokens=outcome["prompt_tokens"] + outcome["completion_tokens"] + result.trajectory.helper_tokens,
+        row_json=f'{head}, {fields[1:-1]}, "trajectory": "{escaped}"}}',  # as json.dumps writes the whole row
         attempts=result.attempts,
-        unit=unit,
+        unit=result.unit,
     )
 
 

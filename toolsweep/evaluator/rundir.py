@@ -148,11 +148,11 @@ def result_to_row(result: EpisodeResult, finished_at: float | None = None) -> di
 
 def row_fields(result: EpisodeResult, finished_at: float | None = None) -> dict[str, Any]:
     """A result's row without its trajectory (the last column; a worker encodes that as the episode goes)."""
-    unit = result.unit
-    prompt = completion = 0
-    for step in result.trajectory.steps:
-        prompt += step.usage.prompt_tokens
-        completion += step.usage.completion_tokens
+    return {**unit_columns(result.unit), **outcome_columns(result, finished_at)}
+
+
+def unit_columns(unit: WorkUnit) -> dict[str, Any]:
+    """The row's first columns: those the unit alone decides (a worker encodes them before the episode ends)."""
     return {
         "unit_id": unit.unit_id,
         "sweep": unit.sweep,
@@ -162,6 +162,16 @@ def row_fields(result: EpisodeResult, finished_at: float | None = None) -> dict[
         "task_id": unit.task_id,
         "seed": unit.seed,
         "sampling": sampling_json(unit.sampling),
+    }
+
+
+def outcome_columns(result: EpisodeResult, finished_at: float | None = None) -> dict[str, Any]:
+    """The row's other columns but the trajectory: how the episode went, and where and when it was recorded."""
+    prompt = completion = 0
+    for step in result.trajectory.steps:
+        prompt += step.usage.prompt_tokens
+        completion += step.usage.completion_tokens
+    return {
         "termination": result.termination.value,
         "metrics": json.dumps(result.metrics, allow_nan=True),
         "num_turns": result.num_turns,
