@@ -212,6 +212,9 @@ def cmd_benchmarks(args: argparse.Namespace) -> int:
                 print(textwrap.fill(f"{k}: {v}", 100, initial_indent="    ", subsequent_indent="      "))
         else:
             print(_wrapped("policies", ", ".join(bench.scripted_policies())))
+        baseline = bench.baseline_policy()
+        if baseline:
+            print(_wrapped("baseline (no-LLM floor)", baseline))
         exploits = bench.exploit_policies()
         if exploits:
             print(_wrapped("exploit policies", ", ".join(e.name for e in exploits)))

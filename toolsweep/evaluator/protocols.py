@@ -171,6 +171,13 @@ class Benchmark(ABC):
         also a scripted policy (`make_scripted_policy`)."""
         return []
 
+    def baseline_policy(self) -> str | None:
+        """The strongest scripted policy that uses no language model and does not read the ground
+        truth (e.g. a greedy argument binder). Its per-cell scores are the benchmark's floor: the
+        report and the compare tables show them beside every model, and a model's score means something
+        only above them. Its name is also a scripted policy (`make_scripted_policy`)."""
+        return None
+
     def fingerprint(self) -> dict[str, Any]:
         """What identifies the benchmark's content for the run manifest (e.g. a world hash)."""
         return {"version": self.version}
