@@ -85,7 +85,13 @@ def test_thirty_six_settings_and_prompts(bench):
     assert FAILURE_AWARE_SUFFIX in hint.messages[0].content
     assert obs.messages[1].role == "user" and obs.messages[1].content == bench.data.task("C1_task_001").query
     assert all(t["type"] == "function" and "parameters" in t["function"] for t in obs.tools)
-    assert {t["function"]["name"] for t in obs.tools} == set(bench.data.task("C1_task_001").tools_visible)
+    task = bench.data.task("C1_task_001")
+    shown = {t["function"]["name"] for t in obs.tools}
+    # the default view: the task's tools among every other tool of its primary domain
+    domain = {t.name for t in bench.data.corpus.tools.values() if t.domain == task.primary_domain}
+    assert shown == set(task.tools_visible) | domain and len(shown) > len(task.tools_visible)
+    narrow = ToolMaze(tool_view="task").make_env("C1_task_001", "C1-P0-std", 0).reset()
+    assert {t["function"]["name"] for t in narrow.tools} == set(task.tools_visible)
     assert bench.max_turns("C3-P2-std") == 25
     assert [m.name for m in bench.metrics("C1-P0-std")] == ["tsr"]
     assert {m.name for m in bench.metrics("C1-P2-hint")} >= {"tsr", "prr", "rc"}
@@ -291,7 +297,7 @@ def test_a_retry_counts_only_with_valid_arguments(bench):
 
 
 def test_options_one_c4_fault_slot_and_distractors():
-    b = ToolMaze(c4_fault_slots="one", n_distractors=3)
+    b = ToolMaze(c4_fault_slots="one", n_distractors=3, tool_view="task")
     env = b.make_env("C4_task_001", "C4-P2-std", 0)
     assert len(env.profile.rules) == 1 and len(env.schemas) == len(env.task.tools_visible) + 3
     m = _cell_metrics(run_cell(b, "oracle", "C4-P4-std", b.tasks("C4-P4-std")[::10]))
@@ -304,7 +310,7 @@ def test_judge_options_abort_reading_and_failure_acknowledgement():
     lenient = ToolMaze(accept_abort_when_solvable=True)
     for env, r in run_cell(lenient, "naive", "C2-P2-std", lenient.tasks("C2-P2-std")[:10]):
         assert r.metrics["tsr"] == 1.0 and r.metrics["prr"] == 1.0  # the halt counts (Fig. 14 reading)
-    strict = ToolMaze(require_failure_ack=True)
+    strict = ToolMaze()  # the default: a wise abort says the task cannot be done
     m = _cell_metrics(run_cell(strict, "oracle", "C1-P2-std", strict.tasks("C1-P2-std")[:10]))
     assert m["tsr"] == 1.0  # the oracle says why it stopped
 
@@ -324,7 +330,9 @@ def test_judge_options_abort_reading_and_failure_acknowledgement():
 
     ids = strict.tasks("C1-P2-std")[:10]
     assert _cell_metrics(run_cell(strict, Quiet, "C1-P2-std", ids))["tsr"] == 0.0
-    assert _cell_metrics(run_cell(ToolMaze(), Quiet, "C1-P2-std", ids))["tsr"] == 1.0
+    assert _cell_metrics(run_cell(strict, Quiet, "C1-P2-std", ids))["prr"] == 0.0
+    lax = ToolMaze(require_failure_ack=False)
+    assert _cell_metrics(run_cell(lax, Quiet, "C1-P2-std", ids))["tsr"] == 1.0
 
 
 def test_scripted_policies_listed(bench):

@@ -27,8 +27,12 @@ MODES = ("P0", "P1", "P2", "P3", "P4")
 PERTURBED = ("P1", "P2", "P3", "P4")
 
 
-def distractors(ts: TaskSet, task, n: int) -> list[str]:
-    """`n` tools of the task's primary domain that are not in its DAG (seeded per task)."""
+def distractors(ts: TaskSet, task, n: int, view: str = "task") -> list[str]:
+    """Tools of the task's primary domain that are not in its DAG: all of them in the 'domain' view,
+    else `n` of them (seeded per task)."""
+    if view == "domain":
+        return sorted(t.name for t in ts.corpus.tools.values()
+                      if t.domain == task.primary_domain and t.name not in task.tool_set)
     if n <= 0:
         return []
     pool = sorted(t.name for t in ts.corpus.tools.values()
@@ -63,7 +67,7 @@ def parse_setting(setting: str) -> tuple[int, str, str]:
 
 class ToolMaze(Benchmark):
     name: ClassVar[str] = "toolmaze"
-    version: ClassVar[str] = "1.2.0"
+    version: ClassVar[str] = "1.3.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -73,14 +77,21 @@ class ToolMaze(Benchmark):
         c4_fault_slots: Literal["all", "one"] = Field(
             "all", description="C4: every parallel slot carries a fault rule ('all', spec A6) or one "
                                "seeded slot does ('one').")
-        n_distractors: int = Field(0, ge=0, le=20, description="Extra same-domain tools shown to the "
-                                   "agent that are not in the task's DAG (spec §3.2 step 10).")
+        tool_view: Literal["domain", "task"] = Field(
+            "domain", description="Tools the agent is shown. 'domain': the task's DAG tools and every other "
+            "tool of its primary domain, so alternatives must be found among look-alikes (the paper's "
+            "'dynamic path discovery', §3.2; see docs/toolmaze.md). 'task': only the DAG's tools and their "
+            "alternatives, plus n_distractors (the spec's A12 reading).")
+        n_distractors: int = Field(0, ge=0, le=20, description="With tool_view 'task': extra same-domain "
+                                   "tools shown to the agent that are not in the task's DAG (spec §3.2 step 10).")
         accept_abort_when_solvable: bool = Field(
             False, description="Judge: also count a graceful halt as success on C2-C4 permanent faults "
                                "(the reading of the paper's Fig. 14, spec A7); default follows §3.5.")
         require_failure_ack: bool = Field(
-            False, description="Judge: a graceful stop must also say in its final text that the task "
-                               "could not be completed (spec §6.2 (e)).")
+            True, description="Judge: a graceful stop (C1 under P2/P4) must also say in its final text "
+                              "that the task could not be completed: the paper's 'wisely aborting "
+                              "unsolvable tasks' (§3.5) and 'detects the irrecoverable failure and stops "
+                              "gracefully' (Fig. 8). Off: any final answer after stopping counts (spec §6.2 (e)).")
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -123,7 +134,7 @@ class ToolMaze(Benchmark):
         # the environment depends only on the dataset seed: every model and run seed sees the same
         # task and the same injected responses (spec §9); `seed` is the run seed.
         return ToolMazeEnv(ts, task, self.profile(task_id, p), prompt, seed, self.options.max_steps,
-                           distractors=distractors(ts, task, self.options.n_distractors),
+                           distractors=distractors(ts, task, self.options.n_distractors, self.options.tool_view),
                            judge_options=JudgeOptions(self.options.accept_abort_when_solvable,
                                                       self.options.require_failure_ack))
 

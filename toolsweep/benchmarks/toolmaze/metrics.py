@@ -185,7 +185,7 @@ class JudgeOptions:
     """Switches for the judge's [PROPOSED] readings (spec §6.2, A7)."""
 
     accept_abort_when_solvable: bool = False  # A7: a graceful halt also counts on C2-C4 permanent faults
-    require_failure_ack: bool = False  # §6.2 (e): the final text must say the task could not be completed
+    require_failure_ack: bool = True  # §3.5 "wisely aborting": the final text says the task cannot be done
 
 
 _ACK = re.compile(r"\b(cannot|can't|could not|couldn't|unable|fail\w*|not possible|unavailable|error|"
@@ -196,7 +196,33 @@ def acknowledges_failure(text: str | None) -> bool:
     return bool(text) and bool(_ACK.search(text))
 
 
-RECOVERY_WINDOW = 3  # calls after a fault within which a retry or reroute counts as its recovery
+def met_then(fault: CallRecord, call: CallRecord) -> bool:
+    """A call answers a fault only if the agent had seen the fault when it made the call: it was
+    issued in a later agent step. Calls of the same step (parallel calls) were decided before the
+    fault came back, and earlier calls merely happened around it (paper §3.5: PRR is "the conditional
+    probability of resolving an encountered perturbation")."""
+    return call.step > fault.step
+
+
+def retried(calls: list[CallRecord], fault: CallRecord, satisfying: set[int]) -> bool:
+    """Recovery strategy (1), "retrying for transient faults" (§3.5): after meeting the fault, a clean
+    call of the same tool that does the node's job (valid arguments, in dependency order)."""
+    return any(c.tool == fault.tool and c.idx in satisfying and met_then(fault, c) for c in calls)
+
+
+def rerouted(task: Task, rule, assigned: str | None, fault: CallRecord,
+             sats: list[dict[str, list[int]]], by_idx: dict[int, CallRecord]) -> bool:
+    """Recovery strategy (2), "utilizing an alternative path" (§3.5): after meeting the fault, the
+    faulted node's job is done by an alternative member of its group (a member path without the
+    faulted tool, every tool of it satisfied with valid arguments by calls made after the fault), at
+    any later point: a detour first is charged by RC, not by PRR."""
+    for i, s in enumerate(task.solutions):
+        for member in _group_paths(task, rule):
+            if assigned in member or not set(member) <= set(s):
+                continue
+            if all(any(met_then(fault, by_idx[k]) for k in sats[i].get(t, ())) for t in member):
+                return True
+    return False
 
 
 def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord], answered: bool,
@@ -238,30 +264,23 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
     if exposed:
         recovered = True
         rules = {r.rule_id: r for r in profile.rules}
-        # A recovery call must do the faulted node's job: a clean call that satisfies a node of some
-        # valid path with valid arguments (bound to the user's slots and upstream outputs). Calling the
-        # right tool with junk arguments is not a recovery.
-        # It must also answer the fault: among the next RECOVERY_WINDOW calls, not stumbled on later.
         satisfying = {k for s in sats for idxs in s.values() for k in idxs}
+        by_idx = {c.idx: c for c in calls}
         for rule_id in sorted({c.rule_id for c in perturbed}):
-            r = rules[rule_id]
-            k = min(c.idx for c in perturbed if c.rule_id == rule_id)
+            fault = min((c for c in perturbed if c.rule_id == rule_id), key=lambda c: c.idx)
             assigned = engine.assigned[rule_id]
-            later = [c for c in calls if k < c.idx <= k + RECOVERY_WINDOW and c.idx in satisfying]
             if rule_id in prop_rules:
                 ok = False
             elif not profile.permanent:
-                ok = any(c.tool == assigned or c.tool in r.members for c in later)
+                ok = (retried(calls, fault, satisfying)
+                      or rerouted(task, rules[rule_id], assigned, fault, sats, by_idx))
             elif solvable:
-                before = {c.tool for c in calls if c.idx < k and c.clean}
-                alt_tools = {t for p in _group_paths(task, r) if assigned not in p for t in p}
-                ok = any(c.tool in alt_tools and c.tool != assigned and c.tool not in before for c in later)
-                ok = ok or aborted_ok
+                ok = rerouted(task, rules[rule_id], assigned, fault, sats, by_idx) or aborted_ok
             else:
                 # a wise abort: the agent reached the fault on the task's own path (every step the faulty
                 # tool depends on done first), then stopped without calling anything downstream
-                after_k = [c for c in calls if c.idx > k]
-                reached = all(t in sats[task.default_index] and min(sats[task.default_index][t]) < k
+                after_k = [c for c in calls if c.idx > fault.idx]
+                reached = all(t in sats[task.default_index] and min(sats[task.default_index][t]) < fault.idx
                               for t in task.ancestors(assigned, task.default_index))
                 ok = answered and reached and not any(c.tool in downstream for c in after_k) and ack_ok
             recovered = recovered and ok

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from typing import Any
 
@@ -34,6 +35,13 @@ POLICIES = {
     "random": "random tool calls with plausible or junk arguments",
 }
 EXPLOITS = {
+    "greedy_binder": "binds parameters from the query's Details and earlier outputs by name or type, "
+                     "calls every visible tool that binds, never checks or retries, answers 'Done.'",
+    "call_all_members": "follows the task's path with valid arguments and calls every member of every "
+                        "alternative group, never reacting to a fault",
+    "abort_first_error": "follows the task's path; on the first error stops and says the task cannot be done",
+    "retry_then_switch": "follows the task's path; retries a failing call 3 times, then switches to an "
+                         "alternative path (positive control)",
     "junk_recovery": "calls every tool of the task and every alternative twice with junk arguments, then answers",
     "no_tools": "answers at once without calling a tool",
 }
@@ -268,8 +276,203 @@ def make_policy(name: str, env: ToolMazeEnv, seed: int):
         return JunkRecoveryAgent(env)
     if name == "no_tools":
         return NoToolsAgent()
+    if name == "greedy_binder":
+        return GreedyBinderAgent(env)
+    if name in ("call_all_members", "abort_first_error", "retry_then_switch"):
+        return PathAgent(env, name)
     if name not in POLICIES:
         raise KeyError(f"toolmaze has no scripted policy {name!r}; available: {sorted(POLICIES) + sorted(EXPLOITS)}")
     return ScriptedAgent(env, name, seed)
 
 
+
+
+# ------------------------------------------------------------------------------------------------
+# Adversaries and positive controls of the exploit suite (issue: PRR must credit what the paper
+# credits, both ways). Adversaries read only what an agent reads (the query, the tool schemas, the
+# responses), except call_all_members, which knows the task's groups as an adversary who read the
+# graph would. Controls follow the task's path with valid arguments and react only to the errors
+# they see.
+
+_DETAILS = re.compile(r"Details - (.*?)\.\s+[A-Z][^.]*[.!?]?\s*$", re.DOTALL)
+_RETURNS = re.compile(r"Returns JSON with (.*)\.$", re.DOTALL)
+
+
+def query_details(query: str) -> dict[str, str]:
+    """The query's "Details - label: value; label: value." list as {label: value}."""
+    m = _DETAILS.search(query)
+    if not m:
+        return {}
+    out = {}
+    for item in m.group(1).split("; "):
+        label, sep, value = item.partition(": ")
+        if sep:
+            out[label.strip().lower()] = value.strip()
+    return out
+
+
+def _noun(description: str) -> str:
+    """The type a description names: the text before any "(constraints)" or ", echoes"."""
+    return re.split(r" \(|, echoes", description, maxsplit=1)[0].strip().lower()
+
+
+def returned_fields(schema: dict[str, Any]) -> dict[str, str]:
+    """{output path: type noun} read from a tool description's "Returns JSON with ..." clause."""
+    m = _RETURNS.search(schema["description"])
+    out = {}
+    if m:
+        for part in re.split(r"; (?=[\w.]+: )", m.group(1)):
+            path, sep, desc = part.partition(": ")
+            if sep:
+                out[path.strip()] = _noun(desc)
+    return out
+
+
+class GreedyBinderAgent:
+    """Binds each visible tool's parameters from the query's Details list (label = parameter name or
+    the parameter's described type) and from earlier clean outputs (same field name, or same described
+    type; free text from the latest text output), calls every tool whose parameters all bind, one
+    call per step, each tool once, never checks a value, never retries; then answers "Done."."""
+
+    def __init__(self, env: ToolMazeEnv) -> None:
+        self.env = env
+        self.details = query_details(env.task.query)
+        self.called: set[str] = set()
+        self.n = 0
+
+    def _bind(self, fn: dict[str, Any], fields: dict[str, dict[str, str]]) -> dict[str, Any] | None:
+        args: dict[str, Any] = {}
+        props = fn["parameters"].get("properties", {})
+        for pname in fn["parameters"].get("required", list(props)):
+            spec = props.get(pname, {})
+            noun = _noun(spec.get("description", ""))
+            value: Any = None
+            if pname.lower() in self.details:
+                value = self.details[pname.lower()]
+            elif noun in self.details:
+                value = self.details[noun]
+            else:
+                for c in reversed(self.env.calls):  # latest output first
+                    if not isinstance(c.response, dict) or "error" in c.response:
+                        continue
+                    for path, fnoun in fields.get(c.tool, {}).items():
+                        v = get_path(c.response, path)
+                        if v is None:
+                            continue
+                        if path.split(".")[-1] == pname or (noun and fnoun == noun) or \
+                                (noun == "free text." and isinstance(v, str) and fnoun == "text"):
+                            value = v
+                            break
+                    if value is not None:
+                        break
+            if value is None:
+                return None
+            if spec.get("type") in ("number", "integer") and isinstance(value, str):
+                try:
+                    value = float(value) if spec["type"] == "number" else int(float(value))
+                except ValueError:
+                    return None
+            args[pname] = value
+        return args
+
+    async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        fields = {t["function"]["name"]: returned_fields(t["function"]) for t in tools}
+        for t in tools:
+            fn = t["function"]
+            if fn["name"] in self.called:
+                continue
+            args = self._bind(fn, fields)
+            if args is None:
+                continue
+            self.called.add(fn["name"])
+            self.n += 1
+            call = ToolCall(id=f"g{self.n}", function=FunctionCall(name=fn["name"], arguments=json.dumps(args)))
+            return AgentReply(message=Message(role="assistant", content=None, tool_calls=[call]))
+        return AgentReply(message=Message(role="assistant", content="Done."))
+
+
+class PathAgent:
+    """Follows the task's paths with valid arguments (bound from the responses it actually got) and
+    reacts only to explicit errors it sees; never checks values for plausibility.
+
+    - call_all_members: never reacts; at each alternative group calls every member, then goes on.
+    - abort_first_error: on the first error, stops and says the task cannot be completed.
+    - retry_then_switch: retries a failing call up to 3 times, then switches to the cheapest path
+      that avoids the failing tool; with none left, stops and says so.
+    """
+
+    def __init__(self, env: ToolMazeEnv, mode: str) -> None:
+        self.env = env
+        self.task = env.task
+        self.mode = mode
+        self.plan = self.task.default_index
+        self.outputs: dict[str, Any] = {}
+        self.done: set[str] = set()
+        self.failures: Counter = Counter()
+        self.avoid: set[str] = set()
+        self.stop: str | None = None
+        self.seen = 0
+        self.n = 0
+        self.queue: list[str] = []
+        if mode == "call_all_members":
+            for pos in self.task.positions:
+                for member in pos.members:
+                    self.queue += [t for t in member if t not in self.queue]
+
+    def _observe(self) -> None:
+        for rec in self.env.calls[self.seen:]:
+            if isinstance(rec.response, dict) and "error" in rec.response:
+                self.failures[rec.tool] += 1
+                if self.mode == "abort_first_error":
+                    self.stop = (f"The {rec.tool} service failed ({rec.response['error'].get('message')}), "
+                                 "so I cannot complete this task.")
+                elif self.mode == "retry_then_switch" and self.failures[rec.tool] > 3:
+                    self.avoid.add(rec.tool)
+                    sols = self.task.solutions
+                    ok = [i for i, s in enumerate(sols) if not set(s) & self.avoid]
+                    if not ok:
+                        self.stop = (f"{rec.tool} kept failing after 3 retries and no alternative exists, "
+                                     "so the task cannot be completed.")
+                    else:
+                        self.plan = min(ok, key=lambda i: (sum(t not in self.done for t in sols[i]),
+                                                           tuple(sorted(sols[i]))))
+                continue
+            self.outputs[rec.tool] = rec.response
+            self.done.add(rec.tool)
+        self.seen = len(self.env.calls)
+
+    def _path_of(self, tool: str) -> int:
+        if tool in self.task.solutions[self.plan]:
+            return self.plan
+        return next(i for i, s in enumerate(self.task.solutions) if tool in s)
+
+    def _args(self, path_index: int, tool: str) -> dict[str, Any]:
+        args = {}
+        for pname, b in self.task.bindings[path_index][tool].items():
+            if b[0] == "user":
+                args[pname] = self.task.slots[b[1]]
+                continue
+            v = get_path(self.outputs.get(b[1]), b[2]) if b[1] in self.outputs else None
+            if v is None:
+                v = _PLACEHOLDER
+            args[pname] = render(v) if b[0] == "free" else v
+        return args
+
+    async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        self._observe()
+        if self.stop is not None:
+            return AgentReply(message=Message(role="assistant", content=self.stop))
+        if self.mode == "call_all_members":
+            if not self.queue:
+                return AgentReply(message=Message(role="assistant", content="Done."))
+            tool = self.queue.pop(0)
+            return self._call(tool, self._args(self._path_of(tool), tool))
+        pending = [t for t in self.task.solutions[self.plan] if t not in self.done]
+        if not pending:
+            return AgentReply(message=Message(role="assistant", content="All requested steps are done."))
+        return self._call(pending[0], self._args(self.plan, pending[0]))
+
+    def _call(self, tool: str, args: dict[str, Any]) -> AgentReply:
+        self.n += 1
+        tc = ToolCall(id=f"p{self.n}", function=FunctionCall(name=tool, arguments=json.dumps(args)))
+        return AgentReply(message=Message(role="assistant", content=None, tool_calls=[tc]))
