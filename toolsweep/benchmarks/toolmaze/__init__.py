@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolsweep.benchmarks.toolmaze.bounds import CEILINGS, FLOORS, settings_of
 from toolsweep.benchmarks.toolmaze.environment import ToolMazeEnv
 from toolsweep.benchmarks.toolmaze.metrics import JudgeOptions, composite_avg, metric_specs, trust_gap
 from toolsweep.benchmarks.toolmaze.perturbation import Profile, build_profile
@@ -39,6 +40,10 @@ def distractors(ts: TaskSet, task, n: int, view: str = "task") -> list[str]:
                   if t.domain == task.primary_domain and t.name not in task.tool_set)
     rng = random.Random(seeded_int(ts.dataset_seed, "distractors", task.task_id))
     return rng.sample(pool, min(n, len(pool)))
+
+
+def _perturbed_cells() -> list[str]:
+    return [f"C{c}-{p}" for c in LEVELS for p in PERTURBED]
 
 
 def setting_names() -> list[str]:
@@ -148,16 +153,37 @@ class ToolMaze(Benchmark):
         return {**POLICIES, **EXPLOITS}
 
     def exploit_policies(self) -> list[ExploitPolicy]:
-        """PRR credits a recovery only when the recovery call does the faulted node's job with valid
-        arguments (spec §6.2), so random and junk calls earn (almost) none; no task is solved without tools."""
-        perturbed = [s for s in self.settings() if "-P0-" not in s]
-        return [
-            ExploitPolicy(name="random", description=POLICIES["random"], ceilings={"prr": 0.08, "tsr": 0.02},
-                          settings=perturbed, pooled=True),
+        """Adversaries (ceilings) and positive controls (floors), checked cell by cell (pooled=False).
+
+        Each policy's declared bound is its loosest per-cell bound (`bounds.py` holds the exact one of
+        every cell, which tests/benchmarks/toolmaze/test_toolmaze_exploits.py checks); a recovery is
+        credited only when the fault was met and then handled (metrics.judge), so scatter, junk and
+        premature aborts earn none, and a real retry, switch or acknowledged abort earns its credit."""
+        out = []
+        every = {**CEILINGS, **FLOORS}
+        for name, cells in every.items():
+            ceilings: dict[str, float] = {}
+            floors: dict[str, float] = {}
+            for bound in cells.values():
+                for metric, v in bound.items():
+                    if name in CEILINGS:
+                        ceilings[metric] = max(ceilings.get(metric, v), v)
+                    else:
+                        floors[metric] = min(floors.get(metric, v), v)
+            desc = {**POLICIES, **EXPLOITS}[name]
+            out.append(ExploitPolicy(name=name, description=desc, ceilings=ceilings, floors=floors,
+                                     settings=settings_of(sorted(cells)), pooled=False))
+        out += [
             ExploitPolicy(name="junk_recovery", description=EXPLOITS["junk_recovery"],
-                          ceilings={"prr": 0.05, "tsr": 0.0}, settings=perturbed),
+                          ceilings={"prr": 0.0, "tsr": 0.0}, settings=settings_of(_perturbed_cells())),
             ExploitPolicy(name="no_tools", description=EXPLOITS["no_tools"], ceilings={"tsr": 0.0}),
         ]
+        return out
+
+    def baseline_policy(self) -> str:
+        """The greedy argument binder: the strongest policy here that uses no model and reads only what
+        an agent reads (query, tool schemas, responses). Its per-cell scores are ToolMaze's floor."""
+        return "greedy_binder"
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, ToolMazeEnv):

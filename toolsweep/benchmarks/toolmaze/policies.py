@@ -42,6 +42,8 @@ EXPLOITS = {
     "abort_first_error": "follows the task's path; on the first error stops and says the task cannot be done",
     "retry_then_switch": "follows the task's path; retries a failing call 3 times, then switches to an "
                          "alternative path (positive control)",
+    "acknowledged_abort": "follows the task's path; on the first error stops and says the task cannot be "
+                          "done (positive control on C1-P2; the same agent as abort_first_error)",
     "junk_recovery": "calls every tool of the task and every alternative twice with junk arguments, then answers",
     "no_tools": "answers at once without calling a tool",
 }
@@ -280,6 +282,8 @@ def make_policy(name: str, env: ToolMazeEnv, seed: int):
         return GreedyBinderAgent(env)
     if name in ("call_all_members", "abort_first_error", "retry_then_switch"):
         return PathAgent(env, name)
+    if name == "acknowledged_abort":
+        return PathAgent(env, "abort_first_error")
     if name not in POLICIES:
         raise KeyError(f"toolmaze has no scripted policy {name!r}; available: {sorted(POLICIES) + sorted(EXPLOITS)}")
     return ScriptedAgent(env, name, seed)
@@ -442,9 +446,15 @@ class PathAgent:
         self.seen = len(self.env.calls)
 
     def _path_of(self, tool: str) -> int:
-        if tool in self.task.solutions[self.plan]:
-            return self.plan
-        return next(i for i, s in enumerate(self.task.solutions) if tool in s)
+        """The path to bind `tool` on: the planned one, unless another path's predecessors of `tool`
+        answered and the planned one's did not (call_all_members binds from whichever member worked)."""
+        sols = self.task.solutions
+        cands = [i for i, s in enumerate(sols) if tool in s]
+        cands.sort(key=lambda i: i != self.plan)
+
+        def bound(i: int) -> bool:
+            return all(b[0] == "user" or b[1] in self.outputs for b in self.task.bindings[i][tool].values())
+        return next((i for i in cands if bound(i)), cands[0])
 
     def _args(self, path_index: int, tool: str) -> dict[str, Any]:
         args = {}

@@ -1,0 +1,78 @@
+"""Per-cell bounds of ToolMaze's exploit suite: what each adversary may score at most (ceilings)
+and what each positive control must score at least (floors), cell by cell (a cell is C{1..4}-P{0..4};
+scripted policies do not read the prompt, so a std cell's bound also holds for its hint cell).
+
+A metric is sound only when both hold: the adversaries stay under their ceilings (no credit for a
+fault never noticed or a path never planned) and the controls get their credit (a real recovery is
+recovered). Values are fractions. They are the per-cell scores measured on every task of each cell
+(`bench/toolmaze_adversaries.py`), rounded up to the next 0.05 for ceilings; floors are exact.
+Where an adversary's trajectory is the same as a real recovery's, no trajectory judge can withhold
+the credit, and no ceiling is declared (see docs/toolmaze.md, "Adversaries and controls").
+"""
+
+from __future__ import annotations
+
+LEVELS = (1, 2, 3, 4)
+PERTURBED = ("P1", "P2", "P3", "P4")
+
+
+def _cells(levels=LEVELS, modes=PERTURBED) -> list[str]:
+    return [f"C{c}-{p}" for c in levels for p in modes]
+
+
+def _same(cells: list[str], bound: dict[str, float]) -> dict[str, dict[str, float]]:
+    return {cell: dict(bound) for cell in cells}
+
+
+# policy -> cell -> {metric: ceiling}
+CEILINGS: dict[str, dict[str, dict[str, float]]] = {
+    # reads only the query, the schemas and the responses; calls everything that binds
+    "greedy_binder": {
+        **_same(_cells((1,)), {"prr": 0.0, "tsr": 0.0}),
+        **_same(_cells((2,), ("P1", "P2")), {"prr": 0.5, "tsr": 0.05}),
+        **_same(_cells((2,), ("P3", "P4")), {"prr": 0.15, "tsr": 0.05}),
+        **_same(_cells((3,), ("P1", "P2")), {"prr": 0.3, "tsr": 0.05}),
+        **_same(_cells((3,), ("P3", "P4")), {"prr": 0.15, "tsr": 0.05}),
+        **_same(_cells((4,), ("P1", "P2")), {"prr": 0.2, "tsr": 0.05}),
+        **_same(_cells((4,), ("P3", "P4")), {"prr": 0.1, "tsr": 0.05}),
+        **_same(_cells(LEVELS, ("P0",)), {"tsr": 0.05}),
+    },
+    # knows the groups; on C2/C4 explicit faults its trajectory is a reroute's (the fault goes to
+    # the first member called, the next member is the switch): bounded where it differs
+    "call_all_members": {
+        **_same(_cells((1,)), {"prr": 0.0, "tsr": 0.0}),
+        **_same(_cells((2,), ("P3", "P4")), {"prr": 0.3, "tsr": 0.3}),
+        **_same(_cells((3,), ("P1", "P2")), {"prr": 0.55, "tsr": 0.55}),
+        **_same(_cells((3, 4), ("P3", "P4")), {"prr": 0.0, "tsr": 0.0}),
+    },
+    # gives up at the first error: right only where the task cannot be done (C1-P2, a control)
+    "abort_first_error": {
+        **_same([c for c in _cells() if c != "C1-P2"], {"prr": 0.0, "tsr": 0.0}),
+    },
+    "random": {
+        **_same(_cells(), {"prr": 0.05, "tsr": 0.0}),
+        **_same(_cells(LEVELS, ("P0",)), {"tsr": 0.02}),
+    },
+}
+
+# policy -> cell -> {metric: floor}
+FLOORS: dict[str, dict[str, dict[str, float]]] = {
+    # the paper's robust agent (Fig. 1): retries, then switches to the alternative
+    "retry_then_switch": {
+        **_same(_cells(LEVELS, ("P1", "P2")), {"prr": 1.0, "tsr": 1.0}),
+    },
+    # strategy (1), retrying for transient faults
+    "retry": _same(_cells(LEVELS, ("P1",)), {"prr": 1.0, "tsr": 1.0}),
+    # strategy (3), wisely aborting an unsolvable task, and saying so
+    "acknowledged_abort": _same(["C1-P2"], {"prr": 1.0, "tsr": 1.0}),
+}
+
+
+def settings_of(cells: list[str]) -> list[str]:
+    """The std and hint settings of cells (P0 has no hint setting)."""
+    out = []
+    for cell in cells:
+        out.append(f"{cell}-std")
+        if not cell.endswith("P0"):
+            out.append(f"{cell}-hint")
+    return out
