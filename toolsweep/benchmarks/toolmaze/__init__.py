@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolsweep.benchmarks.toolmaze.bounds import CEILINGS, FLOORS, settings_of
+from toolsweep.benchmarks.toolmaze.bounds import CEILINGS, FLOORS, sample_proof, settings_of
 from toolsweep.benchmarks.toolmaze.environment import ToolMazeEnv
 from toolsweep.benchmarks.toolmaze.metrics import JudgeOptions, composite_avg, metric_specs, trust_gap
 from toolsweep.benchmarks.toolmaze.perturbation import Profile, build_profile
@@ -155,24 +155,26 @@ class ToolMaze(Benchmark):
     def exploit_policies(self) -> list[ExploitPolicy]:
         """Adversaries (ceilings) and positive controls (floors), checked cell by cell (pooled=False).
 
-        Each policy's declared bound is its loosest per-cell bound (`bounds.py` holds the exact one of
-        every cell, which tests/benchmarks/toolmaze/test_toolmaze_exploits.py checks); a recovery is
-        credited only when the fault was met and then handled (metrics.judge), so scatter, junk and
-        premature aborts earn none, and a real retry, switch or acknowledged abort earns its credit."""
+        `bounds.py` holds every cell's bound; tests/benchmarks/toolmaze/test_toolmaze_exploits.py checks
+        all of them on a seeded sample of each cell (with a binomial allowance for non-zero ceilings)
+        and on every task (slow). Declared here, for the cross-benchmark suite's small samples, are the
+        bounds that hold on any sample: each adversary's zero ceilings and each control's floors (every
+        task recovered). A recovery is credited only when the fault was met and then handled
+        (metrics.judge), so scatter, junk and premature aborts earn none, and a real retry, switch or
+        acknowledged abort earns its credit."""
         out = []
-        every = {**CEILINGS, **FLOORS}
-        for name, cells in every.items():
-            ceilings: dict[str, float] = {}
+        for name, cells in CEILINGS.items():
+            zero = sample_proof(cells)
+            metrics = sorted({m for c in zero for m in cells[c]})
+            out.append(ExploitPolicy(name=name, description=EXPLOITS.get(name) or POLICIES[name],
+                                     ceilings={m: 0.0 for m in metrics}, settings=settings_of(zero)))
+        for name, cells in FLOORS.items():
             floors: dict[str, float] = {}
             for bound in cells.values():
                 for metric, v in bound.items():
-                    if name in CEILINGS:
-                        ceilings[metric] = max(ceilings.get(metric, v), v)
-                    else:
-                        floors[metric] = min(floors.get(metric, v), v)
-            desc = {**POLICIES, **EXPLOITS}[name]
-            out.append(ExploitPolicy(name=name, description=desc, ceilings=ceilings, floors=floors,
-                                     settings=settings_of(sorted(cells)), pooled=False))
+                    floors[metric] = min(floors.get(metric, v), v)
+            out.append(ExploitPolicy(name=name, description=EXPLOITS.get(name) or POLICIES[name],
+                                     floors=floors, settings=settings_of(sorted(cells))))
         out += [
             ExploitPolicy(name="junk_recovery", description=EXPLOITS["junk_recovery"],
                           ceilings={"prr": 0.0, "tsr": 0.0}, settings=settings_of(_perturbed_cells())),

@@ -49,9 +49,11 @@ CEILINGS: dict[str, dict[str, dict[str, float]]] = {
     "abort_first_error": {
         **_same([c for c in _cells() if c != "C1-P2"], {"prr": 0.0, "tsr": 0.0}),
     },
+    # random calls over the visible tools; 0.1 on C2 explicit covers run seeds 0-2 (at most 0.061)
     "random": {
-        **_same(_cells(), {"prr": 0.05, "tsr": 0.0}),
-        **_same(_cells(LEVELS, ("P0",)), {"tsr": 0.02}),
+        **_same(_cells(), {"prr": 0.0, "tsr": 0.0}),
+        **_same(_cells((2,), ("P1", "P2")), {"prr": 0.1, "tsr": 0.0}),
+        **_same(_cells(LEVELS, ("P0",)), {"tsr": 0.0}),
     },
 }
 
@@ -66,6 +68,12 @@ FLOORS: dict[str, dict[str, dict[str, float]]] = {
     # strategy (3), wisely aborting an unsolvable task, and saying so
     "acknowledged_abort": _same(["C1-P2"], {"prr": 1.0, "tsr": 1.0}),
 }
+
+
+def sample_proof(bounds: dict[str, dict[str, float]]) -> list[str]:
+    """The cells whose ceilings are all zero: a policy that scores nothing on a whole cell scores
+    nothing on any sample of it, so these bounds hold for the exploit suite's small samples too."""
+    return sorted(cell for cell, bound in bounds.items() if not any(bound.values()))
 
 
 def settings_of(cells: list[str]) -> list[str]:
