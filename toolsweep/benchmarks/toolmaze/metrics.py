@@ -188,12 +188,19 @@ class JudgeOptions:
     require_failure_ack: bool = True  # §3.5 "wisely aborting": the final text says the task cannot be done
 
 
-_ACK = re.compile(r"\b(cannot|can't|could not|couldn't|unable|fail\w*|not possible|unavailable|error|"
-                  r"not (?:be )?complete\w*|stopp?\w*|halt\w*|abort\w*)\b", re.IGNORECASE)
+# Words that say the task could not be done (§3.5 "wisely aborting unsolvable tasks"). Bare "error",
+# "stopped" or "halted" are not enough ("Stopped. No errors."), and a negated failure word ("nothing
+# failed", "no errors") says the opposite.
+_ACK = re.compile(r"\b(cannot|can't|can not|could not|couldn't|unable|fail(?:ed|s|ing|ure)?|not possible|"
+                  r"impossible|unavailable|not (?:be )?complete\w*|irrecoverabl\w*|unrecoverabl\w*)\b",
+                  re.IGNORECASE)
+_NEGATED = re.compile(r"\b(?:no|nothing|never|without|zero)\s+(?:\w+\s+)?(?:fail\w*|errors?|problems?|issues?)\b",
+                      re.IGNORECASE)
 
 
 def acknowledges_failure(text: str | None) -> bool:
-    return bool(text) and bool(_ACK.search(text))
+    """The final answer says the task could not be completed (and does not say nothing failed)."""
+    return bool(text) and bool(_ACK.search(text)) and not _NEGATED.search(text)
 
 
 def met_then(fault: CallRecord, call: CallRecord) -> bool:
@@ -227,7 +234,9 @@ def rerouted(task: Task, rule, assigned: str | None, fault: CallRecord,
 
 def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord], answered: bool,
           corpus: Corpus, final_text: str | None = None, options: JudgeOptions | None = None) -> Verdict:
-    """The deterministic judge of spec §6.2."""
+    """The deterministic judge of spec §6.2, with the paper's stricter readings (docs/toolmaze.md):
+    a fault is recovered when it was met and then handled (`retried`, `rerouted`, or a wise abort
+    that says so), success needs a complete valid path, no propagation and no wrong side effect."""
     options = options or JudgeOptions()
     perturbed = [c for c in calls if c.perturbed]
     exposed = bool(perturbed)

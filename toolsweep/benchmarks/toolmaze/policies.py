@@ -10,6 +10,14 @@
   retries; stops when no alternative exists.
 - random: calls random visible tools with plausible or junk arguments, sometimes malformed.
 
+Adversaries and positive controls of the exploit suite (bounds per cell in bounds.py; the paper
+passages behind what they may and must score in docs/toolmaze.md):
+- greedy_binder (the baseline): binds parameters from the query's Details list and earlier outputs
+  by name or described type, calls every visible tool that binds, never checks or retries.
+- call_all_members: follows the path and calls every member of every alternative group.
+- abort_first_error / acknowledged_abort: stops at the first error and says the task cannot be done.
+- retry_then_switch: retries a failing call 3 times, then switches to an alternative path.
+
 Agents emit one tool call per step (OpenAI function-calling format) and read the environment's
 call log for what came back (oracle-type agents also read the ground-truth perturbation flags).
 """
