@@ -1,7 +1,7 @@
 """ToolMaze environment throughput on one core: corpus / task / profile build times, and
 steps/s and episodes/s of oracle episodes driven through run_episode (scoring included).
 
-    OMP_NUM_THREADS=1 python bench/toolmaze_env.py [--tasks-per-cell 100]
+    OMP_NUM_THREADS=1 python bench/toolmaze_env.py [--tasks-per-cell 100] [--tool-view domain|task]
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--tasks-per-cell", type=int, default=100)
     ap.add_argument("--policy", default="oracle")
+    ap.add_argument("--tool-view", default="domain", choices=("domain", "task"),
+                    help="the tools each episode shows (ToolMaze option tool_view)")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -30,7 +32,7 @@ def main() -> None:
     t0 = time.perf_counter()
     corpus = build_corpus()
     t_corpus = time.perf_counter() - t0
-    bench = ToolMaze()
+    bench = ToolMaze(tool_view=args.tool_view)
     level_times = {}
     for c in (1, 2, 3, 4):
         t0 = time.perf_counter()

@@ -32,8 +32,9 @@ def distractors(ts: TaskSet, task, n: int, view: str = "task") -> list[str]:
     """Tools of the task's primary domain that are not in its DAG: all of them in the 'domain' view,
     else `n` of them (seeded per task)."""
     if view == "domain":
+        own = task.tool_set
         return sorted(t.name for t in ts.corpus.tools.values()
-                      if t.domain == task.primary_domain and t.name not in task.tool_set)
+                      if t.domain == task.primary_domain and t.name not in own)
     if n <= 0:
         return []
     pool = sorted(t.name for t in ts.corpus.tools.values()
@@ -101,6 +102,7 @@ class ToolMaze(Benchmark):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self._profiles: dict[tuple[str, str], Profile] = {}
+        self._visible: dict[tuple[str, str], list[str]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -130,6 +132,14 @@ class ToolMaze(Benchmark):
                 self._profiles[key] = build_profile(ts, ts.task(task_id), mode, self.options.c4_fault_slots)
             return self._profiles[key]
 
+    def _distractors(self, ts: TaskSet, task) -> list[str]:
+        """The task's extra visible tools, computed once per task (they depend on the dataset only)."""
+        key = ("distractors", task.task_id)
+        with self._lock:
+            if key not in self._visible:
+                self._visible[key] = distractors(ts, task, self.options.n_distractors, self.options.tool_view)
+            return self._visible[key]
+
     def make_env(self, task_id: str, setting: str, seed: int) -> Environment:
         level, p, prompt = parse_setting(setting)
         ts = self.data
@@ -139,7 +149,7 @@ class ToolMaze(Benchmark):
         # the environment depends only on the dataset seed: every model and run seed sees the same
         # task and the same injected responses (spec §9); `seed` is the run seed.
         return ToolMazeEnv(ts, task, self.profile(task_id, p), prompt, seed, self.options.max_steps,
-                           distractors=distractors(ts, task, self.options.n_distractors, self.options.tool_view),
+                           distractors=self._distractors(ts, task),
                            judge_options=JudgeOptions(self.options.accept_abort_when_solvable,
                                                       self.options.require_failure_ack))
 

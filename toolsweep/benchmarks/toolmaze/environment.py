@@ -21,6 +21,23 @@ from toolsweep.benchmarks.toolmaze.tools import canonical, error, seeded_int
 from toolsweep.evaluator.types import EpisodeMetrics, Message, Observation, TerminationReason
 
 
+def _visible(ts: TaskSet, task: Task, distractors: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    """The tools an episode shows, in order, and their schemas as one JSON text. Built once per
+    (task, distractors) and kept on the task set: every episode of a task shows the same list (about
+    46 tools in the domain view)."""
+    cache = ts.__dict__.setdefault("_visible_cache", {})  # lives and dies with the task set
+    key = (task.task_id, distractors)
+    hit = cache.get(key)
+    if hit is None:
+        visible = list(task.tools_visible)
+        if distractors:
+            visible += [d for d in distractors if d not in visible]
+            random.Random(seeded_int(ts.dataset_seed, "visible+", task.task_id)).shuffle(visible)
+        hit = (tuple(visible), json.dumps([ts.corpus.tools[t].openai_schema() for t in visible]))
+        cache[key] = hit
+    return hit
+
+
 class ToolMazeEnv:
     def __init__(self, ts: TaskSet, task: Task, profile: Profile, prompt: str, seed: int,
                  max_steps: int = 25, distractors: list[str] | None = None,
@@ -32,11 +49,8 @@ class ToolMazeEnv:
         self.prompt = prompt
         self.seed = seed
         self.max_steps = max_steps
-        visible = list(task.tools_visible)
-        if distractors:
-            visible += [d for d in distractors if d not in visible]
-            random.Random(seeded_int(ts.dataset_seed, "visible+", task.task_id)).shuffle(visible)
-        self.schemas = [ts.corpus.tools[t].openai_schema() for t in visible]
+        visible, schemas = _visible(ts, task, tuple(distractors or ()))
+        self.schemas = json.loads(schemas)  # a fresh copy per episode
         self.visible = frozenset(visible)
         self.reset()
 
