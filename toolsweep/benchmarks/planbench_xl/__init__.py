@@ -48,8 +48,10 @@ from toolsweep.benchmarks.planbench_xl.environment import MAX_INVALID_CALLS, MAX
 from toolsweep.benchmarks.planbench_xl.metrics import all_metrics
 from toolsweep.benchmarks.planbench_xl.policies import (
     EXPLOITS,
+    DefaultMethodTrapPolicy,
     POLICIES,
     GuessIdsPolicy,
+    NameRulePlannerPolicy,
     OraclePolicy,
     PlannerPolicy,
     RandomPolicy,
@@ -150,12 +152,15 @@ class PlanBenchXL(Benchmark):
     def exploit_policies(self) -> list[ExploitPolicy]:
         """Guessed values and implicit-failure values are never grounded, so none of these is ever correct."""
         implicit = [s for s in self.settings() if "implicit" in s]
+        with_implicit = [n for n, s in SETTINGS.items() if s.objective != "none" and "imp" in s.btypes]
         return [
             ExploitPolicy(name="guess_ids", description=EXPLOITS["guess_ids"], ceilings={"accuracy": 0.0},
                           settings=implicit),
             ExploitPolicy(name="answer_implicit", description=EXPLOITS["answer_implicit"],
                           ceilings={"accuracy": 0.0}),
             ExploitPolicy(name="no_tools", description=EXPLOITS["no_tools"], ceilings={"accuracy": 0.0}),
+            ExploitPolicy(name="default_method_trap", description=EXPLOITS["default_method_trap"],
+                          ceilings={"accuracy": 0.0}, settings=with_implicit),
         ]
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
@@ -165,7 +170,11 @@ class PlanBenchXL(Benchmark):
             return RandomPolicy(seed)
         if name == "planner":
             return PlannerPolicy()
-        if name in EXPLOITS:
+        if name == "default_method_trap":
+            return DefaultMethodTrapPolicy(env)  # type: ignore[arg-type]
+        if name == "name_rule_planner":
+            return NameRulePlannerPolicy()
+        if name in ("guess_ids", "answer_implicit", "no_tools"):
             return GuessIdsPolicy(env, name)  # type: ignore[arg-type]
         return super().make_scripted_policy(name, env, seed)
 

@@ -283,6 +283,9 @@ class EpisodeState:
     trusted_vals: dict[str, set[str]] = field(default_factory=dict)
     untrusted_vals: set[str] = field(default_factory=set)
     grounded: set[str] = field(default_factory=set)  # norm_value of every value the query gave or a trusted call returned
+    # norm_value -> the datatypes it was given or returned as by a trusted call: a value counts only
+    # under those (Figs. 11 and 14: the default payment method's ID is not the payment method's).
+    grounded_as: dict[str, set[str]] = field(default_factory=dict)
     ungrounded: int = 0  # calls rejected for an argument no trusted source produced (a guess)
     log: list[dict[str, Any]] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
@@ -322,6 +325,7 @@ class PlanBenchEnv:
         for d, v in zip(self.task.inputs, self.task.input_values):
             self.state.trusted_vals.setdefault(v, set()).add(d)
             self.state.grounded.add(norm_value(v))
+            self.state.grounded_as.setdefault(norm_value(v), set()).add(d)
         return Observation(messages=[Message(role="system", content=system_prompt(self.meta_tool_addendum)),
                                      Message(role="user", content=self.task.query)], tools=[])
 
@@ -454,10 +458,13 @@ class PlanBenchEnv:
         if missing:
             return self._reject(name, "missing required datatype " + json.dumps(missing), rec), rec
         # Value-level provenance: an argument must have come from the query or a trusted call of this
-        # episode. A value from an unreliable tool (UIRR) or a guess is refused like a lookup that finds
-        # nothing; the environment does not say why (the paper's agent has to notice on its own).
+        # episode, as the parameter's datatype. A value from an unreliable tool (UIRR), a guess, or the
+        # right string obtained as another datatype (Fig. 14: the default payment method's ID for a
+        # payment method) is refused like a lookup that finds nothing; the environment does not say why
+        # (the paper's agent has to notice on its own).
+        dtype_of = dict(tool.params)
         for p, v in values.items():
-            if norm_value(v) in st.grounded:
+            if dtype_of[p] in st.grounded_as.get(norm_value(v), ()):
                 continue
             rec["ungrounded_arg"] = p
             st.ungrounded += 1
@@ -490,6 +497,7 @@ class PlanBenchEnv:
             st.executed.add(tool.output)
             st.trusted_vals.setdefault(out, set()).add(tool.output)
             st.grounded.add(norm_value(out))
+            st.grounded_as.setdefault(norm_value(out), set()).add(tool.output)
             out_dt, trusted = tool.output, True
         else:
             out, out_dt, trusted = tool.fixed_output or "", tool.output, False
@@ -514,7 +522,10 @@ class PlanBenchEnv:
         st.answers.append(answer)
         reached = self.task.target in st.have
         match = norm_value(self.task.gold) in norm_value(answer)
-        grounded = norm_value(self.task.gold) in st.grounded  # obtained, not guessed
+        # Obtained, not guessed, and as the target datatype: the same string returned as another
+        # datatype (the default payment method equals the method used in odd cases, Fig. 11) does not
+        # count, even when an implicit failure put the target datatype in D_t (Fig. 17).
+        grounded = self.task.target in st.grounded_as.get(norm_value(self.task.gold), ())
         correct = match and reached and grounded
         rec = {"action": "final_answer", "answer": answer, "norm_match": match, "target_reached": reached,
                "answer_grounded": grounded, "correct": correct}
