@@ -92,3 +92,148 @@ def test_the_trap_adversary_is_bounded_at_zero_in_every_setting_with_implicit_fa
     b = bench()
     spec = next(e for e in b.exploit_policies() if e.name == "default_method_trap")
     assert spec.ceilings == {"accuracy": 0.0} and "ratio_0.8" in (spec.settings or [])
+
+
+# ---------------------------------------------------------------------------------- naming shortcut
+
+def _lists_per_tool(b: PlanBenchXL):
+    """Each tool with the list that shows it: executables and noisy twins in their default list,
+    alternatives in the mixed and single-type lists that inject them (issue #31's count)."""
+    w, r = b.world, b._data()[2]
+    for t in w.executable:
+        yield r.result_list([t], frozenset(), ("exp", "imp", "sem"))[0]
+        for btypes in (("exp", "imp", "sem"), ("exp",), ("imp",), ("sem",)):
+            yield r.result_list([t], frozenset({t.id}), btypes)[0]
+
+
+def test_the_name_rule_picks_executables_at_chance():
+    """"My name + `_` prefixes another listed name" was true for 185 of 185 executables and 0 of 2,590
+    other tools. Names are now drawn per family before roles are assigned, so the rule's precision
+    over every retrieval list is the base rate of executables, and no role passes it much more often."""
+    b = bench()
+    r = b._data()[2]
+    rate: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    seen: set[str] = set()
+    for lst in _lists_per_tool(b):
+        picked = name_rule([t.name for t in lst])
+        for t in lst:
+            if t.id not in seen:
+                seen.add(t.id)
+                role = "executable" if t.is_exec else t.kind.split(":")[0]
+                rate[role][0] += t.name in picked
+                rate[role][1] += 1
+    assert {k: v[1] for k, v in rate.items()} == {"executable": 185, "noisy": 925, "blocker": 1665}
+    share = {k: hit / n for k, (hit, n) in rate.items()}
+    assert max(share.values()) - min(share.values()) < 0.1, share
+    picked_exec = picked_all = n_exec = n_all = 0
+    groups = list(r.by_inputs.values()) + list(r.by_output.values())
+    for matched in groups:
+        lst = r.result_list(matched, frozenset(), ("exp", "imp", "sem"))[0]
+        picked = name_rule([t.name for t in lst])
+        n_all, n_exec = n_all + len(lst), n_exec + sum(t.is_exec for t in lst)
+        picked_all += len(picked)
+        picked_exec += sum(t.is_exec and t.name in picked for t in lst)
+    assert picked_all > 100  # the rule still fires: names do extend each other
+    assert abs(picked_exec / picked_all - n_exec / n_all) < 0.1
+
+
+def test_no_suffix_word_goes_with_a_role():
+    """The noisy categories' suffix words (Legacy, Cached, Preview, ...) used to appear only on noisy
+    tools; every suffix word is now as likely on an executable as on any other family member."""
+    b = bench()
+    w = b.world
+    words: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for t in w.tools + w.extra_blockers:
+        if t.kind == "blocker:sem":
+            continue
+        for word in set(t.title.split("_From_", 1)[1].split("_")):
+            words[word][t.is_exec] += 1
+    share = sum(t.is_exec for t in w.executable) / (len(w.executable) * 12)
+    for word in ("Legacy", "Cached", "Preview", "Compat", "Partner", "V2", "Pro"):
+        other, execs = words[word]
+        assert execs > 0, word
+        assert abs(execs / (execs + other) - share) < 0.1, (word, execs, other)
+
+
+PLANNER_MARGIN = 0.05  # "not materially": the cells below differ by a few tasks at most
+
+
+@pytest.mark.parametrize("setting", ["ratio_0.8", "one_path_mixed", "keep_longest"])
+def test_name_rule_planner_does_not_beat_the_planner(setting: str):
+    """The planner plus the name rule scored 1.000 in every blocking setting (the planner alone
+    0.092-0.948). Per cell, on the same tasks, it may not beat the plain planner materially."""
+    b = bench()
+    ids = b.tasks(setting)[::6]
+    acc = {p: sum(play(b, p, setting, tid)[1].metrics["accuracy"] for tid in ids) / len(ids)
+           for p in ("planner", "name_rule_planner")}
+    assert acc["name_rule_planner"] <= acc["planner"] + PLANNER_MARGIN, acc
+    assert acc["name_rule_planner"] < 0.95, acc
+
+
+def test_name_rule_planner_is_bounded_per_cell():
+    b = bench()
+    specs = [e for e in b.exploit_policies() if e.name.startswith("name_rule_planner")]
+    blocking = [s for s, p in b.settings().items() if p["objective"] != "none"]
+    assert {s for e in specs for s in e.settings or []} >= set(blocking)
+    assert all(set(e.ceilings) == {"accuracy"} and e.ceilings["accuracy"] < 1.0 for e in specs)
+
+
+# ------------------------------------------------------------------------------------ fake values
+
+def _shape(value: str) -> tuple[str, int, int]:
+    """What a shape classifier sees: character classes (runs collapsed), the hundreds digit of the
+    trailing number (case numbers 100-999 against 1-8 before) and the length in steps of 3."""
+    sig = re.sub(r"[A-Z]+", "A", re.sub(r"[a-z]+", "a", re.sub(r"[0-9]+", "9", value)))
+    m = re.search(r"([0-9]+)\D*$", value)
+    return sig, int(m.group(1)) % 1000 // 100 if m else -1, len(value) // 3
+
+
+def _balanced_accuracy(samples: list[tuple[str, str, int]], splits: int = 30) -> dict[str, float]:
+    """Per datatype, a lookup classifier on `_shape` (class rates compared, so the 1:2 imbalance of
+    real and fake values does not decide), trained on a random half, scored on the other half."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for rep in range(splits):
+        train, test = [], []
+        for s in samples:
+            h = int(hashlib.sha256(f"{rep}|{s[0]}|{s[1]}|{s[2]}".encode()).hexdigest(), 16)
+            (test if h % 2 else train).append(s)
+        votes: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+        prior = [1, 1]
+        for d, v, y in train:
+            votes[(d, _shape(v))][y] += 1
+            prior[y] += 1
+        right: dict[str, list[list[int]]] = defaultdict(lambda: [[0, 0], [0, 0]])
+        for d, v, y in test:
+            real, fake = votes.get((d, _shape(v)), [0, 0])
+            guess = int(fake / prior[1] > real / prior[0])
+            right["id" if DT[d].is_id else "attribute"][y][guess == y] += 1
+        for fam, ((rw, rr), (fw, fr)) in right.items():
+            out[fam].append((rr / max(1, rr + rw) + fr / max(1, fr + fw)) / 2)
+    return {k: sum(v) / len(v) for k, v in out.items()}
+
+
+def test_a_shape_classifier_cannot_tell_fake_values_from_real_ones():
+    """Fake values (noisy and implicit-failure outputs) used case numbers 100-999 against the real
+    1-8 (`auth_11115` against `auth_11005`) and decoy words of other shapes: a shape classifier
+    separated IDs at 0.79 balanced accuracy. Compared with the same classifier on labels shuffled
+    within each datatype (its chance level), it now gains almost nothing."""
+    import random
+
+    w = bench().world
+    samples = [(d, v, 0) for rec in w.records for d, v in rec.items()]
+    samples += [(t.output, t.fixed_output, 1) for t in w.tools + w.extra_blockers
+                if t.fixed_output is not None and not t.fixed_output.startswith("error")]
+    assert sum(y for *_, y in samples) > 1000
+    got = _balanced_accuracy(samples)
+    by_dt: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for d, v, y in samples:
+        by_dt[d].append((v, y))
+    rng = random.Random(0)
+    null = []
+    for d, rows in by_dt.items():
+        ys = [y for _, y in rows]
+        rng.shuffle(ys)
+        null += [(d, v, y) for (v, _), y in zip(rows, ys)]
+    chance = _balanced_accuracy(null)
+    for fam in ("id", "attribute"):
+        assert got[fam] < chance[fam] + 0.05, (fam, got, chance)

@@ -66,7 +66,7 @@ __all__ = ["PlanBenchXL", "PlanBenchEnv", "lstar_of"]
 
 class PlanBenchXL(Benchmark):
     name = "planbench_xl"
-    version = "1.2.0"
+    version = "1.3.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -146,9 +146,6 @@ class PlanBenchXL(Benchmark):
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         return all_metrics()
 
-    def scripted_policies(self) -> dict[str, str]:
-        return {**POLICIES, **EXPLOITS}
-
     def exploit_policies(self) -> list[ExploitPolicy]:
         """Guessed values and implicit-failure values are never grounded, so none of these is ever correct."""
         implicit = [s for s in self.settings() if "implicit" in s]
@@ -161,9 +158,19 @@ class PlanBenchXL(Benchmark):
             ExploitPolicy(name="no_tools", description=EXPLOITS["no_tools"], ceilings={"accuracy": 0.0}),
             ExploitPolicy(name="default_method_trap", description=EXPLOITS["default_method_trap"],
                           ceilings={"accuracy": 0.0}, settings=with_implicit),
+        ] + [
+            ExploitPolicy(name=f"name_rule_planner@{setting}", description=EXPLOITS["name_rule_planner"],
+                          ceilings={"accuracy": ceiling}, settings=[setting])
+            for setting, ceiling in _name_rule_ceilings().items()
         ]
 
+    def scripted_policies(self) -> dict[str, str]:
+        cells = {f"name_rule_planner@{s}": f"{EXPLOITS['name_rule_planner']} (bounded in {s})"
+                 for s in _name_rule_ceilings()}
+        return {**POLICIES, **EXPLOITS, **cells}
+
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
+        name = name.split("@", 1)[0]  # name_rule_planner@<setting>: the same policy, bounded per cell
         if name == "oracle":
             return OraclePolicy(env)  # type: ignore[arg-type]
         if name == "random":
@@ -192,6 +199,21 @@ class PlanBenchXL(Benchmark):
 
     def lstar(self, task_id: str) -> int:
         return self.task_set.by_id[task_id].lstar
+
+
+# The plain planner's accuracy per blocking setting over all 327 tasks (seed 42, bench/
+# planbench_xl_adversaries.py). The planner with the name rule scored 1.000 in every one of them;
+# per cell it may not beat the planner materially. The exploit suite plays a few tasks per cell, so
+# each ceiling is the planner's score plus 0.2 of sampling slack, and never above 0.95.
+_PLANNER_ACCURACY = {"ratio_0.2": 0.893, "ratio_0.4": 0.835, "ratio_0.6": 0.709, "ratio_0.8": 0.713,
+                     "one_path_mixed": 0.654, "one_path_explicit": 0.694, "one_path_implicit": 0.694,
+                     "one_path_misleading": 0.621, "keep_shortest": 0.948, "keep_longest": 0.092}
+
+
+def _name_rule_ceilings() -> dict[str, float]:
+    out = {s: round(min(0.95, a + 0.2), 3) for s, a in _PLANNER_ACCURACY.items()}
+    out.update({f"one_path_mixed_enf{k}": out["one_path_mixed"] for k in range(1, 6)})
+    return out
 
 
 def tasks_hash(ts: TaskSet) -> str:

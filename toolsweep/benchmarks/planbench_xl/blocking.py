@@ -119,13 +119,16 @@ class Blocker:
                 want = task.lstar if spec.objective == "keep_shortest" else task.lmax
                 must = sum(1 << k for k, r in enumerate(sets) if len(r) != want)
         feasible_n = [n for n in range(n_min, m + 1) if abs(n - target) <= delta]
+        # No combination smaller than the least hitting set of the sets that must go can qualify,
+        # so those levels are skipped unexamined (the result is the same, see `_min_hitting`).
+        smallest = _min_hitting([_tools_mask(hit, k) for k in range(m) if must >> k & 1], self.k_blk)
         # Minimise (d, |C|): try each achievable distance d in increasing order, and for each the
         # sizes 0..K_blk; the first non-empty level is the candidate pool (spec §4.2).
         for d in sorted({abs(n - target) for n in feasible_n}):
             ns = [n for n in feasible_n if abs(abs(n - target) - d) < 1e-9]
             lo, hi = min(ns), max(ns)
             cands: list[tuple[int, ...]] = []
-            for size in range(0, min(self.k_blk, len(pool)) + 1):
+            for size in range(smallest, min(self.k_blk, len(pool)) + 1):
                 cands += self._level(hit, full, m, size, lo, hi, must, set(ns))
                 if cands and self.pool == "smallest":
                     break
@@ -198,3 +201,47 @@ class Blocker:
 
         dfs(0, size, 0, ())
         return out
+
+
+def _tools_mask(hit: list[int], k: int) -> int:
+    """Bitmask over the pool of the tools that minimal set k contains (`hit[j]` has bit k set)."""
+    return sum(1 << j for j, h in enumerate(hit) if h >> k & 1)
+
+
+def _min_hitting(sets: list[int], limit: int) -> int:
+    """Size of the smallest tool set that meets every set in `sets` (tool bitmasks), or limit + 1
+    when it exceeds `limit`.
+
+    Why: keep_shortest / keep_longest must block every minimal set of the wrong length. Many tasks
+    need far more than K_blk tools for that (up to 19), and enumerating every combination of up to
+    K_blk tools before the kept-path construction took over cost 75-160 s per process for
+    keep_longest. Branching on the unmet set with the fewest tools (one of them must be chosen)
+    with iterative deepening answers in milliseconds, and the levels it rules out hold no
+    candidate, so the choice is unchanged."""
+
+    def coverable(left: list[int], k: int) -> bool:
+        if not left:
+            return True
+        if k == 0:
+            return False
+        used = count = 0  # pairwise-disjoint sets need one tool each
+        for r in left:
+            if not r & used:
+                used |= r
+                count += 1
+        if count > k:
+            return False
+        branch = min(left, key=int.bit_count)
+        b = branch
+        while b:
+            low = b & -b
+            b ^= low
+            if coverable([r for r in left if not r & low], k - 1):
+                return True
+        return False
+
+    ordered = sorted(set(sets), key=lambda r: (r.bit_count(), r))
+    for k in range(limit + 1):
+        if coverable(ordered, k):
+            return k
+    return limit + 1
