@@ -306,7 +306,7 @@ class PlanBenchEnv:
                  max_invalid_calls: int = MAX_INVALID_CALLS, meta_tool_addendum: bool = True,
                  expose_output_datatype: bool = True, implicit_updates_state: bool = True,
                  enf_only_if_target_unreached: bool = False, show_steps_left: bool = False,
-                 alternatives: int = 3) -> None:
+                 alternatives: int = 3, param_descriptions: str = "datatype") -> None:
         self.world, self.retriever, self.task, self.spec = world, retriever, task, spec
         self.blocked, self.seed = blocked, seed
         self.max_turns, self.max_invalid_calls = max_turns, max_invalid_calls
@@ -315,6 +315,7 @@ class PlanBenchEnv:
         self.implicit_updates_state = implicit_updates_state
         self.enf_only_if_target_unreached = enf_only_if_target_unreached
         self.show_steps_left, self.alternatives = show_steps_left, alternatives
+        self.param_descriptions = param_descriptions
         self.out_gt = task.out_gt
         self.state = EpisodeState()
 
@@ -412,7 +413,7 @@ class PlanBenchEnv:
             note = (f"No {n}-input baseline tool exists for the requested {what}. No direct one-step tool is "
                     "available; you may need to search through intermediate datatypes.")
             return json.dumps({"tool_count": 0, "tools": [], "retriever_note": note}), rec
-        tools_json = ", ".join(_schema_json(t) for t in returned)
+        tools_json = ", ".join(_schema_json(t, self.param_descriptions) for t in returned)
         return f'{{"tool_count": {len(returned)}, "tools": [{tools_json}]}}', rec
 
     def _reject(self, name: str, error: str, rec: dict[str, Any], untrusted: bool = False) -> str:
@@ -547,13 +548,14 @@ def _with_steps_left(text: str, left: int) -> str:
     return f"{text}\n(Steps left: {left})"
 
 
-_SCHEMA_CACHE: dict[str, str] = {}
+_SCHEMA_CACHE: dict[tuple[str, str], str] = {}
 
 
-def _schema_json(tool: Tool) -> str:
-    s = _SCHEMA_CACHE.get(tool.id)
+def _schema_json(tool: Tool, param_descriptions: str = "datatype") -> str:
+    key = (tool.id, param_descriptions)
+    s = _SCHEMA_CACHE.get(key)
     if s is None:
-        s = _SCHEMA_CACHE[tool.id] = json.dumps(tool.schema())
+        s = _SCHEMA_CACHE[key] = json.dumps(tool.schema(param_descriptions))
     return s
 
 

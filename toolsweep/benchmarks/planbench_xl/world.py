@@ -516,13 +516,20 @@ class Tool:
     def input_set(self) -> frozenset[str]:
         return frozenset(self.inputs)
 
-    def schema(self) -> dict[str, Any]:
-        """The agent-visible schema (paper Fig. 20 structure)."""
+    def schema(self, param_descriptions: str = "datatype") -> dict[str, Any]:
+        """The agent-visible schema (paper Fig. 20 structure). A parameter's description is its
+        datatype's (Fig. 20), or with param_descriptions="parameter" a sentence written from the
+        parameter's own name, so equal descriptions no longer mean equal datatypes."""
+        def describe(p: str, d: str) -> str:
+            if param_descriptions == "datatype":
+                return DT[d].description
+            return f"The {p.replace('_', ' ')} this lookup starts from."
+
         return {
             "type": "function", "name": self.name, "description": self.description,
             "parameters": {
                 "type": "object",
-                "properties": {p: {"type": "string", "description": DT[d].description} for p, d in self.params},
+                "properties": {p: {"type": "string", "description": describe(p, d)} for p, d in self.params},
                 "required": [p for p, _ in self.params], "additionalProperties": False,
             },
             "strict": True,
