@@ -21,7 +21,7 @@ them, so a harder variant gets its own unit ids):
   `shipment_id = "shp_14001"`, while App. F.1 says the agent never observes datatypes (spec
   §11.5); False hides it.
 Measured with bench/planbench_xl_adversaries.py --option: the planner solves default 327/327 with
-the paper's choices; see docs/benchmarks.md for each variant.
+the paper's choices; see docs/planbench_xl.md for each variant.
 
 Other choices, fixed:
 - Names: a tool and its noisy twins and explicit/implicit alternatives share one naming family,
