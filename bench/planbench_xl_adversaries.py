@@ -72,49 +72,60 @@ def name_rule_counts(b) -> None:
           f"base rate {n_exec / n_all:.3f}")
 
 
-def shape(value: str) -> tuple[str, int]:
-    """Character classes (A a 9, others kept, runs collapsed) and the trailing number's hundreds digit."""
+def shape(value: str) -> tuple[str, int, int]:
+    """Character classes (A a 9, others kept, runs collapsed), the trailing number's hundreds digit
+    and the length in steps of 3: what a shape classifier sees."""
     sig = re.sub(r"[A-Z]+", "A", re.sub(r"[a-z]+", "a", re.sub(r"[0-9]+", "9", value)))
     m = re.search(r"([0-9]+)\D*$", value)
-    hundreds = int(m.group(1)) % 1000 // 100 if m else -1
-    return sig, hundreds
+    return sig, int(m.group(1)) % 1000 // 100 if m else -1, len(value) // 3
 
 
-def shape_separability(b) -> dict[str, float]:
-    """Balanced accuracy of a per-datatype shape lookup classifier on held-out values, per family."""
+def balanced_accuracy(samples: list[tuple[str, str, int]], splits: int = 30) -> dict[str, float]:
+    """Per datatype, a lookup classifier on `shape` (class rates compared), trained on a random half
+    and scored on the other half, averaged over `splits` splits; per family (IDs, attributes)."""
     from toolsweep.benchmarks.planbench_xl.world import DT
 
+    out: dict[str, list[float]] = defaultdict(list)
+    for rep in range(splits):
+        train, test = [], []
+        for s in samples:
+            h = int(hashlib.sha256(f"{rep}|{s[0]}|{s[1]}|{s[2]}".encode()).hexdigest(), 16)
+            (test if h % 2 else train).append(s)
+        votes: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+        prior = [1, 1]
+        for d, v, y in train:
+            votes[(d, shape(v))][y] += 1
+            prior[y] += 1
+        right: dict[str, list[list[int]]] = defaultdict(lambda: [[0, 0], [0, 0]])
+        for d, v, y in test:
+            real, fake = votes.get((d, shape(v)), [0, 0])
+            guess = int(fake / prior[1] > real / prior[0])
+            right["id" if DT[d].is_id else "attribute"][y][guess == y] += 1
+        for fam, ((rw, rr), (fw, fr)) in right.items():
+            out[fam].append((rr / max(1, rr + rw) + fr / max(1, fr + fw)) / 2)
+    return {k: sum(v) / len(v) for k, v in out.items()}
+
+
+def shape_separability(b) -> None:
+    """The classifier on the real labels, and on labels shuffled within each datatype (its chance)."""
+    import random
+
     w = b.world
-    samples: list[tuple[str, str, int]] = []  # (datatype, value, 1 = fake)
-    for rec in w.records:
-        samples += [(d, v, 0) for d, v in rec.items()]
-    for t in w.tools + w.extra_blockers:
-        if t.fixed_output is not None and not t.fixed_output.startswith("error"):
-            samples.append((t.output, t.fixed_output, 1))
-    train, test = [], []
-    for s in samples:
-        (test if int(hashlib.sha256(f"{s[0]}|{s[1]}".encode()).hexdigest(), 16) % 2 else train).append(s)
-    votes: dict[tuple[str, tuple[str, int]], list[int]] = defaultdict(lambda: [0, 0])
-    for d, v, y in train:
-        votes[(d, shape(v))][y] += 1
-
-    def predict(d: str, v: str) -> int:
-        real, fake = votes.get((d, shape(v)), [0, 0])
-        return int(fake > real)
-
-    fam = {}
-    for d, v, y in test:
-        f = "id" if DT[d].is_id else "attribute"
-        fam.setdefault(f, [[0, 0], [0, 0]])[y][predict(d, v) == y] += 1
-    out = {}
-    for f, ((r_wrong, r_right), (f_wrong, f_right)) in fam.items():
-        tpr = r_right / max(1, r_right + r_wrong)
-        tnr = f_right / max(1, f_right + f_wrong)
-        out[f] = (tpr + tnr) / 2
-    print("2. shape classifier, balanced accuracy on held-out values (0.5 = cannot separate):")
-    for f, acc in sorted(out.items()):
-        print(f"   {f:<10} {acc:.3f}")
-    return out
+    samples = [(d, v, 0) for rec in w.records for d, v in rec.items()]
+    samples += [(t.output, t.fixed_output, 1) for t in w.tools + w.extra_blockers
+                if t.fixed_output is not None and not t.fixed_output.startswith("error")]
+    by_dt: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for d, v, y in samples:
+        by_dt[d].append((v, y))
+    rng, null = random.Random(0), []
+    for d, rows in by_dt.items():
+        ys = [y for _, y in rows]
+        rng.shuffle(ys)
+        null += [(d, v, y) for (v, _), y in zip(rows, ys)]
+    got, chance = balanced_accuracy(samples), balanced_accuracy(null)
+    print("2. shape classifier, balanced accuracy on held-out values (chance = labels shuffled):")
+    for fam in sorted(got):
+        print(f"   {fam:<10} {got[fam]:.3f}  (chance {chance[fam]:.3f})")
 
 
 def main() -> None:
