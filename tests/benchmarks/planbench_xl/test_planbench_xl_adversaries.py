@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 from collections import defaultdict
 
 import pytest
 
 from toolsweep.benchmarks.planbench_xl import PlanBenchXL
-from toolsweep.benchmarks.planbench_xl.policies import answer_text, call_text, name_rule, retrieve_text
+from toolsweep.benchmarks.planbench_xl.policies import call_text, name_rule, retrieve_text
 from toolsweep.benchmarks.planbench_xl.world import DT
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
-from toolsweep.evaluator.types import AgentReply, Message, WorkUnit
+from toolsweep.evaluator.types import Message, WorkUnit
 
 register_benchmark("planbench_xl", "toolsweep.benchmarks.planbench_xl:PlanBenchXL")
 
@@ -30,14 +29,6 @@ def play(b: PlanBenchXL, policy: str, setting: str, task_id: str, seed: int = 42
     pol = b.make_scripted_policy(policy, env, 7)
     unit = WorkUnit(sweep="t", model=policy, benchmark="planbench_xl", setting=setting, task_id=task_id, seed=seed)
     return env, asyncio.run(run_episode(env, pol, unit, max_turns=b.max_turns(setting)))
-
-
-class Script:
-    def __init__(self, replies: list[str]) -> None:
-        self.replies = list(replies)
-
-    async def act(self, messages, tools) -> AgentReply:
-        return AgentReply(message=Message(role="assistant", content=self.replies.pop(0) if self.replies else "x"))
 
 
 # ------------------------------------------------------------------------------------ Fig. 11 trap

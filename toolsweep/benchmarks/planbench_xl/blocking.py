@@ -22,6 +22,7 @@ survivor: every task is blocked as its setting says.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -328,6 +329,4 @@ def cache_path(namespace: dict) -> Path:
     ~/.cache/toolsweep (never inside the repository), named by a hash of `namespace`."""
     root = Path(os.environ.get("TOOLSWEEP_CACHE") or Path.home() / ".cache" / "toolsweep")
     blob = json.dumps({**namespace, "algorithm": BLOCKER_ALGORITHM}, sort_keys=True).encode()
-    import hashlib
-
     return root / "planbench_xl" / f"blockers-{hashlib.sha256(blob).hexdigest()[:20]}.json"
