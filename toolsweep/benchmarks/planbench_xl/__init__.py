@@ -133,8 +133,12 @@ class PlanBenchXL(Benchmark):
                     o = self.options
                     cache = None
                     if o.blocker_cache:
-                        cache = cache_path({"world": world.world_hash, "tasks": tasks_hash(tasks),
-                                            "k_blk": o.k_blk, "pool_cap": o.pool_cap, "pool": o.blocker_pool})
+                        try:
+                            cache = cache_path({"world": world.world_hash, "tasks": tasks_hash(tasks),
+                                                "k_blk": o.k_blk, "pool_cap": o.pool_cap,
+                                                "pool": o.blocker_pool})
+                        except RuntimeError:  # no home directory to put it in: search every time
+                            cache = None
                     self._built = (world, tasks, retriever,
                                    Blocker(world, pool_cap=o.pool_cap, k_blk=o.k_blk, pool=o.blocker_pool,
                                            cache_file=cache))
