@@ -26,29 +26,16 @@ def main() -> None:
     ap.add_argument("--settings", nargs="+", default=DEFAULT_SETTINGS)
     ap.add_argument("--seed", type=int, default=42, help="the sweep seed (sigma_0)")
     ap.add_argument("--ablate-order", action="store_true",
-                    help="an ablation the paper does not have: shuffle each retrieval list, so executable "
-                         "matches no longer come before distractors (App. B.6)")
+                    help="the option list_order=shuffled, a variant the paper does not have: each retrieval "
+                         "list in a seeded order, so executable matches no longer come before distractors "
+                         "(App. E)")
     args = ap.parse_args()
-    if args.ablate_order:
-        import random
-
-        from toolsweep.benchmarks.planbench_xl.retriever import Retriever
-
-        listed = Retriever.result_list
-
-        def shuffled(self, matched, blocked, btypes, n=3):
-            out, replaced = listed(self, matched, blocked, btypes, n)
-            random.Random(",".join(t.id for t in out)).shuffle(out)
-            return out, replaced
-
-        Retriever.result_list = shuffled
-
     from toolsweep.benchmarks.planbench_xl import PlanBenchXL
     from toolsweep.benchmarks.planbench_xl.blocking import SETTINGS
     from toolsweep.evaluator.episode import run_episode
     from toolsweep.evaluator.types import WorkUnit
 
-    b = PlanBenchXL()
+    b = PlanBenchXL(list_order="shuffled") if args.ablate_order else PlanBenchXL()
 
     async def accuracy(setting: str, policy: str, ids: list[str]) -> float:
         total = 0.0

@@ -123,3 +123,40 @@ def test_seed_changes_only_blocker_choices_and_is_fair_across_calls():
         differ += a.blocked != c.blocked
     assert differ > 0
     assert b.fingerprint() == fp
+
+
+def test_blocker_choices_are_cached_on_disk_for_other_processes(tmp_path, monkeypatch):
+    """Blocker selection cost 75-160 s per process for keep_longest: every worker repeated it. A
+    second blocker reading the first one's file returns the same choices without searching; a
+    damaged file is recomputed, never trusted."""
+    from toolsweep.benchmarks.planbench_xl.blocking import SETTINGS, Blocker
+
+    b = get_benchmark("planbench_xl")
+    world, ts = b.world, b.task_set
+    cache = tmp_path / "blockers.json"
+    tasks = [ts.by_id[t] for t in b.tasks("keep_longest")[:4]]
+    first = Blocker(world, cache_file=cache)
+    want = [first.choose(t, SETTINGS[s], 42) for t in tasks for s in ("keep_longest", "ratio_0.4")]
+    first.flush()
+    assert cache.is_file()
+    second = Blocker(world, cache_file=cache)
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("searched again although the choice was on disk")
+
+    monkeypatch.setattr(second, "_select", no_search)
+    assert [second.choose(t, SETTINGS[s], 42) for t in tasks for s in ("keep_longest", "ratio_0.4")] == want
+    cache.write_text("{not json")
+    third = Blocker(world, cache_file=cache)
+    assert third.choose(tasks[0], SETTINGS["keep_longest"], 42) == want[0]
+
+
+def test_the_cache_lives_outside_the_repository_and_is_not_part_of_the_fingerprint(tmp_path, monkeypatch):
+    from toolsweep.benchmarks.planbench_xl import PlanBenchXL
+
+    monkeypatch.setenv("TOOLSWEEP_CACHE", str(tmp_path))
+    b = PlanBenchXL()
+    b.make_env(b.tasks("one_path_mixed")[0], "one_path_mixed", 42)
+    b.blocker.flush()
+    assert list((tmp_path / "planbench_xl").glob("blockers-*.json"))
+    assert PlanBenchXL(blocker_cache=False).fingerprint() == b.fingerprint()

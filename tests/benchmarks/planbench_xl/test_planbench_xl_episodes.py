@@ -186,6 +186,7 @@ def test_implicit_failure_value_as_answer_is_wrong_and_enforced_feedback_is_boun
     imp_last = b.world.blockers_of[last.id]["imp"]
     env.state.have.add("return_audit_id")  # as if obtained from a trusted call
     env.state.grounded.add(norm_value(ctx["rec"]["return_audit_id"]))
+    env.state.grounded_as.setdefault(norm_value(ctx["rec"]["return_audit_id"]), set()).add("return_audit_id")
     env.state.retrieved[imp_last.name] = imp_last
     env.step(Message(role="assistant", content=call_text(imp_last.name, {imp_last.params[0][0]: ctx["rec"]["return_audit_id"]})))
     obs = env.step(Message(role="assistant", content=answer_text(imp_last.fixed_output)))

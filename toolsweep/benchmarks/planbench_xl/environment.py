@@ -283,6 +283,9 @@ class EpisodeState:
     trusted_vals: dict[str, set[str]] = field(default_factory=dict)
     untrusted_vals: set[str] = field(default_factory=set)
     grounded: set[str] = field(default_factory=set)  # norm_value of every value the query gave or a trusted call returned
+    # norm_value -> the datatypes it was given or returned as by a trusted call: a value counts only
+    # under those (Figs. 11 and 14: the default payment method's ID is not the payment method's).
+    grounded_as: dict[str, set[str]] = field(default_factory=dict)
     ungrounded: int = 0  # calls rejected for an argument no trusted source produced (a guess)
     log: list[dict[str, Any]] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
@@ -303,7 +306,7 @@ class PlanBenchEnv:
                  max_invalid_calls: int = MAX_INVALID_CALLS, meta_tool_addendum: bool = True,
                  expose_output_datatype: bool = True, implicit_updates_state: bool = True,
                  enf_only_if_target_unreached: bool = False, show_steps_left: bool = False,
-                 alternatives: int = 3) -> None:
+                 alternatives: int = 3, param_descriptions: str = "datatype") -> None:
         self.world, self.retriever, self.task, self.spec = world, retriever, task, spec
         self.blocked, self.seed = blocked, seed
         self.max_turns, self.max_invalid_calls = max_turns, max_invalid_calls
@@ -312,6 +315,7 @@ class PlanBenchEnv:
         self.implicit_updates_state = implicit_updates_state
         self.enf_only_if_target_unreached = enf_only_if_target_unreached
         self.show_steps_left, self.alternatives = show_steps_left, alternatives
+        self.param_descriptions = param_descriptions
         self.out_gt = task.out_gt
         self.state = EpisodeState()
 
@@ -322,6 +326,7 @@ class PlanBenchEnv:
         for d, v in zip(self.task.inputs, self.task.input_values):
             self.state.trusted_vals.setdefault(v, set()).add(d)
             self.state.grounded.add(norm_value(v))
+            self.state.grounded_as.setdefault(norm_value(v), set()).add(d)
         return Observation(messages=[Message(role="system", content=system_prompt(self.meta_tool_addendum)),
                                      Message(role="user", content=self.task.query)], tools=[])
 
@@ -408,7 +413,7 @@ class PlanBenchEnv:
             note = (f"No {n}-input baseline tool exists for the requested {what}. No direct one-step tool is "
                     "available; you may need to search through intermediate datatypes.")
             return json.dumps({"tool_count": 0, "tools": [], "retriever_note": note}), rec
-        tools_json = ", ".join(_schema_json(t) for t in returned)
+        tools_json = ", ".join(_schema_json(t, self.param_descriptions) for t in returned)
         return f'{{"tool_count": {len(returned)}, "tools": [{tools_json}]}}', rec
 
     def _reject(self, name: str, error: str, rec: dict[str, Any], untrusted: bool = False) -> str:
@@ -454,10 +459,13 @@ class PlanBenchEnv:
         if missing:
             return self._reject(name, "missing required datatype " + json.dumps(missing), rec), rec
         # Value-level provenance: an argument must have come from the query or a trusted call of this
-        # episode. A value from an unreliable tool (UIRR) or a guess is refused like a lookup that finds
-        # nothing; the environment does not say why (the paper's agent has to notice on its own).
+        # episode, as the parameter's datatype. A value from an unreliable tool (UIRR), a guess, or the
+        # right string obtained as another datatype (Fig. 14: the default payment method's ID for a
+        # payment method) is refused like a lookup that finds nothing; the environment does not say why
+        # (the paper's agent has to notice on its own).
+        dtype_of = dict(tool.params)
         for p, v in values.items():
-            if norm_value(v) in st.grounded:
+            if dtype_of[p] in st.grounded_as.get(norm_value(v), ()):
                 continue
             rec["ungrounded_arg"] = p
             st.ungrounded += 1
@@ -490,6 +498,7 @@ class PlanBenchEnv:
             st.executed.add(tool.output)
             st.trusted_vals.setdefault(out, set()).add(tool.output)
             st.grounded.add(norm_value(out))
+            st.grounded_as.setdefault(norm_value(out), set()).add(tool.output)
             out_dt, trusted = tool.output, True
         else:
             out, out_dt, trusted = tool.fixed_output or "", tool.output, False
@@ -514,7 +523,10 @@ class PlanBenchEnv:
         st.answers.append(answer)
         reached = self.task.target in st.have
         match = norm_value(self.task.gold) in norm_value(answer)
-        grounded = norm_value(self.task.gold) in st.grounded  # obtained, not guessed
+        # Obtained, not guessed, and as the target datatype: the same string returned as another
+        # datatype (the default payment method equals the method used in odd cases, Fig. 11) does not
+        # count, even when an implicit failure put the target datatype in D_t (Fig. 17).
+        grounded = self.task.target in st.grounded_as.get(norm_value(self.task.gold), ())
         correct = match and reached and grounded
         rec = {"action": "final_answer", "answer": answer, "norm_match": match, "target_reached": reached,
                "answer_grounded": grounded, "correct": correct}
@@ -536,13 +548,14 @@ def _with_steps_left(text: str, left: int) -> str:
     return f"{text}\n(Steps left: {left})"
 
 
-_SCHEMA_CACHE: dict[str, str] = {}
+_SCHEMA_CACHE: dict[tuple[str, str], str] = {}
 
 
-def _schema_json(tool: Tool) -> str:
-    s = _SCHEMA_CACHE.get(tool.id)
+def _schema_json(tool: Tool, param_descriptions: str = "datatype") -> str:
+    key = (tool.id, param_descriptions)
+    s = _SCHEMA_CACHE.get(key)
     if s is None:
-        s = _SCHEMA_CACHE[tool.id] = json.dumps(tool.schema())
+        s = _SCHEMA_CACHE[key] = json.dumps(tool.schema(param_descriptions))
     return s
 
 

@@ -81,6 +81,11 @@ EXPLOITS = {
                  "real value it should have returned is guessed",
     "answer_implicit": "calls the implicit-failure twin of the final tool and answers with what it returned",
     "no_tools": "answers the gold value at once, without retrieving or calling anything",
+    "default_method_trap": "the Fig. 11 trap: calls the implicit-failure alternative of a tool that yields the "
+                           "target, then obtains the gold string for real under another datatype (the default "
+                           "payment method) and answers it",
+    "name_rule_planner": "the planner, trusting only tools whose name another listed name extends "
+                         "(`name + '_'` a prefix of it) while any derivation exists through them",
 }
 
 
@@ -115,6 +120,87 @@ class GuessIdsPolicy:
                 answer = twin.fixed_output or ""
         script.append(answer_text(answer))
         return script
+
+    async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        if self.script is None:
+            self.script = self._build()
+        return _reply(self.script.pop(0) if self.script else answer_text(self.env.task.gold))
+
+
+def _exec_route(env: PlanBenchEnv, have: set[str], goal: str) -> list[Any] | None:
+    """Unblocked executable tools, in a callable order, that take `have` to `goal` (forward closure
+    with the first producer of each datatype), or None."""
+    ex = [t for t in env.world.executable if t.id not in env.blocked]
+    producer: dict[str, Any] = {}
+    held = set(have)
+    changed = True
+    while changed and goal not in held:
+        changed = False
+        for t in ex:
+            if t.output not in held and t.input_set <= held:
+                producer[t.output] = t
+                held.add(t.output)
+                changed = True
+    if goal not in held:
+        return None
+    order: list[Any] = []
+
+    def need(d: str) -> None:
+        if d in have or any(t.output == d for t in order):
+            return
+        t = producer[d]
+        for i in t.inputs:
+            need(i)
+        order.append(t)
+
+    need(goal)
+    return order
+
+
+class DefaultMethodTrapPolicy:
+    """Fig. 11 as an adversary: the target's implicit-failure alternative is called (so D_t holds the
+    target datatype, Fig. 17), then a trusted call returns the gold string under another datatype
+    (the default payment method equals the method used in odd cases) and that is answered. A value
+    counts only under the datatype its trusted call returned it as, so this must score 0."""
+
+    def __init__(self, env: PlanBenchEnv) -> None:
+        self.env = env
+        self.script: list[str] | None = None
+
+    def _call(self, t: Any, rec: dict[str, str], as_tool: Any = None) -> list[str]:
+        return [retrieve_text("by_io_info", [datatype_phrase(d) for d in t.inputs], [datatype_phrase(t.output)]),
+                call_text((as_tool or t).name, {p: rec[d] for p, d in t.params})]
+
+    def _build(self) -> list[str]:
+        env, task = self.env, self.env.task
+        rec = env.world.records[task.case - 1]
+        have = set(task.inputs)
+        script: list[str] = []
+        blocked = [env.world.by_id[i] for i in sorted(env.blocked)]
+        for t in blocked:
+            twin = env.world.blockers_of.get(t.id, {}).get("imp")
+            route = _exec_route(env, have, t.inputs[0]) if t.output == task.target else None
+            if twin is None or route is None or not all(d in have or any(r.output == d for r in route)
+                                                        or _exec_route(env, have, d) for d in t.inputs):
+                continue
+            for d in t.inputs:
+                for r in _exec_route(env, have, d) or []:
+                    if r.output not in have:
+                        script += self._call(r, rec)
+                        have.add(r.output)
+            script += self._call(t, rec, as_tool=twin)
+            break
+        twins = [d for d, v in rec.items() if v == task.gold and d != task.target]
+        for d in twins:
+            route = _exec_route(env, have, d)
+            if route is None:
+                continue
+            for r in route:
+                if r.output not in have:
+                    script += self._call(r, rec)
+                    have.add(r.output)
+            break
+        return script + [answer_text(task.gold)]
 
     async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
         if self.script is None:
@@ -309,6 +395,10 @@ class PlannerPolicy:
 
     def _plan_step(self) -> tuple[str, str] | None:
         """Next (tool, key) of the cheapest known derivation of the target, if any."""
+        return self._plan_avoiding(self.bad)
+
+    def _plan_avoiding(self, bad: set[str]) -> tuple[str, str] | None:
+        """The cheapest derivation that uses no tool in `bad`."""
         cost = {k: 0 for k in self.held}
         via: dict[str, str] = {}
         changed = True
@@ -316,7 +406,7 @@ class PlannerPolicy:
             changed = False
             for key, tools in self.producers.items():
                 for name, params in tools.items():
-                    if name in self.bad or not all(d in cost for _, d in params):
+                    if name in bad or not all(d in cost for _, d in params):
                         continue
                     c = 1 + sum(cost[d] for _, d in params)
                     if c < cost.get(key, 1 << 30):
@@ -360,3 +450,38 @@ class PlannerPolicy:
             return _reply(retrieve_text("by_outputs", outputs=[phrase]))
         self.last = ("answer", None)
         return _reply(answer_text("I cannot determine the requested value from the available tools."))
+
+
+def name_rule(names: list[str]) -> set[str]:
+    """The names a naming shortcut would call genuine in one retrieval list: those that another
+    listed name extends (`my name + "_"` is a prefix of it). Under a generator that names noisy
+    twins `<executable name>_<suffix>`, this picks out exactly the executables."""
+    return {n for n in names if any(o != n and o.startswith(n + "_") for o in names)}
+
+
+class NameRulePlannerPolicy(PlannerPolicy):
+    """The planner plus the naming shortcut (an adversary, not a baseline): in every retrieval list
+    it trusts only the tools `name_rule` picks out, and falls back to the others only when its
+    search is exhausted with no derivation of the target without them. Names must carry no such tell, so this may not
+    beat the plain planner materially in any setting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.suspect: set[str] = set()
+        self.vouched: set[str] = set()
+
+    def _ingest(self, messages: list[Message]) -> None:
+        start = max(self.seen, 2) if self.seen else 2
+        for obs in _observations(messages, start):
+            names = [t["name"] for t in obs.get("tools", [])]
+            picked = name_rule(names)
+            self.vouched |= picked
+            self.suspect |= set(names) - picked
+        super()._ingest(messages)
+
+    def _plan_step(self) -> tuple[str, str] | None:
+        step = self._plan_avoiding(self.bad | (self.suspect - self.vouched))
+        searching = any(k not in self.expanded and k not in self.held for k, _ in self.queue)
+        if step is None and not searching:  # the search is exhausted: the unvouched tools are all that is left
+            step = self._plan_avoiding(self.bad)
+        return step

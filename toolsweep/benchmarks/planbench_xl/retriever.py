@@ -56,10 +56,23 @@ def cosine(a: Vector, b: Vector) -> float:
 class Retriever:
     """Built once per world; all methods are read-only and safe from many threads."""
 
-    def __init__(self, world: World, seed: int = 42) -> None:
+    def __init__(self, world: World, seed: int = 42, *, type_neighbours: int = 0,
+                 list_order: str = "executables_first") -> None:
+        """`type_neighbours` and `list_order` make a harder variant than the paper's (see the
+        PlanBenchXL options): 0 and "executables_first" are the paper's retriever."""
         from toolsweep.benchmarks.planbench_xl.world import DATATYPES, NOISY_CATEGORIES, seed_of
 
+        if list_order not in ("executables_first", "shuffled"):
+            raise ValueError(f"list_order must be 'executables_first' or 'shuffled', not {list_order!r}")
         self.world, self.seed, self._seed_of = world, seed, seed_of
+        self.type_neighbours, self.list_order = type_neighbours, list_order
+        # Each datatype's nearest other datatypes by the encoder (canonical phrases), nearest first.
+        canon = {d.name: phrase_vector(d.name.replace("_", " ")) for d in DATATYPES}
+        self.neighbours = {
+            d.name: sorted((o.name for o in DATATYPES if o.name != d.name),
+                           key=lambda o: (-cosine(canon[d.name], canon[o]), o))[:type_neighbours]
+            for d in DATATYPES
+        }
         self._alias_vecs = [
             (d.name, [phrase_vector(a) for a in (*d.aliases, d.name.replace("_", " "))]) for d in DATATYPES
         ]
@@ -95,7 +108,41 @@ class Retriever:
         return best
 
     def matches(self, mode: str, inputs: list[str], outputs: list[str]) -> list[Tool]:
-        """Executable tools whose typed interface equals the request (no subset matching)."""
+        """Executable tools whose typed interface equals the request (no subset matching). With
+        `type_neighbours` = n, a phrase also stands for its n nearest datatypes, so a request returns
+        the tools of related interfaces too (in rank order, at most K_max = 14)."""
+        exact = self._matches(mode, inputs, outputs)
+        if not self.type_neighbours:
+            return exact
+        out = list(exact)
+        for variant in self._neighbour_requests(mode, inputs, outputs):
+            out += [t for t in self._typed(mode, *variant) if t not in out]
+        rank = {t.id: self._seed_of(self.seed, "rank", t.id) for t in out}
+        return sorted(out, key=lambda t: rank[t.id])[:14]
+
+    def _neighbour_requests(self, mode: str, inputs: list[str], outputs: list[str]):
+        d_in = sorted({self.resolve(p) for p in inputs})
+        d_out = sorted({self.resolve(p) for p in outputs})
+        if mode in ("by_inputs", "by_io_info"):
+            for i, d in enumerate(d_in):
+                for n in self.neighbours[d]:
+                    yield frozenset([*d_in[:i], n, *d_in[i + 1:]]), frozenset(d_out)
+        if mode in ("by_outputs", "by_io_info"):
+            for d in d_out:
+                for n in self.neighbours[d]:
+                    yield frozenset(d_in), frozenset([n])
+
+    def _typed(self, mode: str, d_in: frozenset[str], d_out: frozenset[str]) -> list[Tool]:
+        if mode == "by_inputs":
+            return list(self.by_inputs.get(d_in, [])) if d_in else []
+        if len(d_out) != 1:
+            return []
+        (out,) = d_out
+        if mode == "by_outputs":
+            return list(self.by_output.get(out, []))
+        return list(self.by_io.get((d_in, out), [])) if d_in else []
+
+    def _matches(self, mode: str, inputs: list[str], outputs: list[str]) -> list[Tool]:
         d_in = frozenset(self.resolve(p) for p in inputs)
         d_out = frozenset(self.resolve(p) for p in outputs)
         if mode == "by_inputs":
@@ -141,6 +188,15 @@ class Retriever:
         for j in range(5):
             for t in matched:
                 if len(out) >= RETURN_CAP:
-                    return out, replaced
+                    return self._ordered(out), replaced
                 out.append(self.noise_order[t.id][j])
-        return out[:RETURN_CAP], replaced
+        return self._ordered(out[:RETURN_CAP]), replaced
+
+    def _ordered(self, listed: list[Tool]) -> list[Tool]:
+        """The paper's order, or (list_order="shuffled") the same tools in an order seeded by the list
+        itself: identical for every model, and position no longer tells executables from noise."""
+        if self.list_order == "executables_first":
+            return listed
+        out = list(listed)
+        random.Random(self._seed_of(self.seed, "list-order", *(t.id for t in out))).shuffle(out)
+        return out

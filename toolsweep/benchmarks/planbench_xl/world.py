@@ -257,28 +257,33 @@ _ENUMS = {
     "review_decision": ["approved_full", "approved_partial", "rejected_policy", "escalated"],
     "refund_status": ["issued", "processing", "on_hold", "completed", "failed_refund"],
 }
-# Decoy pools for fake (noisy/blocker) values of categorical datatypes: plausible values of the
-# right type that no real record ever holds, so a fake can never pass the containment grader.
+# Decoys for fake (noisy/blocker) values of categorical datatypes: plausible values of the right type
+# that no real record holds, so a fake never passes for a real value. Each list pairs one-to-one with
+# the real vocabulary above, entry for entry of the same shape (character classes, word count,
+# separators), and a fake is drawn the way a real value is, so shape tells nothing (issue #31).
 _DECOYS = {
-    "loyalty_tier": ["copper tier", "emerald", "titanium", "onyx", "sapphire"],
-    "product_category": ["garden tools", "stationery", "pet supplies", "toys and games", "bath linens"],
-    "color": ["mustard", "teal", "plum", "sandstone", "maroon"],
-    "size": ["petite", "tall fit", "plus fit", "youth fit", "wide fit"],
-    "inventory_status": ["preorder_only", "reserved_hold", "in_transit_stock", "clearance_hold"],
-    "order_status": ["on_review", "awaiting_sync", "archived", "suspended"],
-    "line_item_status": ["awaiting_pick", "split_hold", "queued_item", "unassigned"],
-    "payment_method_type": ["store_voucher", "crypto_wallet", "prepaid_token", "cheque"],
-    "card_brand": ["jcb", "diners club", "maestro", "elo network"],
-    "auth_status": ["soft_hold", "timed_out", "challenge_sent", "awaiting_issuer"],
-    "payment_status": ["pending_sync", "queued_charge", "on_standby", "unsettled"],
-    "carrier_name": ["Redwood Logistics", "Orbit Parcel", "TransLink Cargo", "Meridian Post"],
-    "attempt_result": ["scanned_at_hub", "address_query", "held_at_depot", "weather_delay"],
-    "return_reason": ["duplicate_order", "gift_unwanted", "color_mismatch", "missing_parts"],
-    "return_status": ["under_appeal", "awaiting_label", "in_inspection", "voided_return"],
-    "review_decision": ["pending_evidence", "deferred", "needs_photos", "reopened"],
-    "refund_status": ["awaiting_bank", "refund_queued", "reversed_refund", "partially_sent"],
+    "loyalty_tier": ["copper", "emerald", "titanium", "onyx", "sapphire"],
+    "product_category": ["stationery", "glassware", "giftware", "pet supplies", "garden tools",
+                         "office furniture"],
+    "color": ["dusty rose", "ocean teal", "pale yellow", "mustard", "maroon", "sandstone"],
+    "size": ["petite", "grande", "jumbo", "x-tall", "free-size"],
+    "inventory_status": ["in_transit", "pre_order", "reserved", "out_for_restock", "clearance"],
+    "order_status": ["archived", "suspended", "pending", "disputed", "invoiced", "expedited"],
+    "line_item_status": ["queued", "picked", "staged", "damaged_item", "missing_item"],
+    "payment_method_type": ["store_credit", "prepaid_card", "crypto_wallet", "loyalty_points", "wire_transfer"],
+    "card_brand": ["maestro", "elocard", "rupay", "dinersclub", "interac"],
+    "auth_status": ["challenged", "timedout", "revoked", "flagged", "awaiting_issuer"],
+    "payment_status": ["held", "stalled", "disputed", "settled"],
+    "carrier_name": ["Redwood Logistics", "TransLink Cargo", "Meridianpost", "Harbor Haulers", "OrbitParcel"],
+    "attempt_result": ["scanned_at_hub", "address_query", "weather_delay", "misrouted", "held_at_depot"],
+    "return_reason": ["duplicate_order", "gift_not_wanted", "color_mismatch", "parts_not_included",
+                      "better_price"],
+    "return_status": ["appealed", "awaiting_label", "inspected", "withdrawn"],
+    "review_decision": ["pending_evidence", "needs_photos", "deferred_review", "reopened"],
+    "refund_status": ["initiated", "reversing", "in_review", "abandoned", "partial_refund"],
 }
 _HEX = "ABCDEFGHJKLMNPQRSTUVWXYZ0123456789"
+ID_NUMBERS = (2, 999)  # n of `<prefix>_<1000 k + n>` outside case 1, for real and fake IDs alike
 
 
 def _iso(rng: random.Random, date_only: bool = False) -> str:
@@ -291,10 +296,14 @@ def _iso(rng: random.Random, date_only: bool = False) -> str:
 def _gen_value(dt: str, c: int, rng: random.Random, fake: bool = False) -> str:
     """A value of datatype `dt` for case index `c` (fake=True: a decoy of the right format)."""
     d = DT[dt]
-    if dt == "default_payment_method_id":
-        return f"pm_{9000 + c}" if (c % 2 == 1 and not fake) else f"pm_{9500 + c}"
     if d.is_id:
-        return f"{ENTITY_PREFIX[d.entity]}_{1000 * ENTITY_INDEX[d.entity] + c}"
+        # `<prefix>_<1000 k + n>`: case 1 has n = 1 (the paper's IDs), every other value, real or fake,
+        # draws n from the same range, so the number tells a fake from a real ID no better than chance.
+        # The default payment method is a payment method's ID; in odd cases the record copies the one
+        # used (Fig. 11), which `_build_records` does.
+        entity = "payment_method" if dt == "default_payment_method_id" else d.entity
+        n = 1 if (c == 1 and not fake) else rng.randint(ID_NUMBERS[0], ID_NUMBERS[1])
+        return f"{ENTITY_PREFIX[entity]}_{1000 * ENTITY_INDEX[entity] + n}"
     if dt in _ENUMS:
         return rng.choice(_DECOYS[dt] if fake else _ENUMS[dt])
     if dt == "person_name":
@@ -361,6 +370,13 @@ def _case_ok(rec: dict[str, str], c: int) -> bool:
     return True
 
 
+def _ids_unique(rec: dict[str, str], records: list[dict[str, str]]) -> bool:
+    """Constraint (i): no ID value of this case is an ID value of an earlier case (a default payment
+    method never names another case's method either)."""
+    earlier = {r[d] for r in records for d in ID_TYPES}
+    return not any(rec[d] in earlier for d in ID_TYPES)
+
+
 def _build_records(n_cases: int) -> list[dict[str, str]]:
     records: list[dict[str, str]] = []
     for c in range(1, n_cases + 1):
@@ -370,7 +386,9 @@ def _build_records(n_cases: int) -> list[dict[str, str]]:
             rec = {d.name: _gen_value(d.name, c, rng) for d in DATATYPES}
             if c == 1:
                 rec.update(_CASE1_PINS)
-            ok = _case_ok(rec, c)
+            if c % 2 == 1:  # the deliberate trap (Fig. 11): the default method is the one used
+                rec["default_payment_method_id"] = rec["payment_method_id"]
+            ok = _case_ok(rec, c) and _ids_unique(rec, records)
             if ok:
                 for combo in _KEY_COMBOS:
                     key = tuple(rec[k] for k in combo)
@@ -498,13 +516,20 @@ class Tool:
     def input_set(self) -> frozenset[str]:
         return frozenset(self.inputs)
 
-    def schema(self) -> dict[str, Any]:
-        """The agent-visible schema (paper Fig. 20 structure)."""
+    def schema(self, param_descriptions: str = "datatype") -> dict[str, Any]:
+        """The agent-visible schema (paper Fig. 20 structure). A parameter's description is its
+        datatype's (Fig. 20), or with param_descriptions="parameter" a sentence written from the
+        parameter's own name, so equal descriptions no longer mean equal datatypes."""
+        def describe(p: str, d: str) -> str:
+            if param_descriptions == "datatype":
+                return DT[d].description
+            return f"The {p.replace('_', ' ')} this lookup starts from."
+
         return {
             "type": "function", "name": self.name, "description": self.description,
             "parameters": {
                 "type": "object",
-                "properties": {p: {"type": "string", "description": DT[d].description} for p, d in self.params},
+                "properties": {p: {"type": "string", "description": describe(p, d)} for p, d in self.params},
                 "required": [p for p, _ in self.params], "additionalProperties": False,
             },
             "strict": True,
@@ -604,6 +629,48 @@ def _executable_specs() -> list[tuple[str, tuple[str, ...], str]]:
     return specs
 
 
+# Every suffix the paper shows (App. B.2.1 and Fig. 13's `_V3_Preview`) plus the noisy categories'
+# words, in one pool for every kind of tool.
+SUFFIX_POOL = [*VARIANT_SUFFIXES, "Preview", "Legacy", "V1", "Old", "Partner", "B2B", "Restricted", "Cached",
+               "Mirror", "Replica", "Compat", "Alt", "Beta", "Estimate", "Draft"]
+# One executable, its 5 noisy twins and its 6 explicit/implicit alternatives (3 of each: the mixed
+# settings' pair and the single-type settings' further two) share one naming family.
+FAMILY_SIZE = 12
+
+
+def _family_names(base: str, n: int, key: str, taken: set[str]) -> list[str]:
+    """`n` distinct names `base[_<Suffix>[_<Suffix>]]`, drawn before anyone knows which tool gets which.
+
+    The paper's noisy tools follow the executable's naming rule "usually with a small suffix or
+    version change" (App. B.2.2, e.g. `Get_Account_From_Payment_Intent_V3_Preview` beside
+    `..._V3`), and explicit/implicit alternatives "may differ only in the optional suffix"
+    (App. B.9.2); the prompt warns that suffixes "are not reliable signals of quality" (Fig. 21).
+    If only noisy names extended another name, "my name + `_` prefixes another listed name" would
+    pick out every executable (185 of 185, against 0 of 2,590 other tools). So a family is drawn as
+    a whole, a suffix or a version change of a name already drawn, from one pool of words, and then
+    shuffled: the caller assigns roles by position, so no name pattern or word goes with a role."""
+    rng = random.Random(seed_of(WORLD_SEED, "names", key))
+    out: list[str] = []
+    depth: dict[str, int] = {}
+    while len(out) < n:
+        r = rng.random()
+        parents = [x for x in out if depth[x] < 2]
+        if parents and r < 0.45:
+            parent = rng.choice(parents)
+            cand, d = f"{parent}_{rng.choice(SUFFIX_POOL)}", depth[parent] + 1
+        elif r < 0.55:
+            cand, d = base, 0
+        else:
+            cand, d = f"{base}_{rng.choice(SUFFIX_POOL)}", 1
+        if cand.lower() in taken:
+            continue
+        taken.add(cand.lower())
+        depth[cand] = d
+        out.append(cand)
+    rng.shuffle(out)
+    return out
+
+
 def _fake_ok(value: str, real: set[str]) -> bool:
     v = norm_value(value)
     return len(v) >= 1 and not any(r in v for r in real)
@@ -626,31 +693,18 @@ def _build_tools(records: list[dict[str, str]]) -> tuple[list[Tool], list[Tool]]
     real = {norm_value(v) for rec in records for v in rec.values()}
     taken: set[str] = set()
 
-    def pick_name(base: str, key: tuple[Any, ...], pool: list[str], force: bool, p_suffix: float) -> str:
-        rng = random.Random(seed_of(WORLD_SEED, "suffix", *key))
-        want = rng.random() < p_suffix or force
-        if not want and base.lower() not in taken:
-            taken.add(base.lower())
-            return base
-        order = rng.sample(pool, len(pool))
-        for s in order:
-            cand = f"{base}_{s}"
-            if cand.lower() not in taken:
-                taken.add(cand.lower())
-                return cand
-        n = 2
-        while f"{base}_{order[0]}{n}".lower() in taken:
-            n += 1
-        taken.add(f"{base}_{order[0]}{n}".lower())
-        return f"{base}_{order[0]}{n}"
+    def names(base: str, n: int, key: str) -> list[str]:
+        return _family_names(base, n, key, taken)
 
     tools: list[Tool] = []
     execs: list[Tool] = []
+    family_names: dict[str, tuple[str, list[str]]] = {}  # exec id -> (base, names by role)
     for i, (family, ins, out) in enumerate(_executable_specs()):
         tid = f"t{i:03d}"
         alias = {d: random.Random(seed_of(WORLD_SEED, "alias", tid, d)).choice(DT[d].aliases) for d in (*ins, out)}
         base = f"Get_{_title(alias[out])}_From_" + "_And_".join(_title(alias[d]) for d in ins)
-        title = pick_name(base, (tid,), VARIANT_SUFFIXES, False, 0.6)
+        family_names[tid] = (base, names(base, FAMILY_SIZE, tid))
+        title = family_names[tid][1][0]
         params = tuple((_snake(random.Random(seed_of(WORLD_SEED, "param", tid, d)).choice(DT[d].aliases)), d) for d in ins)
         desc = _desc(family, ins, out, [alias[d] for d in ins], tid)
         t = Tool(tid, title.lower(), title, "executable", ins, out, params, desc, None, family, None)
@@ -662,9 +716,9 @@ def _build_tools(records: list[dict[str, str]]) -> tuple[list[Tool], list[Tool]]
     # unavailable or unreliable", written by an LLM: so the disclosure is worded per tool, placed
     # before or after the functional description, and never a fixed marker a search can match.
     for t in execs:
-        for cat in NOISY_CATEGORIES:
+        for j, cat in enumerate(NOISY_CATEGORIES):
             nid = f"{t.id}n_{cat}"
-            title = pick_name(t.title, (nid,), _NOISY_SUFFIXES[cat], True, 1.0)
+            title = family_names[t.id][1][1 + j]
             rng = random.Random(seed_of(WORLD_SEED, "disclosure", nid))
             prog = rng.choice(_CONDITION_PROGRAMS)
             note = rng.choice(_DISCLOSURES[cat]).format(out=DT[t.output].gloss.removeprefix("the "),
@@ -678,18 +732,10 @@ def _build_tools(records: list[dict[str, str]]) -> tuple[list[Tool], list[Tool]]
             desc = f"{note} {t.description}" if rng.random() < 0.5 else f"{t.description} {note}"
             tools.append(Tool(nid, title.lower(), title, f"noisy:{cat}", t.inputs, t.output, t.params,
                               desc, t.id, t.family, value))
-    tools.extend(_blockers(execs, pick_name, real, variant=1))
-    # Named after the 1,665-tool library, so its names never depend on them.
-    extras = _blockers(execs, pick_name, real, variant=2) + _blockers(execs, pick_name, real, variant=3)
+    tools.extend(_blockers(execs, family_names, names, real, variant=1))
+    extras = (_blockers(execs, family_names, names, real, variant=2)
+              + _blockers(execs, family_names, names, real, variant=3))
     return tools, extras
-
-
-def _blocker_base(t: Tool) -> str:
-    base = t.title
-    for s in VARIANT_SUFFIXES:  # blockers differ from the original only in the suffix (App. B.9.2)
-        if base.endswith("_" + s):
-            return base[: -len(s) - 1]
-    return base
 
 
 def _misleading_outputs(t: Tool, execs: list[Tool]) -> list[str]:
@@ -719,15 +765,16 @@ def _misleading_outputs(t: Tool, execs: list[Tool]) -> list[str]:
     return siblings + same_record + rest
 
 
-def _blockers(execs: list[Tool], pick_name: Any, real: set[str], variant: int) -> list[Tool]:
+def _blockers(execs: list[Tool], family: dict[str, tuple[str, list[str]]], names: Any, real: set[str],
+              variant: int) -> list[Tool]:
     """The explicit, implicit and misleading alternative of every executable tool (App. B.9.2);
     `variant` 2 and 3 are the further same-type alternatives single-type settings inject."""
     out: list[Tool] = []
     sfx = "" if variant == 1 else str(variant)
     for t in execs:
-        base = _blocker_base(t)
+        base, named = family[t.id]
         bid = f"{t.id}b_exp{sfx}"
-        title = pick_name(base, (bid,), VARIANT_SUFFIXES, True, 1.0)
+        title = named[6 + 2 * (variant - 1)]
         err = random.Random(seed_of(WORLD_SEED, "exp", bid)).choice(_EXPLICIT_ERRORS)
         out.append(Tool(bid, title.lower(), title, "blocker:exp", t.inputs, t.output, t.params,
                         t.description, t.id, t.family, err))
@@ -735,7 +782,7 @@ def _blockers(execs: list[Tool], pick_name: Any, real: set[str], variant: int) -
         # ... or counterfactual" (App. B.9.4), "superficially plausible" (Takeaway 10): a value of the
         # declared datatype's own shape that no record holds.
         bid = f"{t.id}b_imp{sfx}"
-        title = pick_name(base, (bid,), VARIANT_SUFFIXES, True, 1.0)
+        title = named[7 + 2 * (variant - 1)]
         out.append(Tool(bid, title.lower(), title, "blocker:imp", t.inputs, t.output, t.params,
                         t.description, t.id, t.family, _fake_value(t.output, ("imp", bid), real)))
         # Semantic misleading: same inputs, a different function, described truthfully; its value is
@@ -744,7 +791,7 @@ def _blockers(execs: list[Tool], pick_name: Any, real: set[str], variant: int) -
         bid = f"{t.id}b_sem{sfx}"
         alias_out = random.Random(seed_of(WORLD_SEED, "alias", bid, d2)).choice(DT[d2].aliases)
         in_part = base.split("_From_", 1)[1]
-        title = pick_name(f"Get_{_title(alias_out)}_From_{in_part}", (bid,), VARIANT_SUFFIXES, True, 0.6)
+        title = names(f"Get_{_title(alias_out)}_From_{in_part}", 1, bid)[0]
         in_phr = [a.replace("_", " ") for a, _ in t.params]
         desc = _desc("own" if DT[d2].entity == DT[t.inputs[0]].entity else "derived", t.inputs, d2, in_phr,
                      bid)
