@@ -142,6 +142,14 @@ def const_ok(pred: Any, spec: dict[str, Any]) -> bool:
     return a == b
 
 
+def observed_mismatch_flag(value: Any, context: str) -> str:
+    """A step-wise value that is not the observed one: E4 when it is a literal (two characters or more)
+    taken from elsewhere in the trajectory (J2's E4: "ignores available data"), else E6 (J2's E6:
+    "uses results not yet available" / fabricated). One character occurs anywhere, so it proves nothing."""
+    lit = _norm(value)
+    return "E4" if len(lit) >= 2 and lit in context else "E6"
+
+
 def is_vague(pred: Any, param: str) -> bool:
     s = _norm(pred)
     return s in VAGUE or s == param.casefold()
@@ -251,8 +259,20 @@ class PlanResult:
         return out
 
 
+def misses_goal(goal_satisfied: bool, c: float) -> bool:
+    """§6.2's E1 from coverage: the plan neither reaches the goal node nor covers half of the required
+    nodes (J4's E1_GOAL_UNDERSTANDING: "Fundamentally misunderstands the user query's core intent").
+    Exactly half covered is not E1."""
+    return not goal_satisfied and c < 0.5
+
+
 def holistic_grade(flags: set[str], c: float, u: int, goal_satisfied: bool) -> float:
-    """§6.3 holistic rubric as a total function of (flags, coverage, offending items)."""
+    """§6.3 holistic rubric as a total function of (flags, coverage, offending items), from J4's scale
+    (Fig. 35): 0.8 "Almost perfect ... a minor, non-critical error. Core logic is 90% correct" (one
+    offending item, no E1/E6, c >= 0.9, the goal reached); 0.6 "Captures the main logical flow but
+    misses or flaws one key component" (no E1, c >= 0.7); 0.4 "Identifies some correct steps but the
+    overall sequence is wrong" (no E1, c >= 0.4); 0.2 "might get one simple step right" (c > 0); 0.0
+    "Zero logical merit". Each bound is inclusive as written; the tests pin every one of them."""
     if not flags:
         return 1.0
     if "E1" not in flags and "E6" not in flags and u == 1 and c >= 0.9 and goal_satisfied:
@@ -680,7 +700,7 @@ class PlanGrader:
         required = [n["id"] for n in nodes if n["required"]]
         res.coverage = len(satisfied & set(required)) / max(1, len(required))
         goal_sat = self.goal in satisfied
-        if not goal_sat and res.coverage < 0.5:
+        if misses_goal(goal_sat, res.coverage):
             res.add("E1", "the plan does not reach the goal")
         # constraints
         for c in self.constraints:
@@ -787,9 +807,7 @@ class PlanGrader:
                 if all(s in observed for s in srcs):
                     want = plans.resolve_value(spec, self.nmap)
                     if not contains_observed(val, want):
-                        lit = _norm(val)
-                        flag = "E4" if lit and len(lit) >= 2 and lit in context else "E6"
-                        issues.append((flag, f"'{q}' does not use the observed value", False))
+                        issues.append((observed_mismatch_flag(val, context), f"'{q}' does not use the observed value", False))
                 else:
                     txt = val if isinstance(val, str) else json.dumps(val)
                     names = set().union(*(self.names_for[s] for s in srcs)) if srcs else set()
