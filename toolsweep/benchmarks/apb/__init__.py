@@ -194,7 +194,7 @@ class APB(Benchmark):
         out.append(bounded("replace_with_args", floors={"replace": 1.0, "recovery": 1.0, "correct": 1.0},
                            ceilings={"retry": 0.0, "refuse": 0.0, "other": 0.0}, settings=["broken"]))
         out.append(bounded("always_refuse", floors={"pass": 1.0, "correct": 1.0}, settings=unsolvable))
-        out.append(bounded("refusal_report_only", floors={"pass": 1.0, "refused": 1.0, "false_refusal": 1.0},
+        out.append(bounded("refusal_report_only", floors={"pass": 1.0, **refusal},
                            settings=settings))
         out.append(bounded("prose_plus_plan", floors={"correct": 1.0, "recovery": 1.0, "pass": 1.0},
                            ceilings={"false_refusal": 0.0, "refused": 0.0, "refuse": 0.0}, settings=settings))
