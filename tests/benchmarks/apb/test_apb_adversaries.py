@@ -80,3 +80,52 @@ def test_bounds_hold_on_a_seeded_sample_of_the_cell(policy, setting):
 @pytest.mark.parametrize(("policy", "setting"), CELLS)
 def test_bounds_hold_on_every_case_of_the_cell(policy, setting):
     check_cell(policy, setting, None)
+
+
+# ----------------------------------------------------------------------------- the no-LLM baseline
+
+BASELINE_SETTINGS = ("holistic", "stepwise_k1", "stepwise_k3", "extraneous_holistic_n4", "extraneous_stepwise_n4",
+                     "broken", "unsolvable_conflict", "unsolvable_info", "unsolvable_tool", "unsolvable_visual",
+                     "unsolvable_control", "efficiency", "refine_self_plus", "refine_critic_minus")
+
+
+def test_the_baseline_is_a_named_scripted_policy():
+    b = bench()
+    assert b.baseline_policy() == "heuristic" and "heuristic" in b.scripted_policies()
+
+
+def _scrubbed(env):
+    """The same case with everything a model does not see replaced by junk."""
+    import copy
+
+    env = copy.copy(env)  # shallow: the dataset stays shared; what the policy could read is copied below
+    env.base, env.task = copy.deepcopy(env.base), copy.deepcopy(env.task)
+    env.base["reference"] = {"nodes": [], "linearization": [], "plan": "junk", "trajectory": [], "goal_node": "x"}
+    env.base["world"] = {"secrets": {}}
+    env.base["constraints"] = []
+    for key in ("reference_action", "broken_node", "replacement_tool", "blocking_terms", "optimal_calls",
+                "unsolvable_type", "broken_tool"):
+        env.task.pop(key, None)
+    env.tools = [{"name": t["name"], "description": t["description"], "parameters": t["parameters"],
+                  "hidden": {"kind": "junk", "capabilities": [], "param_map": {"x": "y"}}} for t in env.tools]
+    return env
+
+
+@pytest.mark.parametrize("setting", BASELINE_SETTINGS)
+def test_the_baseline_reads_only_what_a_model_reads(setting):
+    b = bench()
+    ids = sorted(random.Random(f"baseline|{setting}").sample(b.tasks(setting), 6))
+    for task_id in ids:
+        env = b.make_env(task_id, setting, 0)
+        env.reset()
+        seen = b.make_scripted_policy("heuristic", env, 0).answer()
+        assert b.make_scripted_policy("heuristic", _scrubbed(env), 0).answer() == seen
+
+
+@pytest.mark.parametrize("setting", BASELINE_SETTINGS)
+def test_the_baseline_plays_every_setting_through_the_episode_loop(setting):
+    b = bench()
+    ids = sorted(random.Random(f"baseline-play|{setting}").sample(b.tasks(setting), 4))
+    results = asyncio.run(play(b, "heuristic", setting, ids))
+    assert all(r.termination != "env_error" for r in results)
+    assert all(math.isfinite(r.metrics["correct"]) for r in results)

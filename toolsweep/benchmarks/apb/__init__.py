@@ -25,6 +25,7 @@ from toolsweep.benchmarks.apb.generator import (
 )
 from toolsweep.benchmarks.apb.grader import GRADER_VERSION
 from toolsweep.benchmarks.apb.metrics import judge_specs, report_tables, setting_metrics
+from toolsweep.benchmarks.apb.baseline import NAME as BASELINE
 from toolsweep.benchmarks.apb.policies import EXPLOITS, POLICIES, make_policy
 from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
 
@@ -199,6 +200,11 @@ class APB(Benchmark):
         out.append(bounded("prose_plus_plan", floors={"correct": 1.0, "recovery": 1.0, "pass": 1.0},
                            ceilings={"false_refusal": 0.0, "refused": 0.0, "refuse": 0.0}, settings=settings))
         return out
+
+    def baseline_policy(self) -> str:
+        """`heuristic` (baseline.py): the strongest scripted policy here that reads only what a model
+        reads. Its per-cell scores (README, APB) are the floor a model's APB score is read against."""
+        return BASELINE
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, APBEnv):

@@ -8,12 +8,13 @@ import json
 import random
 from typing import Any
 
-from toolsweep.benchmarks.apb import plans
+from toolsweep.benchmarks.apb import baseline, plans
 from toolsweep.benchmarks.apb.environment import APBEnv
 from toolsweep.benchmarks.apb.tools import FINISH
 from toolsweep.evaluator.types import AgentReply, Message
 
 POLICIES = {
+    baseline.NAME: baseline.DESCRIPTION,
     "oracle": "emits the reference plan / next steps / recovery, and refuses exactly the unsolvable cases",
     "always_refuse": 'always answers {"status": "REJECT"} (calibration 0.5)',
     "random": "uniform-random tools in the right JSON format",
@@ -70,6 +71,27 @@ class AlwaysRefusePolicy(_Scripted):
 class RandomPolicy(_Scripted):
     def answer(self) -> str:
         return self.env.random_answer(self.rng)
+
+
+class HeuristicPolicy(_Scripted):
+    """The no-LLM baseline (`baseline.py`): reads what a model reads, never the reference."""
+
+    def answer(self) -> str:
+        env = self.env
+        visible = [{"name": t["name"], "description": t["description"], "parameters": t["parameters"]}
+                   for t in env.tools]
+        if env.kind == "refine" and env.turn == 1 and not env.task["mode"].startswith("critic"):
+            return "The answer follows the query's steps in order."
+        if env.half == "stepwise":
+            recovery = baseline.broken_answer(env.prefix, visible)
+            if recovery is not None:
+                return recovery
+            return baseline.stepwise_answer(env.query, visible, env.prefix, env.k)
+        if env.kind in ("unsolvable", "control"):  # the P4u prompt: refusing is an option
+            why = baseline.rejects(env.query, env.files, visible)
+            if why:
+                return json.dumps({"status": "REJECT", "reason": f"This cannot be completed: {why}."})
+        return baseline.holistic_answer(env.query, visible)
 
 
 class _Exploit(_Scripted):
@@ -188,7 +210,8 @@ def make_policy(name: str, env: APBEnv, seed: int) -> _Scripted:
         policy = _Exploit(env, seed)
         policy.kind = name
         return policy
-    classes = {"oracle": OraclePolicy, "always_refuse": AlwaysRefusePolicy, "random": RandomPolicy}
+    classes = {"oracle": OraclePolicy, "always_refuse": AlwaysRefusePolicy, "random": RandomPolicy,
+               baseline.NAME: HeuristicPolicy}
     if name not in classes:
         raise KeyError(f"APB has no scripted policy {name!r}; available: {sorted(classes) + sorted(EXPLOITS)}")
     return classes[name](env, seed)
