@@ -57,7 +57,7 @@ class APB(Benchmark):
     """The APB plugin: 4,209 generated cases over the paper's settings, plus its extra studies."""
 
     name = "apb"
-    version = "1.2.0"
+    version = "1.3.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -76,7 +76,7 @@ class APB(Benchmark):
             "(R+) or only says whether the answer is wrong (R-).")
         grader: str = Field(
             "rule", pattern=r"^(rule|llm:\S+)$",
-            description="'rule': the deterministic grader of §6.2 (apb-rule-3). 'llm:<name>': the paper's judge "
+            description="'rule': the deterministic grader of §6.2 (apb-rule-4). 'llm:<name>': the paper's judge "
             "prompts J1-J9 sent to that served model at temperature 0 grade every answer instead (§6.5); the rule "
             "grade is kept as rule_* with the Tab. 7 agreement statistics, and the setting "
             "'judge_validation' (a seeded sample of `judge_sample` cases) becomes available.")

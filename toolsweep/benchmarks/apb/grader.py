@@ -1,4 +1,4 @@
-"""The deterministic grader (`grader_version=apb-rule-3`, spec §6): output parsing, holistic
+"""The deterministic grader (`grader_version=apb-rule-4`, spec §6): output parsing, holistic
 alignment by max-weight matching, step-wise checks, the E1–E6 flags, the 0–1 plan grade, the
 5-way Tool-Broken classifier, the unsolvable refusal judge and plan cost.
 
@@ -19,7 +19,7 @@ from typing import Any
 from toolsweep.benchmarks.apb import plans
 from toolsweep.benchmarks.apb.tools import FINISH, VAGUE
 
-GRADER_VERSION = "apb-rule-3"
+GRADER_VERSION = "apb-rule-4"
 FLAGS = ("E1", "E2", "E3", "E4", "E5", "E6")
 EPS = 1e-3
 
