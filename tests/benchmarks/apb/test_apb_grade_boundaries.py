@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolsweep.benchmarks.apb import APB
+from toolsweep.benchmarks.apb.tools import FINISH as FINISH_NAME
 from toolsweep.benchmarks.apb.grader import (
     PlanGrader,
     const_ok,
@@ -208,3 +209,37 @@ def test_the_parser_looks_32_wrappers_deep_for_a_value(wrappers, found):
     text = "[x" * wrappers + '{"plan": "p"}' + "]" * wrappers
     value, ok, _ = extract_json(text)
     assert ok is found and (value == {"plan": "p"}) is found
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.floats(1e-3, 1e6), r=st.one_of(st.floats(-0.9e-6, 0.9e-6), st.floats(1.1e-6, 1e-2),
+                                          st.floats(-1e-2, -1.1e-6)))
+def test_number_tolerance_property(x, r):
+    assert const_ok(x * (1 + r), {"value": x, "match": "num"}) is (abs(r) < 1e-6)
+
+
+@pytest.fixture(scope="module")
+def broken_env():
+    b = APB()
+    return b.make_env(b.tasks("broken")[7], "broken", 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_replace_is_the_replacement_alone_with_the_steps_arguments(broken_env, data):
+    """Any extra call with {} arguments beside the right replacement call makes the step not Replace."""
+    env = broken_env
+    t = env.task
+    others = [x["name"] for x in env.tools if x["name"] not in (FINISH_NAME, t["replacement_tool"]["name"])]
+    extra = data.draw(st.lists(st.sampled_from(others), max_size=4))
+    failed = t["prefix"][-2]["tool_calls"][0]["function"]["arguments"]
+    rename = t["replacement_tool"]["hidden"]["param_map"]
+    good = {"type": "function", "function": {"name": t["replacement_tool"]["name"],
+                                             "arguments": {rename.get(p, p): v for p, v in failed.items()}}}
+    calls = [good] + [{"type": "function", "function": {"name": n, "arguments": {}}} for n in extra]
+    data.draw(st.randoms()).shuffle(calls)
+    text = json.dumps({"role": "assistant", "thought": "next", "tool_calls": calls})
+    got = env.grader.broken(text, env.done_nodes, t["broken_node"], t["broken_tool"],
+                            t["replacement_tool"]["name"], env.context)
+    want = "replace" if not extra else ("retry" if t["broken_tool"] in extra else "other")
+    assert got == want
