@@ -12,7 +12,6 @@ tried with the adversary that passed it before and the real behaviour that must 
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 
@@ -21,6 +20,7 @@ import pytest
 from toolsweep.benchmarks.apb import APB, plans
 from toolsweep.benchmarks.apb.grader import states_refusal
 from toolsweep.benchmarks.apb.tools import FINISH
+from toolsweep.evaluator.types import Message
 
 UNSOLVABLE = ("conflict", "info", "tool", "visual")
 SOLVABLE = ("holistic", "stepwise_k1", "stepwise_k2", "stepwise_k3", "extraneous_holistic_n4",
@@ -162,8 +162,6 @@ def test_a_reject_that_still_executes_fails_every_unsolvable_type(bench, utype):
 
 def graded(env, text: str) -> dict:
     env.reset()
-    from toolsweep.evaluator.types import Message
-
     env.step(Message(role="assistant", content=text))
     return env.result()
 
@@ -223,4 +221,4 @@ def test_a_solvable_twin_still_refused_by_a_plain_reject_is_a_false_refusal(benc
     for env in envs(bench, "unsolvable_control", 10):
         m = graded(env, json.dumps({"status": "REJECT", "reason": "x"}))
         assert m["refused"] == 1.0 and m["correct"] == 0.0
-        assert copy.deepcopy(env.grader.refused(env.reference_answer())) is False
+        assert env.grader.refused(env.reference_answer()) is False
