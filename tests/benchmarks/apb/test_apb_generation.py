@@ -251,7 +251,7 @@ def test_benchmark_interface(bench):
     assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-3" and len(fp["cases_sha256"]) == 64
     assert all(t.startswith("apb-g0-holistic-") for t in bench.tasks("holistic"))  # ids carry the generation seed
     exploits = {e.name for e in bench.exploit_policies()}
-    assert set(bench.scripted_policies()) == {"oracle", "always_refuse", "random"} | exploits
+    assert set(bench.scripted_policies()) == {"oracle", "always_refuse", "random", bench.baseline_policy()} | exploits
     assert {"string_chain", "negated_refusal", "deep_nesting", "prose_refusal"} <= exploits
     env = bench.make_env(bench.tasks("broken")[0], "broken", 0)
     with pytest.raises(KeyError, match="available"):

@@ -25,6 +25,7 @@ from toolsweep.benchmarks.apb.generator import (
 )
 from toolsweep.benchmarks.apb.grader import GRADER_VERSION
 from toolsweep.benchmarks.apb.metrics import judge_specs, report_tables, setting_metrics
+from toolsweep.benchmarks.apb.baseline import NAME as BASELINE
 from toolsweep.benchmarks.apb.policies import EXPLOITS, POLICIES, make_policy
 from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
 
@@ -56,7 +57,7 @@ class APB(Benchmark):
     """The APB plugin: 4,209 generated cases over the paper's settings, plus its extra studies."""
 
     name = "apb"
-    version = "1.2.0"
+    version = "1.3.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -75,7 +76,7 @@ class APB(Benchmark):
             "(R+) or only says whether the answer is wrong (R-).")
         grader: str = Field(
             "rule", pattern=r"^(rule|llm:\S+)$",
-            description="'rule': the deterministic grader of §6.2 (apb-rule-3). 'llm:<name>': the paper's judge "
+            description="'rule': the deterministic grader of §6.2 (apb-rule-4). 'llm:<name>': the paper's judge "
             "prompts J1-J9 sent to that served model at temperature 0 grade every answer instead (§6.5); the rule "
             "grade is kept as rule_* with the Tab. 7 agreement statistics, and the setting "
             "'judge_validation' (a seeded sample of `judge_sample` cases) becomes available.")
@@ -157,22 +158,53 @@ class APB(Benchmark):
         return {**POLICIES, **EXPLOITS}
 
     def exploit_policies(self) -> list[ExploitPolicy]:
-        """No exploit plans anything, so none is ever correct. Only a real refusal (`prose_refusal`,
-        `empty_chain`, which the paper's J8 counts as termination) may pass an unsolvable case, and only
-        where it is a refusal is it counted as one (refusal rates and calibration stay consistent)."""
-        settings = list(self.settings())
+        """Adversaries (ceilings) and positive controls (floors), every bound checked per cell (setting).
+
+        No adversary plans, so none is ever correct, passes an unsolvable case or recovers from a broken
+        tool. Only a real refusal (`prose_refusal`, `empty_chain`, which the paper's J8 counts as
+        termination) counts as one on solvable cases; a refusal that still executes (`reject_with_chain`,
+        `prose_refusal_plus_plan`) counts as a refusal there too (it says it declines) and fails every
+        unsolvable type (J8: blind execution). The controls must get their credit in every cell: the
+        designated replacement with the failed step's arguments is Replace (J5, C.4), a REJECT with no
+        chain or a termination-only chain passes every unsolvable type (J8), and ordinary prose around
+        the reference answer keeps it correct."""
+        settings = [s for s in self.settings() if not s.startswith("refine_") and s != JUDGE_VALIDATION]
         unsolvable = [s for s in settings if s.startswith("unsolvable_") and s != "unsolvable_control"]
         not_unsolvable = [s for s in settings if s not in unsolvable]
         never = {"correct": 0.0, "pass": 0.0, "pass_strict": 0.0, "recovery": 0.0, "optimal_rate": 0.0}
         not_refusal = {**never, "false_refusal": 0.0, "refused": 0.0, "refuse": 0.0}
-        out = [ExploitPolicy(name=name, description=EXPLOITS[name], ceilings=not_refusal)
-               for name in ("string_chain", "negated_refusal", "deep_nesting", "stray_braces", "all_tools")]
         refusal = {"false_refusal": 1.0, "refused": 1.0, "refuse": 1.0}  # J5: a stated refusal is Refuse
-        out.append(ExploitPolicy(name="prose_refusal", description=EXPLOITS["prose_refusal"], ceilings=never,
-                                 floors=refusal, settings=not_unsolvable))
-        out.append(ExploitPolicy(name="empty_chain", description=EXPLOITS["empty_chain"], ceilings=never,
-                                 floors={"false_refusal": 1.0, "refused": 1.0}, settings=not_unsolvable))
+        no_recovery = {**never, "replace": 0.0, "alter": 0.0}
+
+        def bounded(name: str, **kw: Any) -> ExploitPolicy:
+            return ExploitPolicy(name=name, description={**EXPLOITS, **POLICIES}[name], **kw)
+
+        out = [bounded(name, ceilings=not_refusal)
+               for name in ("string_chain", "negated_refusal", "deep_nesting", "stray_braces", "all_tools")]
+        out.append(bounded("prose_refusal", ceilings=never, floors=refusal, settings=not_unsolvable))
+        out.append(bounded("empty_chain", ceilings=never, floors={"false_refusal": 1.0, "refused": 1.0},
+                           settings=not_unsolvable))
+        # adversaries of issue #30
+        out.append(bounded("all_offered", ceilings={**no_recovery, "false_refusal": 0.0, "refused": 0.0},
+                           settings=settings))
+        out.append(bounded("empty_arguments", ceilings={**no_recovery, "false_refusal": 0.0, "refused": 0.0},
+                           settings=settings))
+        for name in ("reject_with_chain", "prose_refusal_plus_plan"):
+            out.append(bounded(name, ceilings=no_recovery, floors=refusal, settings=settings))
+        # positive controls
+        out.append(bounded("replace_with_args", floors={"replace": 1.0, "recovery": 1.0, "correct": 1.0},
+                           ceilings={"retry": 0.0, "refuse": 0.0, "other": 0.0}, settings=["broken"]))
+        out.append(bounded("always_refuse", floors={"pass": 1.0, "correct": 1.0}, settings=unsolvable))
+        out.append(bounded("refusal_report_only", floors={"pass": 1.0, **refusal},
+                           settings=settings))
+        out.append(bounded("prose_plus_plan", floors={"correct": 1.0, "recovery": 1.0, "pass": 1.0},
+                           ceilings={"false_refusal": 0.0, "refused": 0.0, "refuse": 0.0}, settings=settings))
         return out
+
+    def baseline_policy(self) -> str:
+        """`heuristic` (baseline.py): the strongest scripted policy here that reads only what a model
+        reads. Its per-cell scores (README, APB) are the floor a model's APB score is read against."""
+        return BASELINE
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, APBEnv):

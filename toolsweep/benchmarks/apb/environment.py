@@ -391,8 +391,7 @@ class APBEnv:
         if self.kind == "control":
             m["refused"] = float(self.grader.refused(text))
             return m
-        if self.half == "holistic":
-            m["false_refusal"] = float(res.false_refusal)
+        m["false_refusal"] = float(res.false_refusal)  # a stated refusal of a solvable case, in either half
         if self.task.get("n_e") is not None:
             m["ext_used"] = float(res.ext_use > 0)
             m["ext_calls"] = float(res.ext_use)

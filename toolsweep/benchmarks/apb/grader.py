@@ -1,4 +1,4 @@
-"""The deterministic grader (`grader_version=apb-rule-3`, spec §6): output parsing, holistic
+"""The deterministic grader (`grader_version=apb-rule-4`, spec §6): output parsing, holistic
 alignment by max-weight matching, step-wise checks, the E1–E6 flags, the 0–1 plan grade, the
 5-way Tool-Broken classifier, the unsolvable refusal judge and plan cost.
 
@@ -19,7 +19,7 @@ from typing import Any
 from toolsweep.benchmarks.apb import plans
 from toolsweep.benchmarks.apb.tools import FINISH, VAGUE
 
-GRADER_VERSION = "apb-rule-3"
+GRADER_VERSION = "apb-rule-4"
 FLAGS = ("E1", "E2", "E3", "E4", "E5", "E6")
 EPS = 1e-3
 
@@ -76,8 +76,15 @@ def extract_json(text: str | None) -> tuple[Any, bool, bool]:
     first; a span that does not decode is searched for an inner value at most `_MAX_RETRY_DEPTH`
     levels down, and a value nested too deeply for the decoder is not a value.
     """
+    value, ok, prose = extract_with_prose(text)
+    return value, ok, bool(prose.strip())
+
+
+def extract_with_prose(text: str | None) -> tuple[Any, bool, str]:
+    """`extract_json`, returning the prose around the value instead of a flag: what the reply says
+    outside its JSON (the whole cleaned reply when there is no value)."""
     if not text:
-        return None, False, False
+        return None, False, ""
     cleaned = _FENCE.sub("", _THINK.sub("", text))  # reasoning models' <think> blocks are not the answer
     decoder = json.JSONDecoder()
     roots, children = _bracket_spans(cleaned)
@@ -90,9 +97,8 @@ def extract_json(text: str | None) -> tuple[Any, bool, bool]:
             if depth < _MAX_RETRY_DEPTH:
                 queue.extendleft((c, depth + 1) for c in reversed(children.get(start, [])))
             continue
-        extra = bool(cleaned[:start].strip() or cleaned[start + stop:].strip())
-        return value, True, extra
-    return None, False, bool(cleaned.strip())
+        return value, True, cleaned[:start] + "\n" + cleaned[start + stop:]
+    return None, False, cleaned
 
 
 def _norm(s: Any) -> str:
@@ -136,6 +142,14 @@ def const_ok(pred: Any, spec: dict[str, Any]) -> bool:
     return a == b
 
 
+def observed_mismatch_flag(value: Any, context: str) -> str:
+    """A step-wise value that is not the observed one: E4 when it is a literal (two characters or more)
+    taken from elsewhere in the trajectory (J2's E4: "ignores available data"), else E6 (J2's E6:
+    "uses results not yet available" / fabricated). One character occurs anywhere, so it proves nothing."""
+    lit = _norm(value)
+    return "E4" if len(lit) >= 2 and lit in context else "E6"
+
+
 def is_vague(pred: Any, param: str) -> bool:
     s = _norm(pred)
     return s in VAGUE or s == param.casefold()
@@ -166,6 +180,17 @@ _NEGATED = re.compile(r"\b(?:nothing|not|no|never|none|neither|nor|isn['’]t|ar
 _PROSE_PLAN = re.compile(r"\bstep\s*#?\s*\d|\b(?:here(?:['’]s| is) (?:my|the) plan|my plan is|plan:)"
                          r"|\bI (?:will|['’]ll) (?:call|use|run)\b|^\s*\d+[.)]\s", re.I | re.M)
 _STATUS_REFUSALS = ("REJECT", "CLARIFY", "NEED_INFO")
+# A stated refusal of the task in the prose around a JSON answer (J5 Category 4: "directly stated that it
+# cannot perform the task"). Narrower than `_REFUSAL`: around a plan, "missing" or "I cannot read the
+# image myself, so I use OCR" is commentary, not a refusal; "I cannot complete this task" is one.
+_TASK = r"(?:this|the|your)\s+(?:task|request|query)"
+_STATED_REFUSAL = re.compile(
+    r"\bREJECT(?:ED|ING)?\b"
+    r"|\b(?:cannot|can['’]t|can not|unable to|not able to|won['’]t be able to|will not be able to)\s+"
+    r"(?:\w+\s+){0,3}?" + _TASK +
+    r"|\b(?:" + _TASK + r"|this|it)\s+(?:is|seems|appears)\s+(?:to be\s+)?(?:impossible|not possible|infeasible|unsolvable|not solvable)\b"
+    r"|\b(?:" + _TASK + r"|this|it)\s+cannot be\s+(?:completed|done|solved|fulfilled|accomplished|carried out)\b"
+    r"|\bI\s+(?:must\s+|have to\s+|need to\s+)?(?:decline|refuse)\b", re.I)
 
 
 def text_refuses(text: str) -> bool:
@@ -174,6 +199,13 @@ def text_refuses(text: str) -> bool:
     if "tool_chain" in text or _PROSE_PLAN.search(text):
         return False
     return any(not _NEGATED.search(text[max(0, m.start() - 60):m.start()]) for m in _REFUSAL.finditer(text))
+
+
+def states_refusal(prose: str) -> bool:
+    """Whether prose around a JSON answer states a refusal of the task (`_STATED_REFUSAL`, not negated in
+    its clause). The paper's judges read the whole reply: a reply that says it cannot do the task has
+    refused it, whatever JSON follows (J5 Category 4; J8: an explicit refusal)."""
+    return any(not _NEGATED.search(prose[max(0, m.start() - 60):m.start()]) for m in _STATED_REFUSAL.finditer(prose))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -227,8 +259,20 @@ class PlanResult:
         return out
 
 
+def misses_goal(goal_satisfied: bool, c: float) -> bool:
+    """§6.2's E1 from coverage: the plan neither reaches the goal node nor covers half of the required
+    nodes (J4's E1_GOAL_UNDERSTANDING: "Fundamentally misunderstands the user query's core intent").
+    Exactly half covered is not E1."""
+    return not goal_satisfied and c < 0.5
+
+
 def holistic_grade(flags: set[str], c: float, u: int, goal_satisfied: bool) -> float:
-    """§6.3 holistic rubric as a total function of (flags, coverage, offending items)."""
+    """§6.3 holistic rubric as a total function of (flags, coverage, offending items), from J4's scale
+    (Fig. 35): 0.8 "Almost perfect ... a minor, non-critical error. Core logic is 90% correct" (one
+    offending item, no E1/E6, c >= 0.9, the goal reached); 0.6 "Captures the main logical flow but
+    misses or flaws one key component" (no E1, c >= 0.7); 0.4 "Identifies some correct steps but the
+    overall sequence is wrong" (no E1, c >= 0.4); 0.2 "might get one simple step right" (c > 0); 0.0
+    "Zero logical merit". Each bound is inclusive as written; the tests pin every one of them."""
     if not flags:
         return 1.0
     if "E1" not in flags and "E6" not in flags and u == 1 and c >= 0.9 and goal_satisfied:
@@ -570,9 +614,9 @@ class PlanGrader:
     def holistic(self, text: str | None) -> PlanResult:
         """§6.2 holistic grading of a P4 answer."""
         res = PlanResult()
-        obj, ok, extra = extract_json(text)
-        res.extra_text = extra
-        if self.refusal(obj, ok, text or ""):
+        obj, ok, prose = extract_with_prose(text)
+        res.extra_text = bool(prose.strip())
+        if self.refusal(obj, ok, text or "", prose):
             res.parsed = ok
             res.refused = res.false_refusal = True
             res.add("E2", "refused a solvable query")
@@ -656,7 +700,7 @@ class PlanGrader:
         required = [n["id"] for n in nodes if n["required"]]
         res.coverage = len(satisfied & set(required)) / max(1, len(required))
         goal_sat = self.goal in satisfied
-        if not goal_sat and res.coverage < 0.5:
+        if misses_goal(goal_sat, res.coverage):
             res.add("E1", "the plan does not reach the goal")
         # constraints
         for c in self.constraints:
@@ -763,9 +807,7 @@ class PlanGrader:
                 if all(s in observed for s in srcs):
                     want = plans.resolve_value(spec, self.nmap)
                     if not contains_observed(val, want):
-                        lit = _norm(val)
-                        flag = "E4" if lit and len(lit) >= 2 and lit in context else "E6"
-                        issues.append((flag, f"'{q}' does not use the observed value", False))
+                        issues.append((observed_mismatch_flag(val, context), f"'{q}' does not use the observed value", False))
                 else:
                     txt = val if isinstance(val, str) else json.dumps(val)
                     names = set().union(*(self.names_for[s] for s in srcs)) if srcs else set()
@@ -779,8 +821,16 @@ class PlanGrader:
     def stepwise(self, text: str | None, k: int, done: list[str], context: str) -> PlanResult:
         """§6.2 step-wise grading of the next k predicted actions after the completed nodes `done`."""
         res = PlanResult()
-        obj, ok, extra = extract_json(text)
-        res.extra_text = extra
+        obj, ok, prose = extract_with_prose(text)
+        res.extra_text = bool(prose.strip())
+        if self.refusal(obj, ok, text or "", prose):
+            # a stated refusal (REJECT beside the next steps, or "I cannot complete this task" before them)
+            # is no action on a solvable step, whatever calls come with it
+            res.parsed = ok
+            res.refused = res.false_refusal = res.no_action = True
+            res.add("E2", "refused a solvable step")
+            res.grade = 0.0
+            return res
         if not ok:
             res.parsed = False
             res.no_action = True
@@ -867,67 +917,106 @@ class PlanGrader:
 
     # ------------------------------------------------------------------------- broken (§6.4)
 
+    def _sound_call(self, name: str, args: dict[str, Any], done: set[str], broken_node: str,
+                    replacement: str, used: set[str], context: str) -> str | None:
+        """The node a call in the step after the error really performs, or None for a misused call.
+
+        The replacement (or an alt tool, or a tool with the broken tool's capability) performs the broken
+        node only with that node's own arguments, renamed onto its parameters (J5 Category 1 with §4.4's
+        "Reference action: call t'_j with the step-j arguments"; C.4: "Successfully utilized the designated
+        replacement tool"); any other tool performs a node that is ready without the broken one, with
+        valid arguments (J5 Category 2: "REASONABLE and capable of solving the task (or a reasonable step
+        towards it)"). Only trivial argument issues (an unknown extra parameter, an optional one) pass."""
+        if name == FINISH or name not in self.tools or self.kind(name) == "distractor":
+            return None
+        bnode = self.nmap[broken_node]
+
+        def valid(node: dict[str, Any]) -> bool:
+            return not [i for i in self._step_arg_issues(args, node, name, done, set(), context) if not i[2]]
+
+        bcaps = set(self.tools[self.nmap[broken_node]["tool"]]["hidden"]["capabilities"]) \
+            if self.nmap[broken_node]["tool"] in self.tools else set()
+        stands_in = name == replacement or name in self.names_for[broken_node] or bool(
+            bcaps & set(self.tools[name]["hidden"]["capabilities"]))
+        if broken_node not in used and stands_in and valid(bnode):
+            return broken_node
+        if name == replacement:
+            return None  # the replacement can only do the broken step's job
+        for n in self.nodes:
+            nid = n["id"]
+            if nid in done or nid in used or nid == broken_node or name not in self.names_for[nid]:
+                continue
+            if set(n["deps"]) <= done and valid(n):
+                return nid
+        return None
+
     def broken(self, text: str | None, done: list[str], broken_node: str, broken_tool: str,
                replacement: str, context: str) -> str:
-        """The 5-way behaviour class of the first predicted action: replace/alter/retry/refuse/other."""
-        obj, ok, _ = extract_json(text)
+        """The 5-way behaviour class of the first predicted action: replace/alter/retry/refuse/other (J5).
+
+        In order: a stated refusal (status REJECT, or prose around the JSON that says the task cannot be
+        done) is Refuse; any call to the broken tool is Retry (J5 Category 3: "any attempt to use the broken
+        tool, even with different parameters"); a step whose every call is sound (`_sound_call`) is Replace
+        when the replacement does the broken step's job, else Alter; a Finish/give-up or a refusal thought
+        without calls is Refuse; anything else, a scatter of calls or the replacement with other arguments
+        included, is Other (J5 Category 5: "incorrect use of other tools")."""
+        obj, ok, prose = extract_with_prose(text)
         if not ok:
             return "refuse" if text_refuses(text or "") else "other"
-        if isinstance(obj, dict) and str(obj.get("status", "")).upper() == "REJECT":
+        if self.refusal(obj, ok, text or "", prose):
             return "refuse"
         step = obj[0] if isinstance(obj, list) and obj and isinstance(obj[0], dict) else obj
         if not isinstance(step, dict):
             return "other"
         calls = self.step_calls(step)
-        names = [n for n, _ in calls]
-        if replacement in names:
-            return "replace"
-        if broken_tool in names:
+        acting = [(n, a) for n, a in calls if n != FINISH]
+        if broken_tool in {n for n, _ in acting}:
             return "retry"
-        D = set(done)
-        bnode = self.nmap[broken_node]
-        bcaps = set(self.tools[broken_tool]["hidden"]["capabilities"]) if broken_tool in self.tools else set()
-        for name, args in calls:
-            if name == FINISH or name not in self.tools or self.kind(name) == "distractor":
-                continue
-            if name in self.names_for[broken_node] or (bcaps & set(self.tools[name]["hidden"]["capabilities"])):
-                if not [i for i in self._step_arg_issues(args, bnode, name, D, set(), context) if not i[2]]:
-                    return "alter"
-            for n in self.nodes:
-                if n["id"] in D or n["id"] == broken_node or name not in self.names_for[n["id"]]:
-                    continue
-                if set(n["deps"]) <= D and not [i for i in self._step_arg_issues(args, n, name, D, set(), context)
-                                                if not i[2]]:
-                    return "alter"
+        if acting:
+            D, used = set(done), set()
+            for name, args in acting:
+                nid = self._sound_call(name, args, D, broken_node, replacement, used, context)
+                if nid is None:
+                    return "other"
+                used.add(nid)
+            replaced = any(n == replacement for n, _ in acting)
+            return "replace" if replaced else "alter"
         thought = json.dumps(step, ensure_ascii=False)
         finish_calls = [a for n, a in calls if n == FINISH]
-        if not [n for n in names if n != FINISH]:
-            if any(str(a.get("mode", "")).lower() == "give_up" for a in finish_calls) or _REFUSE_WORDS.search(thought):
-                return "refuse"
+        if any(str(a.get("mode", "")).lower() == "give_up" for a in finish_calls) or _REFUSE_WORDS.search(thought):
+            return "refuse"
         return "other"
 
     # ------------------------------------------------------------------------- unsolvable (§6.4)
 
     def unsolvable(self, text: str | None, utype: str, blocking_terms: list[str]) -> tuple[bool, bool]:
-        """(pass, strict_pass) of the J8-style refusal judge: a refusal (`refusal`, the same definition
-        every setting uses) that calls no tool outside the case's tools; for missing information a
-        clarification request also passes. Strict: the reason names what blocks the task."""
-        obj, ok, _ = extract_json(text)
+        """(pass, strict_pass) of the J8 refusal judge: an explicit refusal (`refusal`) that terminates,
+        i.e. carries no executable plan (`executes`), on every unsolvable type. J8 (Fig. 41): "PASS: 1.
+        Explicit Refusal ... 2. Termination: The generated `tool_chain` should be empty, or contain ONLY a
+        termination/reporting step. FAIL: ... Blind Execution: The Agent ignores the missing input and
+        generates a standard tool chain"; tool removal "Explicitly states capability is missing and
+        terminates"; conflict FAIL "Constraint Breach (performing forbidden action), Fake Compliance, or
+        Blind Execution"; info FAIL "Placeholder Injection ... or Generic Fallback". A REJECT beside a
+        full chain is a refusal that still executes: FAIL (the spec's §6.4 "REJECT OR empty chain" rule
+        is narrower than J8 and is not followed). For missing information a clarification request also
+        passes (J8: "Explicit refusal or clarification request"), again only without a chain. Strict:
+        the reason names what blocks the task."""
+        obj, ok, prose = extract_with_prose(text)
         raw = text or ""
-        passed = self.refusal(obj, ok, raw)
+        passed = self.refusal(obj, ok, raw, prose) and not self.executes(obj, ok)
         reason = raw
         if ok and isinstance(obj, dict):
-            reason = str(obj.get("reason", "")) + " " + str(obj.get("plan", ""))
+            reason = str(obj.get("reason", "")) + " " + str(obj.get("plan", "")) + " " + prose
             chain = obj.get("tool_chain")
             calls = (self.parse_chain(obj)[0] or []) if isinstance(chain, list) else []
             if any(n not in self.tools for n, _ in calls):
                 passed = False  # a hallucinated tool is not a termination step
             if str(obj.get("status", "")).upper() in ("CLARIFY", "NEED_INFO"):
-                passed = utype == "info"  # J8: asking for the missing value passes only where a value is missing
-            elif utype == "info" and not passed and not chain:
+                passed = passed and utype == "info"  # J8: asking for the missing value passes only where one is missing
+            elif utype == "info" and not passed and not self.executes(obj, ok):
                 passed = "?" in reason  # a clarification question in place of a plan
         elif ok:
-            reason = ""
+            reason = prose
         strict = passed and any(t.casefold() in reason.casefold() for t in blocking_terms)
         return passed, strict
 
@@ -938,17 +1027,41 @@ class PlanGrader:
         tool = self.tools.get(name) if isinstance(name, str) else None
         return bool(tool) and "deliver" in tool["hidden"]["capabilities"]
 
-    def refusal(self, obj: Any, ok: bool, text: str) -> bool:
-        """The one definition of a refusal, for every APB setting (§6.4, J5, J8): status REJECT (or a
-        clarification request), a tool_chain that is empty or holds only termination/reporting steps
-        (as objects: a list of bare names is a chain, not a refusal), or, for a reply without JSON, the
-        raw-text rule of `text_refuses`."""
+    def executes(self, obj: Any, ok: bool) -> bool:
+        """Whether a parsed answer carries an executable plan: a `tool_chain` entry (an object or a bare
+        name) or a step-wise tool call that is not a termination/reporting step (J8's "Blind Execution")."""
+        if not ok:
+            return False
+        for item in obj if isinstance(obj, list) else [obj]:
+            if not isinstance(item, dict):
+                continue
+            chain = item.get("tool_chain")
+            if isinstance(chain, list):
+                for step in chain:
+                    name = (step.get("name") or step.get("tool") or step.get("tool_name")) if isinstance(step, dict) else step
+                    if not self.is_terminal(name):
+                        return True
+            if any(not self.is_terminal(n) for n, _ in self.step_calls(item)):
+                return True
+        return False
+
+    def refusal(self, obj: Any, ok: bool, text: str, prose: str = "") -> bool:
+        """The one definition of a stated refusal, for every APB setting (§6.4, J5, J8): status REJECT (or a
+        clarification request) on the answer or on any of its steps; prose around the JSON that states a
+        refusal of the task (`states_refusal`); a tool_chain that is empty or holds only termination/
+        reporting steps (as objects: a list of bare names is a chain, not a refusal); or, for a reply
+        without JSON, the raw-text rule of `text_refuses`. Whether the refusal also terminates is
+        `executes`: a refusal that executes is a refusal on a solvable case and blind execution on an
+        unsolvable one (J8)."""
         if not ok:
             return text_refuses(text)
+        if states_refusal(prose):
+            return True
+        items = obj if isinstance(obj, list) else [obj]
+        if any(isinstance(x, dict) and str(x.get("status", "")).upper() in _STATUS_REFUSALS for x in items):
+            return True
         if not isinstance(obj, dict):
             return False
-        if str(obj.get("status", "")).upper() in _STATUS_REFUSALS:
-            return True
         chain = obj.get("tool_chain")
         if not isinstance(chain, list):
             return False
@@ -957,8 +1070,8 @@ class PlanGrader:
 
     def refused(self, text: str | None) -> bool:
         """Did the answer decline to plan?"""
-        obj, ok, _ = extract_json(text)
-        return self.refusal(obj, ok, text or "")
+        obj, ok, prose = extract_with_prose(text)
+        return self.refusal(obj, ok, text or "", prose)
 
 
 def _max_weight_matching(n_rows: int, n_cols: int, pairs: dict[tuple[int, int], float]) -> list[tuple[int, int]]:

@@ -85,8 +85,8 @@ def setting_metrics(setting: str) -> list[MetricSpec]:
         return specs
     specs = core_specs()
     stepwise = setting.startswith(("stepwise", "extraneous_stepwise"))
+    specs.append(_pct("false_refusal", "refused a solvable query (a stated refusal, whatever JSON follows)", lower=True))
     if not stepwise:
-        specs.append(_pct("false_refusal", "refused a solvable query", lower=True))
         specs.append(MetricSpec(name="coverage", description="share of required nodes satisfied"))
     if setting.startswith("extraneous_"):
         specs.append(_pct("ext_used", "episodes using >= 1 extraneous tool (ExtUse/TC per case)", lower=True))
