@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from toolsweep.models.config import VLLMModelConfig
+from toolsweep.models.vllm_server import SECRET_ENV
 
 
 ACTOR_PREFIX = "toolsweep:model:"
@@ -32,12 +33,14 @@ def replica_resources(config: VLLMModelConfig) -> dict[str, float]:
 class ModelServer:
     """Ray actor body: one `VLLMServer` child process and what the manifest needs from this node."""
 
-    def __init__(self, config: dict[str, Any], replica: int, bind_host: str = "127.0.0.1", log_dir: str | None = None) -> None:
+    def __init__(self, config: dict[str, Any], replica: int, bind_host: str = "127.0.0.1", log_dir: str | None = None,
+                 api_key: str | None = None) -> None:
         from toolsweep.models.vllm_server import VLLMServer
 
         self.config = VLLMModelConfig.model_validate(config)
         self.replica = replica
-        self.server = VLLMServer(self.config, host=bind_host, log_dir=log_dir)
+        # the key reaches the server through its environment, set here in-process (never a command line)
+        self.server = VLLMServer(self.config, host=bind_host, log_dir=log_dir, api_key=api_key)
 
     def start(self, stale_shm: list[str] | None = None) -> dict[str, Any]:
         """Start the server and wait until it is healthy; returns how to reach it. `stale_shm`:
@@ -79,7 +82,8 @@ class ModelServer:
             "chat_template": chat_template_info(self.config.path, self.config.engine_args.chat_template),
             "versions": library_versions(),
             "command": self.server.command(),
-            "env": {k: v for k, v in self.server.environment().items() if k.startswith(("VLLM_", "OMP_", "CUDA_VISIBLE"))},
+            "env": {k: v for k, v in self.server.environment().items()
+                    if k.startswith(("VLLM_", "OMP_", "CUDA_VISIBLE")) and k not in SECRET_ENV},
         }
 
     def stop(self) -> list[str]:
@@ -93,6 +97,7 @@ def launch_replica(
     bind_host: str = "127.0.0.1",
     log_dir: str | None = None,
     placement_group: Any = None,
+    api_key: str | None = None,
 ) -> tuple[Any, Any]:
     """Create the actor of one replica (not yet started); returns (actor, placement_group).
 
@@ -116,5 +121,5 @@ def launch_replica(
             num_gpus=res["GPU"],
             scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=0),
         )
-    actor = actor_cls.options(**options).remote(config.model_dump(mode="json"), replica, bind_host, log_dir)
+    actor = actor_cls.options(**options).remote(config.model_dump(mode="json"), replica, bind_host, log_dir, api_key)
     return actor, placement_group

@@ -10,6 +10,7 @@ which the scheduler also reads to bound the episodes it leases per model.
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,9 +35,18 @@ class ModelRuntime:
 
     def __init__(
         self, models: list[Any], *, log_dir: str | None = None, health_timeout_s: float = 30.0,
-        scale_up_timeout_s: float = 0.0, log: Any = None,
+        scale_up_timeout_s: float = 0.0, log: Any = None, helpers: list[str] | None = None,
     ) -> None:
         self.models = list(models)
+        # names of the models that are helpers only (placed beside every wave, see `plan_waves`)
+        self.helpers = list(helpers or [])
+        # One key per sweep on every server this runtime starts: a server bound to a node's address
+        # answers only the sweep's own clients. It travels as an actor argument and sits in the
+        # server's environment (VLLM_API_KEY), never on a command line, in a runtime_env or a log.
+        self._api_key = secrets.token_urlsafe(32)
+        # (time.time(), "up" | "down", model, wave label): when each model's servers served
+        self.events: list[tuple[float, str, str, str]] = []
+        self.wave_label = ""
         # > 0: an autoscaling cluster; the models' GPUs are asked for and waited for this long.
         self.scale_up_timeout_s = scale_up_timeout_s
         self._log = log or (lambda _msg: None)
@@ -47,6 +57,7 @@ class ModelRuntime:
         self._endpoints: dict[str, dict[str, Any]] = {}
         self._describe: dict[str, dict[str, Any]] = {}
         self._generation: dict[str, int] = {}
+        self._past_restarts: dict[str, int] = {}  # of servers already stopped (an earlier wave's)
         self._lock = threading.Lock()
         names = [m.name for m in self.models]
         dupes = sorted({n for n in names if names.count(n) > 1})
@@ -63,15 +74,35 @@ class ModelRuntime:
         GPU replica asked of a GPU-less cluster): `PlacementError` names the model and the fix."""
         if not self.vllm_models:
             return
+        from toolsweep.cluster.placement import check_ray_cluster
+
+        self._await_capacity(lambda: check_ray_cluster(self.models))
+
+    def plan_waves(self) -> Any:
+        """The sweep's waves (`placement.WavePlan`), checked against the cluster before anything starts:
+        every wave fits with its helpers; only a model that does not fit alone is refused."""
         import ray
 
-        from toolsweep.cluster.placement import check_ray_cluster
+        from toolsweep.cluster.placement import WavePlan, Wave, PlacementPlan, ray_waves
+
+        under_test = [m for m in self.models if m.name not in self.helpers]
+        helpers = [m for m in self.models if m.name in self.helpers]
+        if not self.vllm_models:
+            return WavePlan([Wave(1, [m.name for m in under_test], [h.name for h in helpers], PlacementPlan())])
+        self.check_ray()
+        return self._await_capacity(lambda: ray_waves(under_test, helpers))
+
+    def check_ray(self) -> None:
+        import ray
 
         if not ray.is_initialized():
             raise RuntimeError("vLLM models need a Ray cluster: call ray.init() (or `toolsweep run`) first")
+
+    def _await_capacity(self, check: Any) -> Any:
+        """`check()` now, or on an autoscaling cluster after asking for the models' GPUs and waiting."""
+        self.check_ray()
         if self.scale_up_timeout_s <= 0:
-            check_ray_cluster(self.models)
-            return
+            return check()
         from ray.autoscaler.sdk import request_resources
 
         from toolsweep.cluster.placement import wait_for_capacity
@@ -81,44 +112,71 @@ class ModelRuntime:
             request_resources(bundles=bundles)
             self._asked_autoscaler = bool(bundles)
 
-        wait_for_capacity(self.models, self.scale_up_timeout_s, check=lambda: check_ray_cluster(self.models),
-                          request=ask, log=self._log)
+        return wait_for_capacity(self.models, self.scale_up_timeout_s, check=check, request=ask, log=self._log)
 
     def start(self) -> dict[str, Any]:
-        """Start what the models need; returns name -> endpoint spec (picklable) for the workers."""
+        """Start every model's servers at once (they must all fit); returns name -> endpoint spec
+        (picklable) for the workers. A sweep whose models do not fit at once runs them in waves
+        (`plan_waves`, `start_models`, `stop_models`)."""
         self.check_resources()
+        self.start_static()
+        return self.start_models([m.name for m in self.vllm_models])
+
+    def start_static(self) -> dict[str, Any]:
+        """The endpoints of the models that need no server started here (openai, hf)."""
         for model in self.models:
             if isinstance(model, (OpenAIModelConfig, HFModelConfig)):
                 self._endpoints[model.name] = static_endpoint(model).model_dump(mode="json")  # type: ignore[union-attr]
             elif not isinstance(model, (ScriptedModelConfig, VLLMModelConfig)):
                 raise ValueError(f"model kind {getattr(model, 'kind', type(model).__name__)!r} is not supported")
-        if self.vllm_models:
-            import ray
-
-            bind_host = "127.0.0.1" if len([n for n in ray.nodes() if n.get("Alive")]) <= 1 else "0.0.0.0"
-            self._bind_host = bind_host
-            for model in self.vllm_models:
-                self._replicas[model.name] = [_Replica(i) for i in range(model.replicas)]
-                self._generation[model.name] = 0
-            jobs = [(m, r) for m in self.vllm_models for r in self._replicas[m.name]]
-            try:
-                with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
-                    list(pool.map(lambda job: self._start_replica(*job), jobs))
-            except BaseException:
-                self.stop()
-                raise
-            for model in self.vllm_models:
-                self._endpoints[model.name] = self._vllm_endpoint(model)
         return dict(self._endpoints)
 
-    def _start_replica(self, model: VLLMModelConfig, replica: _Replica) -> None:
+    def running(self) -> list[str]:
+        """The vLLM models whose servers are up now."""
+        return list(self._replicas)
+
+    def start_models(self, names: list[str]) -> dict[str, Any]:
+        """Start the servers of these vLLM models that are not up yet (a wave's, and its helpers');
+        returns every endpoint known now. Replicas start `start_stagger_s` apart (see the field); a
+        failed start stops what this call started and raises."""
+        import ray
+
+        todo = [m for m in self.vllm_models if m.name in names and m.name not in self._replicas]
+        if not todo:
+            return dict(self._endpoints)
+        if not hasattr(self, "_bind_host"):
+            self._bind_host = "127.0.0.1" if len([n for n in ray.nodes() if n.get("Alive")]) <= 1 else "0.0.0.0"
+        for model in todo:
+            self._replicas[model.name] = [_Replica(i) for i in range(model.replicas)]
+            # a model started again (a later wave, a resumed run) has new URLs: clients must not reuse old ones
+            self._generation[model.name] = self._generation.get(model.name, -1) + 1
+        jobs = [(m, r) for m in todo for r in self._replicas[m.name]]
+        delays, at = [], 0.0
+        for m, _ in jobs:
+            delays.append(at)
+            at += m.start_stagger_s
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+                list(pool.map(lambda job: self._start_replica(*job[0], delay_s=job[1]), zip(jobs, delays)))
+        except BaseException:
+            self.stop_models([m.name for m in todo])
+            raise
+        now = time.time()
+        for model in todo:
+            self._endpoints[model.name] = self._vllm_endpoint(model)
+            self.events.append((now, "up", model.name, self.wave_label))
+        return dict(self._endpoints)
+
+    def _start_replica(self, model: VLLMModelConfig, replica: _Replica, delay_s: float = 0.0) -> None:
         import ray
 
         from toolsweep.actors.model_server import launch_replica
 
+        if delay_s > 0:
+            time.sleep(delay_s)
         replica.actor, replica.placement_group = launch_replica(
             model, replica.index, bind_host=getattr(self, "_bind_host", "127.0.0.1"),
-            log_dir=self.log_dir, placement_group=replica.placement_group,
+            log_dir=self.log_dir, placement_group=replica.placement_group, api_key=self._api_key,
         )
         if replica.placement_group is not None:
             ray.get(replica.placement_group.ready(), timeout=model.startup_timeout_s)
@@ -140,6 +198,7 @@ class ModelRuntime:
             extra_body=model.extra_body,
             system_prompt=model.system_prompt,
             generation=self._generation[model.name],
+            api_key=self._api_key,
         ).model_dump(mode="json")
 
     def endpoints(self) -> dict[str, Any]:
@@ -197,7 +256,10 @@ class ModelRuntime:
 
     def restart_counts(self) -> dict[str, int]:
         """Replica restarts per served model in this run (summary.json and MLflow report them)."""
-        return {name: sum(r.restarts for r in reps) for name, reps in self._replicas.items()}
+        counts = dict(self._past_restarts)
+        for name, reps in self._replicas.items():
+            counts[name] = counts.get(name, 0) + sum(r.restarts for r in reps)
+        return counts
 
     def replica_actors(self, model_name: str) -> list[Any]:
         return [r.actor for r in self._replicas.get(model_name, [])]
@@ -252,11 +314,18 @@ class ModelRuntime:
 
             request_resources(bundles=[])
             self._asked_autoscaler = False
-        if not self._replicas:
-            return
+        self.stop_models(list(self._replicas))
 
+    def stop_models(self, names: list[str]) -> None:
+        """Stop these models' servers and free their placement groups (their GPUs go to the next
+        wave); their endpoints are withdrawn."""
+        import ray
+
+        stopping = {n: self._replicas[n] for n in names if n in self._replicas}
+        if not stopping:
+            return
         refs = []
-        for replicas in self._replicas.values():
+        for replicas in stopping.values():
             for r in replicas:
                 if r.actor is not None:
                     try:
@@ -269,7 +338,7 @@ class ModelRuntime:
                 ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
             except Exception:  # noqa: BLE001 - a dead actor's server died with it (PDEATHSIG)
                 pass
-        for replicas in self._replicas.values():
+        for replicas in stopping.values():
             for r in replicas:
                 if r.actor is not None:
                     try:
@@ -283,4 +352,9 @@ class ModelRuntime:
                     except Exception:  # noqa: BLE001
                         pass
                     r.placement_group = None
-        self._replicas.clear()
+        now = time.time()
+        for name in stopping:
+            self._past_restarts[name] = self._past_restarts.get(name, 0) + sum(r.restarts for r in stopping[name])
+            del self._replicas[name]
+            self._endpoints.pop(name, None)
+            self.events.append((now, "down", name, self.wave_label))

@@ -136,6 +136,10 @@ class VLLMModelConfig(_LLMBase):
         description="Environment of the server process, e.g. VLLM_CPU_KVCACHE_SPACE (GiB) on CPU.",
     )
     startup_timeout_s: float = Field(900.0, gt=0, description="Engine start incl. weight loading.")
+    start_stagger_s: float = Field(
+        2.0, ge=0, description="Seconds between the starts of this model's replicas (and after them, the next "
+        "model's): vLLM engines that start together on one node race for the ports of their internal "
+        "torch.distributed and ZMQ channels and profile GPU memory while a neighbour is still loading.")
     python: str | None = Field(None, description="Python that runs the server; None = the actor's.")
 
     @field_validator("path")

@@ -29,6 +29,13 @@ from typing import Any
 
 from toolsweep.models.config import VLLMModelConfig
 
+SECRET_ENV = frozenset({"VLLM_API_KEY"})
+"""Environment variables of the server that hold a secret: never copied into a manifest or a log."""
+PORT_TRIES = 5
+"""Starts tried on fresh ports when the one picked was taken between picking and binding (EADDRINUSE):
+`free_port` can only name a port that was free a moment ago, the server binds it seconds later."""
+_ADDR_IN_USE = ("Address already in use", "Errno 98", "EADDRINUSE")
+
 # Names of the segments vLLM, torch and Python's multiprocessing create in /dev/shm.
 SHM_PREFIXES = ("psm_", "vllm", "torch_", "sem.mp-", "mp-")
 # A segment younger than this may belong to a process that is still mapping it.
@@ -195,10 +202,13 @@ class VLLMServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         log_dir: str | Path | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.config = config
         self.host = host
         self.port = port
+        self._fixed_port = port is not None
+        self._api_key = api_key
         self.log_dir = Path(log_dir or Path(tempfile.gettempdir()) / "toolsweep-vllm")
         self.log_path: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -233,6 +243,10 @@ class VLLMServer:
         env.setdefault("TRANSFORMERS_OFFLINE", "1")
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
         env.setdefault("DO_NOT_TRACK", "1")
+        if self._api_key:
+            # vLLM's server requires `Authorization: Bearer <key>` on /v1 when VLLM_API_KEY is set; in the
+            # environment, not as --api-key, so no command line (ps, the log's args line, the manifest) shows it
+            env["VLLM_API_KEY"] = self._api_key
         return env
 
     @property
@@ -253,7 +267,28 @@ class VLLMServer:
                 "(for SmolLM2 run `toolsweep models prepare smollm2`)"
             )
         cleanup_orphan_shm()
-        self.port = self.port or free_port(self.host)
+        for attempt in range(1, PORT_TRIES + 1):
+            self.port = self.port if self._fixed_port else free_port(self.host)
+            try:
+                self._launch(wait)
+                break
+            except RuntimeError as err:
+                if self._fixed_port or attempt == PORT_TRIES or not any(s in str(err) for s in _ADDR_IN_USE):
+                    raise
+                self.port_retries = attempt  # another process bound the port first: try a fresh one
+        if stale_shm:
+            # After our own start: by now the predecessor's processes (stopped by its supervisor)
+            # have let go of their segments.
+            self._stale_shm_removed = remove_unused_shm(stale_shm)
+        return self.base_url
+
+    port_retries = 0
+
+    def _launch(self, wait: bool) -> None:
+        """One start of the server process on `self.port` (and the wait until it is healthy)."""
+        if getattr(self, "_lifeline", None) is not None:  # a try that failed: its pipe is not needed
+            os.close(self._lifeline)
+            self._lifeline = None
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"{self.config.name}-{self.port}.log"
         log = open(self.log_path, "ab")
@@ -268,11 +303,6 @@ class VLLMServer:
         log.close()
         if wait:
             self.wait_healthy()
-        if stale_shm:
-            # After our own start: by now the predecessor's processes (stopped by its supervisor)
-            # have let go of their segments.
-            self._stale_shm_removed = remove_unused_shm(stale_shm)
-        return self.base_url
 
     def log_tail(self, n: int = 40) -> str:
         if self.log_path is None or not self.log_path.exists():
@@ -280,9 +310,12 @@ class VLLMServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
     def _get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
-        url = f"http://{self.host}:{self.port}{path}"
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        request = urllib.request.Request(f"http://{host}:{self.port}{path}")
+        if self._api_key:
+            request.add_header("Authorization", f"Bearer {self._api_key}")
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
                 return resp.status, resp.read().decode(errors="replace")
         except urllib.error.HTTPError as exc:
             return exc.code, ""
