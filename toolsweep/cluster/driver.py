@@ -244,6 +244,7 @@ def _infrastructure_metrics(counts: dict[str, Any] | None) -> dict[str, float]:
     out = {f"infra/{cell.replace('|', '/')}/timeouts": float(n) for cell, n in counts.get("timeouts_by_cell", {}).items()}
     out.update({f"infra/{model}/replica_restarts": float(n) for model, n in counts.get("replica_restarts_by_model", {}).items()})
     out["infra/units_in_failures_jsonl"] = float(counts.get("units_in_failures_jsonl", 0))
+    out.update(counts.get("waves") or {})  # each model's wave, the switches, the share with no model serving
     return out
 
 
@@ -364,7 +365,7 @@ def run_sweep(
         with rollout_workers(planned, models, todo, log) as scheduler:
             # the MLflow mirror opens while the workers build their benchmarks: both take seconds
             with result_sink(planned, log) as sink:
-                stats, skipped = run_units(planned, scheduler, sink, todo, progress, log)
+                stats, skipped = run_units(planned, scheduler, sink, todo, progress, log, models)
                 return finish(planned, models, sink, stats, skipped)
 
 
@@ -421,6 +422,8 @@ class Models:
 
     runtime: Any
     endpoints: dict[str, Any]
+    waves: Any = None  # a `placement.WavePlan`; more than one wave: servers start and stop per wave
+    timeline: Any = None  # the `waves.WaveTimeline` of this run (set by `run_units` when it ran waves)
 
 
 @contextmanager
@@ -436,38 +439,50 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
     started_ray = _connect_ray(config.ray_address, log)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
-    runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log)
+    runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log,
+                           helpers=[h.name for h in config.helpers if h.name not in {m.name for m in config.models}])
     try:
-        endpoints = runtime.start()
-        _preflight(config, endpoints, log)
-        _write_manifest(plan, runtime)
-        yield Models(runtime, endpoints)
+        waves = runtime.plan_waves()
+        endpoints = runtime.start_static()
+        if len(waves.waves) == 1:
+            endpoints = runtime.start_models([m.name for m in runtime.vllm_models])
+            _preflight(config, endpoints, log)
+        else:
+            log(waves.describe())  # each wave's servers start when the wave begins (`run_units`)
+        _write_manifest(plan, runtime, waves)
+        yield Models(runtime, endpoints, waves)
     finally:
         runtime.stop()
         if started_ray:
             ray.shutdown()
 
 
-def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log) -> None:
-    """Every helper answers and every model's replies parse into valid actions, before any unit."""
-    if config.preflight and config.helpers:
+def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log, models: list[Any] | None = None,
+               helpers: bool = True) -> None:
+    """Every helper answers and every model's replies parse into valid actions, before any unit (in a
+    sweep that runs in waves: before each wave's first unit, for the models of that wave)."""
+    models = list(config.models) if models is None else models
+    if config.preflight and helpers and config.helpers:
         from toolsweep.cluster.preflight import HelpersUnreachable, check_helpers
 
         log("preflight: checking that every helper model answers")
         unreachable = check_helpers(list(config.helpers), endpoints)
         if unreachable:
             raise HelpersUnreachable(unreachable)
-    if config.preflight and any(m.kind != "scripted" for m in config.models):
+    if config.preflight and any(m.kind != "scripted" for m in models):
         from toolsweep.cluster.preflight import require_preflight
 
         log("preflight: checking that every model's replies parse into valid actions")
-        require_preflight(list(config.models), list(config.benchmarks), endpoints, on_result=lambda r: log(r.line()))
+        require_preflight(models, list(config.benchmarks), endpoints, on_result=lambda r: log(r.line()))
 
 
-def _write_manifest(plan: SweepPlan, runtime: Any) -> None:
-    """A new or changed config gets a manifest (the earlier configs kept in its history)."""
+def _write_manifest(plan: SweepPlan, runtime: Any, waves: Any = None) -> None:
+    """A new or changed config gets a manifest (the earlier configs kept in its history); the waves the
+    models run in are recorded as planned for this cluster."""
     run_dir, config = plan.run_dir, plan.config
     if run_dir.exists() and run_dir.read_manifest().get("config_sha256") == config.config_sha256():
+        if waves is not None and run_dir.read_manifest().get("waves") != waves.as_json():
+            run_dir.write_manifest({**run_dir.read_manifest(), "waves": waves.as_json()})
         return
     stops: dict[str, dict[str, list[str]]] = {}
     for p in plan.plans:
@@ -475,6 +490,8 @@ def _write_manifest(plan: SweepPlan, runtime: Any) -> None:
             if seq := plan.benchmarks[p.benchmark].stop_sequences(s):
                 stops.setdefault(p.benchmark, {})[s] = seq
     manifest = build_manifest(config, plan.fingerprints, runtime.manifest(), stops)
+    if waves is not None:
+        manifest["waves"] = waves.as_json()
     run_dir.write_manifest(_with_history(run_dir, manifest))
 
 
@@ -518,9 +535,10 @@ def result_sink(plan: SweepPlan, log: Log) -> Iterator[Any]:
 
 
 def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: bool,
-              log: Log) -> tuple[Any, int]:
+              log: Log, models: Models | None = None) -> tuple[Any, int]:
     """Phase 3c: lease the units the sink has not seen to the workers, recording each result as it
-    comes; returns the scheduler's stats (None when there was nothing to run) and the units skipped."""
+    comes (wave by wave when the models do not fit at once: `cluster.waves`); returns the scheduler's
+    stats (None when there was nothing to run) and the units skipped."""
     from toolsweep.cluster.progress import make_progress
     from toolsweep.cluster.scheduler import frozen_heap
 
@@ -535,18 +553,45 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
         with make_progress(len(todo), plan.config.name, progress, log) as bar, frozen_heap():
             scheduler.record = sink.add
             scheduler.progress = bar
-            stats = scheduler.run(todo)
+            if models is not None and models.waves is not None and len(models.waves.waves) > 1:
+                stats = _run_in_waves(plan, models, scheduler, todo, bar, log)
+            else:
+                stats = scheduler.run(todo)
     _update_failures(plan.run_dir, stats.gave_up if stats else [], plan.config.max_attempts, log)
     if stats is not None and stats.config_error is not None:
         raise EndpointMisconfigured(stats.config_error)  # the sink closes as FAILED
     return stats, skipped
 
 
+def _run_in_waves(plan: SweepPlan, models: Models, scheduler: Any, todo: Any, bar: Any, log: Log) -> Any:
+    """The run phase of a sweep whose models run in waves: each wave's servers up, its models'
+    preflight, its units, its servers down; the timeline is kept on `models` for the summary."""
+    from toolsweep.cluster.waves import run_waves
+
+    checked_helpers: list[bool] = []
+
+    def check(wave: Any, endpoints: dict[str, Any]) -> None:
+        _preflight(plan.config, endpoints, log, [m for m in plan.config.models if m.name in wave.models],
+                   helpers=not checked_helpers)
+        checked_helpers.append(True)
+
+    stats, models.timeline = run_waves(models.waves, models.runtime, scheduler, todo, bar=bar,
+                                       desc=plan.config.name, log=log, check=check)
+    if models.timeline.text():
+        log(models.timeline.text())
+    return stats
+
+
 def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int) -> RunOutcome:
     """Phase 4: summary.json with full-B intervals, report.html and plots, the final MLflow state."""
     sink.end_run()  # the live table is freed before the summary builds its own
-    cells, text = finalize_run(plan.run_dir, plan.config, plan.benchmarks, unit_ids=plan.unit_ids,
-                               extra={"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)})
+    extra: dict[str, Any] = {"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)}
+    if models.timeline is not None and models.timeline.records:
+        extra["waves"] = models.timeline.as_json()
+        extra["infrastructure"]["waves"] = models.timeline.metrics()
+    cells, text = finalize_run(plan.run_dir, plan.config, plan.benchmarks, unit_ids=plan.unit_ids, extra=extra)
+    if models.timeline is not None and models.timeline.text():
+        text += "\n\n" + models.timeline.text()
     sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
     return RunOutcome(
         run_dir=plan.run_dir, total_units=len(plan.units), skipped=skipped,
