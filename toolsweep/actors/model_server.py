@@ -62,6 +62,7 @@ class ModelServer:
             "ready_after_s": self.server.ready_after_s,
             "log": str(self.server.log_path),
             "shm": self.server.tracked_shm,
+            "kv": self.server.kv_capacity(),
         }
 
     def health(self) -> bool:

@@ -381,6 +381,7 @@ class SweepPlan:
     run_dir: RunDirectory
     extra_benchmarks: dict[str, str]
     unit_ids: UnitIds = field(default_factory=UnitIds)
+    rope_reasons: dict[str, str] = field(default_factory=dict)  # why each `rope_scaling: auto` model got its rope
 
     def __post_init__(self) -> None:
         self.unit_ids = self.units.id_set()  # shares the unit space's digests: no copy
@@ -399,6 +400,7 @@ def plan_sweep(config: SweepConfig, log: Log = _stderr,
     from toolsweep.cluster.plan import check_budgets
     from toolsweep.evaluator.registry import extra_benchmarks as registered_extras
 
+    config, rope_reasons = resolve_rope_scaling(config, log)
     finished = _finished_already(config, log)
     if finished is not None:
         return finished
@@ -413,7 +415,46 @@ def plan_sweep(config: SweepConfig, log: Log = _stderr,
             return finished
     check_budgets(config, log)  # before any engine starts
     return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir,
-                     {**registered_extras(), **(extra_benchmarks or {})})
+                     {**registered_extras(), **(extra_benchmarks or {})}, rope_reasons=rope_reasons)
+
+
+def resolve_rope_scaling(config: SweepConfig, log: Log) -> tuple[SweepConfig, dict[str, str]]:
+    """The config with each `rope_scaling: auto` model's choice written in (engine_args.hf_overrides and
+    max_model_len, `models.sizing.choose_rope_scaling`), so the unit ids and the manifest carry what the
+    server runs; returns it with the reason per model. Cells are measured as `toolsweep plan` does."""
+    from toolsweep.models.config import VLLMModelConfig
+    from toolsweep.models.sizing import choose_rope_scaling, native_window, needed_tokens
+
+    auto = [m for m in config.models if isinstance(m, VLLMModelConfig) and m.rope_scaling == "auto"]
+    if not auto:
+        return config, {}
+    from toolsweep.cluster.plan import plan_rows
+
+    # measured without a window, so no cell is capped by the one being chosen
+    unbounded = [m.model_copy(update={"engine_args": m.engine_args.model_copy(update={"max_model_len": None})})
+                 for m in auto]
+    needed = needed_tokens(plan_rows(config.model_copy(update={"models": unbounded}), n_tasks=2))
+    reasons: dict[str, str] = {}
+    models = []
+    for m in config.models:
+        if m not in auto:
+            models.append(m)
+            continue
+        scaling, window, why = choose_rope_scaling(native_window(m.path), needed.get(m.name))
+        extra = dict(m.engine_args.model_extra or {})
+        overrides = {k: v for k, v in dict(extra.get("hf_overrides") or {}).items() if k != "rope_scaling"}
+        if scaling is not None:
+            overrides["rope_scaling"] = scaling
+        engine = m.engine_args.model_dump()
+        engine.pop("hf_overrides", None)
+        if overrides:
+            engine["hf_overrides"] = overrides
+        if window is not None:
+            engine["max_model_len"] = window
+        models.append(m.model_copy(update={"engine_args": type(m.engine_args).model_validate(engine)}))
+        reasons[m.name] = why
+        log(f"model {m.name}: {why}")
+    return config.model_copy(update={"models": models}), reasons
 
 
 @dataclass
@@ -440,7 +481,10 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
     runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log,
-                           helpers=[h.name for h in config.helpers if h.name not in {m.name for m in config.models}])
+                           helpers=[h.name for h in config.helpers if h.name not in {m.name for m in config.models}],
+                           episode_tokens=_episode_tokens(config, log))
+    for name, why in plan.rope_reasons.items():
+        runtime.sizing.setdefault(name, {})["rope_scaling"] = why
     try:
         waves = runtime.plan_waves()
         endpoints = runtime.start_static()
@@ -455,6 +499,24 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
         runtime.stop()
         if started_ray:
             ray.shutdown()
+
+
+def _episode_tokens(config: SweepConfig, log: Log) -> dict[str, int]:
+    """Per vLLM model under test, the tokens one episode holds at its longest (the cells measured as
+    `toolsweep plan` does): what its in-flight cap is sized by (`models.sizing`)."""
+    from toolsweep.models.config import VLLMModelConfig
+    from toolsweep.models.sizing import episode_tokens
+
+    served = [m for m in config.models if isinstance(m, VLLMModelConfig)]
+    if not served:
+        return {}
+    from toolsweep.cluster.plan import plan_rows
+
+    try:
+        return episode_tokens(plan_rows(config.model_copy(update={"models": served}), n_tasks=2))
+    except Exception as exc:  # noqa: BLE001 - sizing falls back to max_num_seqs, said in the log
+        log(f"could not measure the cells' prompt sizes ({type(exc).__name__}: {exc}); in-flight caps follow max_num_seqs")
+        return {}
 
 
 def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log, models: list[Any] | None = None,
@@ -586,6 +648,8 @@ def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int)
     """Phase 4: summary.json with full-B intervals, report.html and plots, the final MLflow state."""
     sink.end_run()  # the live table is freed before the summary builds its own
     extra: dict[str, Any] = {"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)}
+    if getattr(models.runtime, "sizing", None):
+        extra["servers"] = models.runtime.sizing  # each server's in-flight cap and rope scaling, with the reason
     if models.timeline is not None and models.timeline.records:
         extra["waves"] = models.timeline.as_json()
         extra["infrastructure"]["waves"] = models.timeline.metrics()
@@ -676,7 +740,9 @@ def _start_workers(
     scheduler = Scheduler(
         make_worker, n_workers, lambda results: None,
         per_worker=config.concurrency.episodes_per_worker,
-        per_model={m.name: m.in_flight_cap() for m in config.models},
+        # a served model's cap as its runtime sized it (KV capacity); a later wave's is set when it starts
+        per_model={m.name: endpoints[m.name]["max_in_flight"] if m.name in endpoints else m.in_flight_cap()
+                   for m in config.models},
         spares_per_worker=config.concurrency.resolved_spares(),
         max_attempts=config.max_attempts,
         on_infra_error=lambda model: _heal(runtime, [model, *(h.name for h in config.helpers)]),

@@ -36,6 +36,7 @@ class ModelRuntime:
     def __init__(
         self, models: list[Any], *, log_dir: str | None = None, health_timeout_s: float = 30.0,
         scale_up_timeout_s: float = 0.0, log: Any = None, helpers: list[str] | None = None,
+        episode_tokens: dict[str, int] | None = None,
     ) -> None:
         self.models = list(models)
         # names of the models that are helpers only (placed beside every wave, see `plan_waves`)
@@ -47,6 +48,10 @@ class ModelRuntime:
         # (time.time(), "up" | "down", model, wave label): when each model's servers served
         self.events: list[tuple[float, str, str, str]] = []
         self.wave_label = ""
+        # per model, the tokens one episode holds at its longest (measured cells); sizes the in-flight cap
+        self.episode_tokens = dict(episode_tokens or {})
+        # per model, how its servers were sized and why (`toolsweep.models.sizing`)
+        self.sizing: dict[str, dict[str, Any]] = {}
         # > 0: an autoscaling cluster; the models' GPUs are asked for and waited for this long.
         self.scale_up_timeout_s = scale_up_timeout_s
         self._log = log or (lambda _msg: None)
@@ -186,13 +191,32 @@ class ModelRuntime:
         if model.name not in self._describe:
             self._describe[model.name] = ray.get(replica.actor.describe.remote(), timeout=600)
 
+    def _per_replica_cap(self, model: VLLMModelConfig) -> int:
+        """Requests in flight per replica from the smallest KV capacity its replicas report and the
+        model's longest measured episode (`sizing.in_flight_per_replica`); recorded with its reason."""
+        from toolsweep.models.sizing import in_flight_per_replica
+
+        kvs = [(r.address.get("kv") or {}).get("kv_tokens") for r in self._replicas[model.name]]
+        kv = min((k for k in kvs if k), default=None)
+        override = model.max_in_flight if "max_in_flight" in model.model_fields_set else None
+        cap, why = in_flight_per_replica(kv_tokens=kv, tokens_per_episode=self.episode_tokens.get(model.name),
+                                         max_num_seqs=model.engine_args.max_num_seqs, default=model.max_in_flight,
+                                         override=override)
+        entry = {"in_flight_per_replica": cap, "replicas": model.replicas, "rule": why, "kv_tokens": kv,
+                 "tokens_per_episode": self.episode_tokens.get(model.name),
+                 "max_num_seqs": model.engine_args.max_num_seqs}
+        if self.sizing.get(model.name, {}).get("rule") != why:
+            self._log(f"model {model.name}: {cap} requests in flight per replica ({why})")
+        self.sizing[model.name] = {**self.sizing.get(model.name, {}), **entry}
+        return cap
+
     def _vllm_endpoint(self, model: VLLMModelConfig) -> dict[str, Any]:
         return Endpoint(
             kind="openai",
             name=model.name,
             model=model.served_model_name,
             base_urls=[r.address["base_url"] for r in self._replicas[model.name]],
-            max_in_flight=model.in_flight_cap(),
+            max_in_flight=self._per_replica_cap(model) * model.replicas,
             timeout_s=model.timeout_s,
             max_retries=model.max_retries,
             extra_body=model.extra_body,

@@ -111,7 +111,7 @@ def merge_stats(total: Any, part: Any) -> Any:
     return total
 
 
-def enter_wave(runtime: Any, wave: Any, workers: list[Any], log: Log, n_waves: int) -> dict[str, Any]:
+def enter_wave(runtime: Any, wave: Any, scheduler: Any, log: Log, n_waves: int) -> dict[str, Any]:
     """Stop the servers no longer needed, start this wave's (its helpers stay up), and hand every worker
     the endpoints before any unit of the wave is leased; returns the endpoints."""
     import ray
@@ -121,8 +121,11 @@ def enter_wave(runtime: Any, wave: Any, workers: list[Any], log: Log, n_waves: i
     runtime.wave_label = wave.label
     log(f"{wave.label} of {n_waves}: starting {', '.join(wave.models)}")
     endpoints = runtime.start_models([*wave.models, *wave.helpers])
+    for name in wave.models:  # in-flight caps as the runtime sized the servers just started
+        if name in endpoints and hasattr(scheduler, "per_model"):
+            scheduler.per_model[name] = endpoints[name]["max_in_flight"]
     # waited for: a unit leased after this must find its model's endpoint at the worker
-    ray.get([w.update_endpoints.remote(endpoints) for w in workers])
+    ray.get([w.update_endpoints.remote(endpoints) for w in scheduler.workers])
     return endpoints
 
 
@@ -142,7 +145,7 @@ def run_waves(
             continue
         record = WaveRecord(wave.index, list(wave.models), units=len(units), started_at=time.time())
         timeline.records.append(record)
-        endpoints = enter_wave(runtime, wave, scheduler.workers, log, n)
+        endpoints = enter_wave(runtime, wave, scheduler, log, n)
         check(wave, endpoints)
         record.serving_at = time.time()
         if hasattr(bar, "set_description"):

@@ -141,6 +141,11 @@ class VLLMModelConfig(_LLMBase):
         "model's): vLLM engines that start together on one node race for the ports of their internal "
         "torch.distributed and ZMQ channels and profile GPU memory while a neighbour is still loading.")
     python: str | None = Field(None, description="Python that runs the server; None = the actor's.")
+    rope_scaling: Literal["auto"] | None = Field(
+        None, description="auto: YaRN only when the sweep's longest cell needs more than the model's native window "
+        "(config.json max_position_embeddings), with the smallest documented factor (2 or 4) that covers it; the "
+        "choice, and why, is written into the run's config (engine_args.hf_overrides, max_model_len) before any "
+        "unit id is made. None: engine_args as given.")
 
     @field_validator("path")
     @classmethod

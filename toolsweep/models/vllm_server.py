@@ -275,6 +275,7 @@ class VLLMServer:
             except RuntimeError as err:
                 if self._fixed_port or attempt == PORT_TRIES or not any(s in str(err) for s in _ADDR_IN_USE):
                     raise
+                self.stop()  # whatever the failed try left running
                 self.port_retries = attempt  # another process bound the port first: try a fresh one
         if stale_shm:
             # After our own start: by now the predecessor's processes (stopped by its supervisor)
@@ -321,6 +322,13 @@ class VLLMServer:
             return exc.code, ""
         except (urllib.error.URLError, OSError, TimeoutError):
             return 0, ""
+
+    def kv_capacity(self) -> dict[str, int] | None:
+        """The engine's KV-cache capacity as it reports it on /metrics (None when it does not)."""
+        from toolsweep.models.sizing import kv_capacity
+
+        status, text = self._get("/metrics")
+        return kv_capacity(text) if status == 200 else None
 
     def healthy(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:
