@@ -48,16 +48,21 @@ def main() -> None:
     p.add_argument("--served-model-name")
     p.add_argument("--host")
     p.add_argument("--port", type=int)
+    p.add_argument("--lora-modules", nargs="+", default=[])
     args, engine_flags = p.parse_known_args(argv)
+    loras = dict(m.split("=", 1) for m in args.lora_modules)  # name -> adapter directory, as vLLM takes them
+    served = [args.served_model_name, *loras]
+    if loras:
+        engine_flags += ["--lora-modules", *args.lora_modules]
     delay = float(os.environ.get("FAKE_VLLM_STARTUP_S", "0.3"))
     latency = float(os.environ.get("FAKE_VLLM_LATENCY_S", "0"))
     key = os.environ.get("VLLM_API_KEY")
     events = os.environ.get("FAKE_VLLM_EVENTS")
 
-    def event(kind: str) -> None:
+    def event(kind: str, name: str | None = None) -> None:
         if events:
             with open(events, "a") as f:
-                f.write(f"{time.time():.6f} {kind} {args.served_model_name} {args.port}\n")
+                f.write(f"{time.time():.6f} {kind} {name or args.served_model_name} {args.port}\n")
 
     event("up")
     if key and os.environ.get("FAKE_VLLM_KEYFILE"):
@@ -82,7 +87,7 @@ def main() -> None:
     async def models(request):
         if not authorized(request):
             return denied()
-        return web.json_response({"object": "list", "data": [{"id": args.served_model_name, "object": "model"}]})
+        return web.json_response({"object": "list", "data": [{"id": name, "object": "model"} for name in served]})
 
     def authorized(request) -> bool:
         return not key or request.headers.get("Authorization") == f"Bearer {key}"
@@ -102,7 +107,9 @@ def main() -> None:
         if not authorized(request):
             return denied()
         body = await request.json()
-        event("req")
+        if body.get("model") not in served:  # as vLLM: a model (or LoRA module) it does not serve
+            return web.json_response({"error": {"message": f"model {body.get('model')} does not exist"}}, status=404)
+        event("req", body["model"])
         if latency:
             await asyncio.sleep(latency)
         messages = body["messages"]

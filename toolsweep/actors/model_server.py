@@ -34,13 +34,13 @@ class ModelServer:
     """Ray actor body: one `VLLMServer` child process and what the manifest needs from this node."""
 
     def __init__(self, config: dict[str, Any], replica: int, bind_host: str = "127.0.0.1", log_dir: str | None = None,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, lora_modules: dict[str, str] | None = None) -> None:
         from toolsweep.models.vllm_server import VLLMServer
 
         self.config = VLLMModelConfig.model_validate(config)
         self.replica = replica
         # the key reaches the server through its environment, set here in-process (never a command line)
-        self.server = VLLMServer(self.config, host=bind_host, log_dir=log_dir, api_key=api_key)
+        self.server = VLLMServer(self.config, host=bind_host, log_dir=log_dir, api_key=api_key, lora_modules=lora_modules)
 
     def start(self, stale_shm: list[str] | None = None) -> dict[str, Any]:
         """Start the server and wait until it is healthy; returns how to reach it. `stale_shm`:
@@ -99,6 +99,7 @@ def launch_replica(
     log_dir: str | None = None,
     placement_group: Any = None,
     api_key: str | None = None,
+    lora_modules: dict[str, str] | None = None,
 ) -> tuple[Any, Any]:
     """Create the actor of one replica (not yet started); returns (actor, placement_group).
 
@@ -122,5 +123,5 @@ def launch_replica(
             num_gpus=res["GPU"],
             scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=0),
         )
-    actor = actor_cls.options(**options).remote(config.model_dump(mode="json"), replica, bind_host, log_dir, api_key)
+    actor = actor_cls.options(**options).remote(config.model_dump(mode="json"), replica, bind_host, log_dir, api_key, lora_modules)
     return actor, placement_group

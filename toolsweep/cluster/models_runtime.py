@@ -17,7 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from toolsweep.models.client import Endpoint
-from toolsweep.models.config import HFModelConfig, OpenAIModelConfig, ScriptedModelConfig, VLLMModelConfig
+from toolsweep.models.config import (
+    HFModelConfig,
+    OpenAIModelConfig,
+    ScriptedModelConfig,
+    VLLMModelConfig,
+    lora_server_config,
+    server_groups,
+)
 from toolsweep.models.factory import static_endpoint
 
 
@@ -68,6 +75,10 @@ class ModelRuntime:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"models[].name must be unique; repeated: {', '.join(dupes)}")
+        # servers by name -> the models each serves (LoRA adapters of one base share its server)
+        self._servers = server_groups(self.vllm_models)
+        self._server_of = {m.name: server for server, members in self._servers.items() for m in members}
+        self._server_cfg: dict[str, tuple[VLLMModelConfig, dict[str, str]]] = {}
 
     @property
     def vllm_models(self) -> list[VLLMModelConfig]:
@@ -138,7 +149,13 @@ class ModelRuntime:
 
     def running(self) -> list[str]:
         """The vLLM models whose servers are up now."""
-        return list(self._replicas)
+        return [m.name for server in self._replicas for m in self._servers[server]]
+
+    def server_config(self, server: str) -> tuple[VLLMModelConfig, dict[str, str]]:
+        """The config a server starts with and its LoRA modules (name -> adapter directory)."""
+        if server not in self._server_cfg:
+            self._server_cfg[server] = lora_server_config(server, self._servers[server])
+        return self._server_cfg[server]
 
     def start_models(self, names: list[str]) -> dict[str, Any]:
         """Start the servers of these vLLM models that are not up yet (a wave's, and its helpers');
@@ -146,82 +163,95 @@ class ModelRuntime:
         failed start stops what this call started and raises."""
         import ray
 
-        todo = [m for m in self.vllm_models if m.name in names and m.name not in self._replicas]
+        todo = [s for s, members in self._servers.items()
+                if s not in self._replicas and any(m.name in names for m in members)]
         if not todo:
             return dict(self._endpoints)
         if not hasattr(self, "_bind_host"):
             self._bind_host = "127.0.0.1" if len([n for n in ray.nodes() if n.get("Alive")]) <= 1 else "0.0.0.0"
-        for model in todo:
-            self._replicas[model.name] = [_Replica(i) for i in range(model.replicas)]
-            # a model started again (a later wave, a resumed run) has new URLs: clients must not reuse old ones
-            self._generation[model.name] = self._generation.get(model.name, -1) + 1
-        jobs = [(m, r) for m in todo for r in self._replicas[m.name]]
+        for server in todo:
+            self._replicas[server] = [_Replica(i) for i in range(self.server_config(server)[0].replicas)]
+            # a server started again (a later wave, a resumed run) has new URLs: clients must not reuse old ones
+            self._generation[server] = self._generation.get(server, -1) + 1
+        jobs = [(s, r) for s in todo for r in self._replicas[s]]
         delays, at = [], 0.0
-        for m, _ in jobs:
+        for s, _ in jobs:
             delays.append(at)
-            at += m.start_stagger_s
+            at += self.server_config(s)[0].start_stagger_s
         try:
             with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
-                list(pool.map(lambda job: self._start_replica(*job[0], delay_s=job[1]), zip(jobs, delays)))
+                list(pool.map(lambda job: self._start_replica(job[0][0], job[0][1], delay_s=job[1]), zip(jobs, delays)))
         except BaseException:
-            self.stop_models([m.name for m in todo])
+            self.stop_models([m.name for s in todo for m in self._servers[s]])
             raise
         now = time.time()
-        for model in todo:
-            self._endpoints[model.name] = self._vllm_endpoint(model)
-            self.events.append((now, "up", model.name, self.wave_label))
+        for server in todo:
+            for model in self._servers[server]:
+                self._endpoints[model.name] = self._vllm_endpoint(model)
+                self.events.append((now, "up", model.name, self.wave_label))
         return dict(self._endpoints)
 
-    def _start_replica(self, model: VLLMModelConfig, replica: _Replica, delay_s: float = 0.0) -> None:
+    def _start_replica(self, server: str, replica: _Replica, delay_s: float = 0.0) -> None:
         import ray
 
         from toolsweep.actors.model_server import launch_replica
 
+        model, loras = self.server_config(server)
         if delay_s > 0:
             time.sleep(delay_s)
         replica.actor, replica.placement_group = launch_replica(
             model, replica.index, bind_host=getattr(self, "_bind_host", "127.0.0.1"),
             log_dir=self.log_dir, placement_group=replica.placement_group, api_key=self._api_key,
+            lora_modules=loras,
         )
         if replica.placement_group is not None:
             ray.get(replica.placement_group.ready(), timeout=model.startup_timeout_s)
         # A dead predecessor's /dev/shm segments are removed by its successor (same node or not).
         stale = replica.address.get("shm") if replica.address else None
         replica.address = ray.get(replica.actor.start.remote(stale), timeout=model.startup_timeout_s + 60)
-        if model.name not in self._describe:
-            self._describe[model.name] = ray.get(replica.actor.describe.remote(), timeout=600)
+        if server not in self._describe:
+            self._describe[server] = ray.get(replica.actor.describe.remote(), timeout=600)
 
-    def _per_replica_cap(self, model: VLLMModelConfig) -> int:
-        """Requests in flight per replica from the smallest KV capacity its replicas report and the
-        model's longest measured episode (`sizing.in_flight_per_replica`); recorded with its reason."""
+    def _per_replica_cap(self, server: str) -> int:
+        """Requests in flight per replica of a server from the smallest KV capacity its replicas report
+        and the longest measured episode of the models it serves (`sizing.in_flight_per_replica`);
+        recorded with its reason."""
         from toolsweep.models.sizing import in_flight_per_replica
 
-        kvs = [(r.address.get("kv") or {}).get("kv_tokens") for r in self._replicas[model.name]]
+        model = self.server_config(server)[0]
+        members = self._servers[server]
+        kvs = [(r.address.get("kv") or {}).get("kv_tokens") for r in self._replicas[server]]
         kv = min((k for k in kvs if k), default=None)
-        override = model.max_in_flight if "max_in_flight" in model.model_fields_set else None
-        cap, why = in_flight_per_replica(kv_tokens=kv, tokens_per_episode=self.episode_tokens.get(model.name),
+        overrides = [m.max_in_flight for m in members if "max_in_flight" in m.model_fields_set]
+        tokens = max((self.episode_tokens[m.name] for m in members if m.name in self.episode_tokens), default=None)
+        cap, why = in_flight_per_replica(kv_tokens=kv, tokens_per_episode=tokens,
                                          max_num_seqs=model.engine_args.max_num_seqs, default=model.max_in_flight,
-                                         override=override)
+                                         override=min(overrides) if overrides else None)
         entry = {"in_flight_per_replica": cap, "replicas": model.replicas, "rule": why, "kv_tokens": kv,
-                 "tokens_per_episode": self.episode_tokens.get(model.name),
-                 "max_num_seqs": model.engine_args.max_num_seqs}
-        if self.sizing.get(model.name, {}).get("rule") != why:
-            self._log(f"model {model.name}: {cap} requests in flight per replica ({why})")
-        self.sizing[model.name] = {**self.sizing.get(model.name, {}), **entry}
+                 "tokens_per_episode": tokens, "max_num_seqs": model.engine_args.max_num_seqs,
+                 "serves": [m.name for m in members]}
+        if self.sizing.get(server, {}).get("rule") != why:
+            self._log(f"server {server}: {cap} requests in flight per replica ({why})")
+        self.sizing[server] = {**self.sizing.get(server, {}), **entry}
         return cap
 
     def _vllm_endpoint(self, model: VLLMModelConfig) -> dict[str, Any]:
+        """A model's endpoint: its server's replicas, under its own name there (a LoRA module's name, or
+        the server's served name); the server's cap is shared by the models it serves."""
+        server = self._server_of[model.name]
+        config = self.server_config(server)[0]
+        members = self._servers[server]
         return Endpoint(
             kind="openai",
             name=model.name,
-            model=model.served_model_name,
-            base_urls=[r.address["base_url"] for r in self._replicas[model.name]],
-            max_in_flight=self._per_replica_cap(model) * model.replicas,
+            model=model.name if model.adapter else config.served_model_name,
+            base_urls=[r.address["base_url"] for r in self._replicas[server]],
+            max_in_flight=max(1, self._per_replica_cap(server) * config.replicas // len(members)),
             timeout_s=model.timeout_s,
             max_retries=model.max_retries,
             extra_body=model.extra_body,
             system_prompt=model.system_prompt,
-            generation=self._generation[model.name],
+            generation=self._generation[server],
             api_key=self._api_key,
         ).model_dump(mode="json")
 
@@ -245,13 +275,13 @@ class ModelRuntime:
         """Called after an infra_error of `model_name`: restart its dead replicas; returns every
         model's endpoint spec (the workers replace theirs with it; a restarted replica has a new
         URL). The scheduler requeues the episodes that were in flight on the dead replica."""
-        model = next((m for m in self.vllm_models if m.name == model_name), None)
-        if model is None:
+        server = self._server_of.get(model_name)
+        if server is None:
             return dict(self._endpoints)
         import ray
 
         with self._lock:
-            dead = [r for r in self._replicas.get(model_name, []) if not self._alive(r)]
+            dead = [r for r in self._replicas.get(server, []) if not self._alive(r)]
             for replica in dead:
                 if replica.actor is not None:
                     try:
@@ -263,12 +293,13 @@ class ModelRuntime:
                 self._log(f"model {model_name}: replica {replica.index} is down; restarting it in its placement "
                           "group (the model's units wait, other models keep running)")
                 began = time.monotonic()
-                self._start_replica(model, replica)
+                self._start_replica(server, replica)
                 self._log(f"model {model_name}: replica {replica.index} is back after {time.monotonic() - began:.0f} s "
                           f"(restart {replica.restarts})")
             if dead:
-                self._generation[model_name] += 1
-                self._endpoints[model_name] = self._vllm_endpoint(model)
+                self._generation[server] += 1
+                for member in self._servers[server]:  # every model the server serves gets the new URLs
+                    self._endpoints[member.name] = self._vllm_endpoint(member)
             return dict(self._endpoints)
 
     def replica_status(self) -> dict[str, list[dict[str, Any]]]:
@@ -286,7 +317,7 @@ class ModelRuntime:
         return counts
 
     def replica_actors(self, model_name: str) -> list[Any]:
-        return [r.actor for r in self._replicas.get(model_name, [])]
+        return [r.actor for r in self._replicas.get(self._server_of.get(model_name, model_name), [])]
 
     # -- manifest -----------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
@@ -298,7 +329,8 @@ class ModelRuntime:
         for m in self.models:
             entry: dict[str, Any] = {"kind": m.kind, "config": m.model_dump(mode="json", exclude={"api_key_env"})}
             if isinstance(m, VLLMModelConfig):
-                described = self._describe.get(m.name, {})
+                server = self._server_of[m.name]
+                described = self._describe.get(server, {})
                 entry.update(
                     path=m.path,
                     device=m.device,
@@ -312,7 +344,12 @@ class ModelRuntime:
                     versions=described.get("versions") or library_versions(),
                     server_command=described.get("command"),
                     server_env=described.get("env"),
+                    server=server,
                 )
+                if m.adapter is not None:
+                    from toolsweep.cluster.identity import adapter_hashes
+
+                    entry.update(adapter=m.adapter, adapter_sha256=adapter_hashes(m.adapter), base=m.path)
             elif isinstance(m, HFModelConfig):
                 entry.update(
                     path=m.path,
@@ -345,7 +382,8 @@ class ModelRuntime:
         wave); their endpoints are withdrawn."""
         import ray
 
-        stopping = {n: self._replicas[n] for n in names if n in self._replicas}
+        servers = {self._server_of.get(n, n) for n in names}
+        stopping = {s: self._replicas[s] for s in servers if s in self._replicas}
         if not stopping:
             return
         refs = []
@@ -377,8 +415,9 @@ class ModelRuntime:
                         pass
                     r.placement_group = None
         now = time.time()
-        for name in stopping:
-            self._past_restarts[name] = self._past_restarts.get(name, 0) + sum(r.restarts for r in stopping[name])
-            del self._replicas[name]
-            self._endpoints.pop(name, None)
-            self.events.append((now, "down", name, self.wave_label))
+        for server in stopping:
+            self._past_restarts[server] = self._past_restarts.get(server, 0) + sum(r.restarts for r in stopping[server])
+            del self._replicas[server]
+            for member in self._servers.get(server, []):
+                self._endpoints.pop(member.name, None)
+                self.events.append((now, "down", member.name, self.wave_label))

@@ -91,10 +91,21 @@ def model_demands(models: Iterable[Any]) -> list[ReplicaDemand]:
     and (device gpu) tensor_parallel_size x pipeline_parallel_size GPUs on one node; an hf model on
     a CUDA device needs one GPU.
     """
+    from toolsweep.models.config import server_groups
+
+    models = list(models)
+    # LoRA adapters of one base share its server: the server is one demand, named after it
+    shared = {m.name: server for server, members in server_groups(models).items() for m in members}
+    seen_servers: set[str] = set()
     demands: list[ReplicaDemand] = []
     for model in models:
         kind = _get(model, "kind")
         name = str(_get(model, "name"))
+        if kind == "vllm" and name in shared:
+            if shared[name] in seen_servers:
+                continue
+            seen_servers.add(shared[name])
+            name = shared[name]
         if kind == "vllm":
             engine_args = _get(model, "engine_args")
             tp = int(_engine_arg(engine_args, "tensor_parallel_size", 1))
@@ -385,20 +396,27 @@ def plan_waves(
             "a model does not fit the cluster even in a wave of its own"
             + (f" (with the helpers {', '.join(h.name for h in helpers)})" if helpers else "")
             + ":\n" + "\n".join(alone) + "\n" + _ADVICE)
+    from toolsweep.models.config import server_groups
+
+    # models that share a server (LoRA adapters of one base) are placed, and run, together
+    together = {m.name: members for members in server_groups(models).values() for m in members}
     groups: list[list[Any]] = []
     free = [m for m in models if not _needs_resources(m)]
+    placed: set[str] = set()
     for m in models:
-        if not _needs_resources(m):
+        if not _needs_resources(m) or m.name in placed:
             continue
+        unit = [x for x in together.get(m.name, [m]) if x.name not in placed]
+        placed.update(x.name for x in unit)
         for group in groups:
             try:
-                plan_placement([*group, m, *helpers], cluster_resources, nodes, reserve_cpus=reserve_cpus)
+                plan_placement([*group, *unit, *helpers], cluster_resources, nodes, reserve_cpus=reserve_cpus)
             except PlacementError:
                 continue
-            group.append(m)
+            group.extend(unit)
             break
         else:
-            groups.append([m])
+            groups.append(list(unit))
     if not groups:
         groups = [[]]
     groups[0][:0] = free

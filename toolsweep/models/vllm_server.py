@@ -203,8 +203,10 @@ class VLLMServer:
         port: int | None = None,
         log_dir: str | Path | None = None,
         api_key: str | None = None,
+        lora_modules: dict[str, str] | None = None,
     ) -> None:
         self.config = config
+        self.lora_modules = dict(lora_modules or {})  # LoRA name -> adapter directory, served beside the base
         self.host = host
         self.port = port
         self._fixed_port = port is not None
@@ -230,6 +232,8 @@ class VLLMServer:
             "--host", self.host,
             "--port", str(self.port),
             *cfg.engine_args.to_cli(),
+            *(["--lora-modules", *(f"{name}={path}" for name, path in self.lora_modules.items())]
+              if self.lora_modules else []),
         ]
 
     def environment(self) -> dict[str, str]:
