@@ -42,6 +42,19 @@ class ModelServer:
         # the key reaches the server through its environment, set here in-process (never a command line)
         self.server = VLLMServer(self.config, host=bind_host, log_dir=log_dir, api_key=api_key, lora_modules=lora_modules)
 
+    def reset(self, config: dict[str, Any], replica: int, lora_modules: dict[str, str] | None = None) -> None:
+        """Serve another model from this actor, on the GPUs it holds (the next wave's model of the same
+        shape): the old server is stopped, the new one made (not started). A wave switch then costs the
+        server's start, not a new Ray worker process and placement group as well."""
+        from toolsweep.models.vllm_server import VLLMServer
+
+        old = self.server
+        old.stop()
+        self.config = VLLMModelConfig.model_validate(config)
+        self.replica = replica
+        self.server = VLLMServer(self.config, host=old.host, log_dir=old.log_dir, api_key=old._api_key,
+                                 lora_modules=lora_modules)
+
     def start(self, stale_shm: list[str] | None = None) -> dict[str, Any]:
         """Start the server and wait until it is healthy; returns how to reach it. `stale_shm`:
         segments a dead predecessor held, removed if they are on this node and unused."""

@@ -70,6 +70,10 @@ class ModelRuntime:
         self._describe: dict[str, dict[str, Any]] = {}
         self._generation: dict[str, int] = {}
         self._past_restarts: dict[str, int] = {}  # of servers already stopped (an earlier wave's)
+        # actors (with their placement groups) of an earlier wave's servers, stopped and kept for the
+        # next wave's replicas of the same shape; what the next wave cannot use is released
+        self._parked: list[_Replica] = []
+        self._describe_refs: dict[str, Any] = {}
         self._lock = threading.Lock()
         names = [m.name for m in self.models]
         dupes = sorted({n for n in names if names.count(n) > 1})
@@ -173,6 +177,7 @@ class ModelRuntime:
             self._replicas[server] = [_Replica(i) for i in range(self.server_config(server)[0].replicas)]
             # a server started again (a later wave, a resumed run) has new URLs: clients must not reuse old ones
             self._generation[server] = self._generation.get(server, -1) + 1
+        self._reuse_parked(todo)
         jobs = [(s, r) for s in todo for r in self._replicas[s]]
         delays, at = [], 0.0
         for s, _ in jobs:
@@ -191,6 +196,43 @@ class ModelRuntime:
                 self.events.append((now, "up", model.name, self.wave_label))
         return dict(self._endpoints)
 
+    def _reuse_parked(self, servers: list[str]) -> None:
+        """Give the new servers' replicas the parked actors of the same resource shape (their GPUs and
+        placement groups already held), and release the parked ones left over before any new placement
+        group is asked for."""
+        import ray
+
+        from toolsweep.actors.model_server import replica_resources
+
+        for server in servers:
+            shape = replica_resources(self.server_config(server)[0])
+            for replica in self._replicas[server]:
+                match = next((p for p in self._parked if p.address.get("shape") == shape), None)
+                if match is not None:
+                    self._parked.remove(match)
+                    replica.actor, replica.placement_group = match.actor, match.placement_group
+                    replica.address = {"reused": True}
+        for parked in self._parked:
+            self._release(parked)
+        self._parked.clear()
+
+    @staticmethod
+    def _release(replica: _Replica) -> None:
+        import ray
+
+        if replica.actor is not None:
+            try:
+                ray.kill(replica.actor, no_restart=True)
+            except Exception:  # noqa: BLE001
+                pass
+            replica.actor = None
+        if replica.placement_group is not None:
+            try:
+                ray.util.remove_placement_group(replica.placement_group)
+            except Exception:  # noqa: BLE001
+                pass
+            replica.placement_group = None
+
     def _start_replica(self, server: str, replica: _Replica, delay_s: float = 0.0) -> None:
         import ray
 
@@ -199,18 +241,24 @@ class ModelRuntime:
         model, loras = self.server_config(server)
         if delay_s > 0:
             time.sleep(delay_s)
-        replica.actor, replica.placement_group = launch_replica(
-            model, replica.index, bind_host=getattr(self, "_bind_host", "127.0.0.1"),
-            log_dir=self.log_dir, placement_group=replica.placement_group, api_key=self._api_key,
-            lora_modules=loras,
-        )
+        if replica.actor is not None and replica.address.get("reused"):
+            # an earlier wave's actor on the GPUs this replica needs: it serves the new model instead
+            ray.get(replica.actor.reset.remote(model.model_dump(mode="json"), replica.index, loras), timeout=120)
+            replica.address = {}
+        else:
+            replica.actor, replica.placement_group = launch_replica(
+                model, replica.index, bind_host=getattr(self, "_bind_host", "127.0.0.1"),
+                log_dir=self.log_dir, placement_group=replica.placement_group, api_key=self._api_key,
+                lora_modules=loras,
+            )
         if replica.placement_group is not None:
             ray.get(replica.placement_group.ready(), timeout=model.startup_timeout_s)
         # A dead predecessor's /dev/shm segments are removed by its successor (same node or not).
         stale = replica.address.get("shm") if replica.address else None
         replica.address = ray.get(replica.actor.start.remote(stale), timeout=model.startup_timeout_s + 60)
-        if server not in self._describe:
-            self._describe[server] = ray.get(replica.actor.describe.remote(), timeout=600)
+        if server not in self._describe and server not in self._describe_refs:
+            # read when the manifest needs it, not waited for here (a wave switch would wait on hashing)
+            self._describe_refs[server] = replica.actor.describe.remote()
 
     def _per_replica_cap(self, server: str) -> int:
         """Requests in flight per replica of a server from the smallest KV capacity its replicas report
@@ -254,6 +302,18 @@ class ModelRuntime:
             generation=self._generation[server],
             api_key=self._api_key,
         ).model_dump(mode="json")
+
+    def _described(self, server: str) -> dict[str, Any]:
+        """What the server's node says for the manifest (weights, template, command), once it is read."""
+        import ray
+
+        ref = self._describe_refs.pop(server, None)
+        if ref is not None:
+            try:
+                self._describe[server] = ray.get(ref, timeout=600)
+            except Exception:  # noqa: BLE001 - the replica died since: the driver's own reading stands
+                pass
+        return self._describe.get(server, {})
 
     def endpoints(self) -> dict[str, Any]:
         return dict(self._endpoints)
@@ -330,7 +390,7 @@ class ModelRuntime:
             entry: dict[str, Any] = {"kind": m.kind, "config": m.model_dump(mode="json", exclude={"api_key_env"})}
             if isinstance(m, VLLMModelConfig):
                 server = self._server_of[m.name]
-                described = self._describe.get(server, {})
+                described = self._described(server)
                 entry.update(
                     path=m.path,
                     device=m.device,
@@ -376,11 +436,17 @@ class ModelRuntime:
             request_resources(bundles=[])
             self._asked_autoscaler = False
         self.stop_models(list(self._replicas))
+        for parked in self._parked:
+            self._release(parked)
+        self._parked.clear()
 
-    def stop_models(self, names: list[str]) -> None:
-        """Stop these models' servers and free their placement groups (their GPUs go to the next
-        wave); their endpoints are withdrawn."""
+    def stop_models(self, names: list[str], park: bool = False) -> None:
+        """Stop these models' servers; their endpoints are withdrawn. The actors and placement groups are
+        freed, or with `park` (a wave switch) kept for the next wave's replicas of the same shape
+        (`start_models` releases what it cannot use before it asks for new placement groups)."""
         import ray
+
+        from toolsweep.actors.model_server import replica_resources
 
         servers = {self._server_of.get(n, n) for n in names}
         stopping = {s: self._replicas[s] for s in servers if s in self._replicas}
@@ -395,13 +461,22 @@ class ModelRuntime:
                     except Exception:  # noqa: BLE001
                         pass
         deadline = time.monotonic() + 60
+        stopped_cleanly = set()
         for r, ref in refs:
             try:
                 ray.get(ref, timeout=max(1.0, deadline - time.monotonic()))
+                stopped_cleanly.add(id(r))
             except Exception:  # noqa: BLE001 - a dead actor's server died with it (PDEATHSIG)
                 pass
-        for replicas in stopping.values():
+        for server, replicas in stopping.items():
             for r in replicas:
+                if park and id(r) in stopped_cleanly and r.placement_group is not None:
+                    parked = _Replica(r.index)
+                    parked.actor, parked.placement_group = r.actor, r.placement_group
+                    parked.address = {"shape": replica_resources(self.server_config(server)[0])}
+                    self._parked.append(parked)
+                    r.actor = r.placement_group = None
+                    continue
                 if r.actor is not None:
                     try:
                         ray.kill(r.actor, no_restart=True)

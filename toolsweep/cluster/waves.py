@@ -117,7 +117,7 @@ def enter_wave(runtime: Any, wave: Any, scheduler: Any, log: Log, n_waves: int) 
     import ray
 
     keep = set(wave.models) | set(wave.helpers)
-    runtime.stop_models([name for name in runtime.running() if name not in keep])
+    runtime.stop_models([name for name in runtime.running() if name not in keep], park=True)
     runtime.wave_label = wave.label
     log(f"{wave.label} of {n_waves}: starting {', '.join(wave.models)}")
     endpoints = runtime.start_models([*wave.models, *wave.helpers])
@@ -156,7 +156,8 @@ def run_waves(
         stats = merge_stats(stats, part)
         if part.interrupted or part.config_error is not None:
             break
-        runtime.stop_models([m for m in wave.models if m in runtime.running()])
+        # the GPUs are free for the next wave at once; the actors wait for it (same shape: reused)
+        runtime.stop_models([m for m in wave.models if m in runtime.running()], park=True)
         record.stopped_at = time.time()
     timeline.finished_at = time.time()
     return stats, timeline

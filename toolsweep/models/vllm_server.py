@@ -355,7 +355,8 @@ class VLLMServer:
                 self.ready_after_s = time.monotonic() - (self.started_at or time.monotonic())
                 self._track_shm()
                 return
-            time.sleep(1.0)
+            # a wave switch waits on this: polled often (two local GETs), not once a second
+            time.sleep(0.1)
         self.stop()
         raise TimeoutError(
             f"vLLM server for {self.config.name!r} not healthy after {timeout_s or self.config.startup_timeout_s:.0f} s "
