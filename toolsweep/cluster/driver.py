@@ -481,7 +481,7 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
     runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log,
-                           helpers=[h.name for h in config.helpers if h.name not in {m.name for m in config.models}],
+                           helpers=_helper_names(plan),
                            episode_tokens=_episode_tokens(config, log))
     for name, why in plan.rope_reasons.items():
         runtime.sizing.setdefault(name, {})["rope_scaling"] = why
@@ -499,6 +499,13 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
         runtime.stop()
         if started_ray:
             ray.shutdown()
+
+
+def _helper_names(plan: SweepPlan) -> list[str]:
+    """The models the benchmarks consult (`helpers:`, and models under test named as a judge or
+    critic): in a sweep that runs in waves they are up in every wave."""
+    named = {name for bench in plan.benchmarks.values() for name in bench.helper_models().values()}
+    return [m.name for m in plan.config.served_models() if m.name in named or m in plan.config.helpers]
 
 
 def _episode_tokens(config: SweepConfig, log: Log) -> dict[str, int]:

@@ -101,8 +101,6 @@ class ModelRuntime:
     def plan_waves(self) -> Any:
         """The sweep's waves (`placement.WavePlan`), checked against the cluster before anything starts:
         every wave fits with its helpers; only a model that does not fit alone is refused."""
-        import ray
-
         from toolsweep.cluster.placement import WavePlan, Wave, PlacementPlan, ray_waves
 
         under_test = [m for m in self.models if m.name not in self.helpers]
@@ -200,8 +198,6 @@ class ModelRuntime:
         """Give the new servers' replicas the parked actors of the same resource shape (their GPUs and
         placement groups already held), and release the parked ones left over before any new placement
         group is asked for."""
-        import ray
-
         from toolsweep.actors.model_server import replica_resources
 
         for server in servers:

@@ -139,11 +139,16 @@ def run_waves(
     timeline = WaveTimeline(began_at=time.time())
     stats = None
     n = len(waves.waves)
+    helpers_run: set[str] = set()
     for wave in waves.waves:
-        units = todo.for_models(wave.models)
+        # a model under test that is also a helper (a judge of the others) is up in every wave: its own
+        # units run in the first wave that has units
+        own = [*wave.models, *(h for h in wave.helpers if h not in helpers_run)]
+        units = todo.for_models(own)
         if not units:
             continue
-        record = WaveRecord(wave.index, list(wave.models), units=len(units), started_at=time.time())
+        helpers_run.update(wave.helpers)
+        record = WaveRecord(wave.index, [m for m in own if m in todo.models()], units=len(units), started_at=time.time())
         timeline.records.append(record)
         endpoints = enter_wave(runtime, wave, scheduler, log, n)
         check(wave, endpoints)
