@@ -100,9 +100,11 @@ def main() -> None:
         waves = json.loads(out.run_dir.summary_path.read_text())["waves"]
         print(f"\nsweep: {args.models} models x {args.tasks} units on 1 GPU, latency {args.latency} s, "
               f"{args.per_worker} in flight; {out.done} units in {wall:.1f} s (driver wall)")
-        print(f"{'wave':>4}  {'models':<8}  {'units':>5}  {'start s':>7}  {'serving s':>9}  {'stop s':>6}")
+        print(f"{'wave':>4}  {'models':<8}  {'units':>5}  {'servers up s':>12}  {'preflight s':>11}  "
+              f"{'serving s':>9}  {'stop s':>6}")
         for w in waves["waves"]:
-            print(f"{w['wave']:>4}  {','.join(w['models']):<8}  {w['done']:>5}  {w['start_s']:>7.2f}  "
+            up = w["start_s"] - w["preflight_s"]
+            print(f"{w['wave']:>4}  {','.join(w['models']):<8}  {w['done']:>5}  {up:>12.2f}  {w['preflight_s']:>11.2f}  "
                   f"{w['ended_at'] - w['serving_at']:>9.2f}  {w['stop_s']:>6.2f}")
         switches = waves["switch_s"]
         print(f"switches (last unit of a wave -> next wave serving): {', '.join(f'{s:.2f}' for s in switches)} s; "

@@ -27,13 +27,18 @@ class WaveRecord:
     units: int = 0
     done: int = 0
     started_at: float = 0.0  # servers asked to start (time.time())
-    serving_at: float = 0.0  # every server of the wave healthy
+    up_at: float = 0.0  # every server of the wave healthy
+    serving_at: float = 0.0  # the wave's models passed their preflight: units lease from here
     ended_at: float = 0.0  # last unit recorded
     stopped_at: float = 0.0  # servers down
 
     @property
     def start_s(self) -> float:
         return max(0.0, self.serving_at - self.started_at)
+
+    @property
+    def preflight_s(self) -> float:
+        return max(0.0, self.serving_at - self.up_at) if self.up_at else 0.0
 
     @property
     def stop_s(self) -> float:
@@ -66,7 +71,8 @@ class WaveTimeline:
         return {
             "waves": [{"wave": r.wave, "models": r.models, "units": r.units, "done": r.done,
                        "started_at": r.started_at, "serving_at": r.serving_at, "ended_at": r.ended_at,
-                       "stopped_at": r.stopped_at, "start_s": round(r.start_s, 3), "stop_s": round(r.stop_s, 3)}
+                       "stopped_at": r.stopped_at, "start_s": round(r.start_s, 3),
+                       "preflight_s": round(r.preflight_s, 3), "stop_s": round(r.stop_s, 3)}
                       for r in self.records],
             "switch_s": [round(s, 3) for s in self.switches_s()],
             "idle_s": round(self.idle_s(), 3),
@@ -151,6 +157,7 @@ def run_waves(
         record = WaveRecord(wave.index, [m for m in own if m in todo.models()], units=len(units), started_at=time.time())
         timeline.records.append(record)
         endpoints = enter_wave(runtime, wave, scheduler, log, n)
+        record.up_at = time.time()
         check(wave, endpoints)
         record.serving_at = time.time()
         if hasattr(bar, "set_description"):
