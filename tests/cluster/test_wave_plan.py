@@ -77,3 +77,17 @@ def test_a_model_appended_to_the_config_never_moves_a_planned_one():
         new = waves_of([*before, extra], ns)
         assert [[m for m in w if m != extra.name] for w in new][: len(old)] == old
     assert waves_of([*before, vllm("e", tp=4)], ns) == [["a", "c"], ["b"], ["e"]]  # adding a model adds a wave
+
+
+def test_a_waves_units_are_its_models_units_in_id_order():
+    from toolsweep.evaluator.sweep import BenchmarkPlan, expand_units
+    from toolsweep.evaluator.types import Sampling
+
+    space = expand_units("s", ["a", "b", "c"], [BenchmarkPlan("fake", {"small": ["t0", "t1", "t2"]}, [0, 1])],
+                         Sampling())
+    todo = space.select([u.unit_id for u in space if u.model == "a"][:2])  # two of a's units recorded
+    assert todo.models() == {"a", "b", "c"}
+    wave = todo.for_models(["a", "c"])
+    ids = [u.unit_id for u in wave]
+    assert {u.model for u in wave} == {"a", "c"} and len(ids) == 4 + 6 and ids == sorted(ids)
+    assert not todo.for_models(["nobody"]) and todo.for_models(["b"]).models() == {"b"}
