@@ -78,9 +78,11 @@ def gpu_model(model_dir: Path, python: str, name: str, *, tp: int = 1, pp: int =
                            num_cpus=0.5, engine_args=engine, startup_timeout_s=60)
 
 
-def ask(base_url: str, model: str) -> dict:
-    """One chat request to one replica: the stand-in answers with its port, flags and devices."""
-    client = OpenAIClient(Endpoint(kind="openai", name=model, model=model, base_urls=[base_url]), backoff_s=0.01)
+def ask(base_url: str, model: str, key: str | None = None) -> dict:
+    """One chat request to one replica (with the sweep's key, which the servers require): the stand-in
+    answers with its port, flags and devices."""
+    client = OpenAIClient(Endpoint(kind="openai", name=model, model=model, base_urls=[base_url], api_key=key),
+                          backoff_s=0.01)
     resp = asyncio.run(client.chat([{"role": "user", "content": "ping"}], session="s"))
     return json.loads(resp.message.content)
 
@@ -128,7 +130,7 @@ def test_two_tp2_replicas_pack_a_4gpu_node_and_a_killed_one_returns_to_its_own_g
         groups = placement(runtime, "qwen")
         assert [g["strategy"] for g in groups] == ["STRICT_PACK", "STRICT_PACK"]
         assert all(g["bundles"] == [{"GPU": 2.0, "CPU": 0.5}] for g in groups)
-        replies = [ask(url, "qwen") for url in endpoint["base_urls"]]
+        replies = [ask(url, "qwen", endpoint["api_key"]) for url in endpoint["base_urls"]]
         seen = [devices(r) for r in replies]
         # each server sees the two GPUs of its own group, and no GPU is shared
         assert all(len(d) == 2 for d in seen) and seen[0].isdisjoint(seen[1])
@@ -143,7 +145,7 @@ def test_two_tp2_replicas_pack_a_4gpu_node_and_a_killed_one_returns_to_its_own_g
         assert [g["id"] for g in after] == [g["id"] for g in groups]
         assert len(ray.util.placement_group_table()) == 2  # no new group was made
         assert fresh["base_urls"][0] != endpoint["base_urls"][0] and fresh["base_urls"][1] == endpoint["base_urls"][1]
-        assert devices(ask(fresh["base_urls"][0], "qwen")) == seen[0]
+        assert devices(ask(fresh["base_urls"][0], "qwen", fresh["api_key"])) == seen[0]
         assert runtime.replica_status()["qwen"][0]["restarts"] == 1
     finally:
         runtime.stop()
@@ -168,7 +170,8 @@ def test_two_models_spread_over_two_gpu_nodes_with_tensor_and_pipeline_paralleli
         assert g_tp["bundles"] == g_pp["bundles"] == [{"GPU": 2.0, "CPU": 0.5}]
         # each 2-GPU replica fills one node: they cannot share one, and neither lands on the head
         assert g_tp["nodes"] | g_pp["nodes"] == gpu_nodes and g_tp["nodes"].isdisjoint(g_pp["nodes"])
-        r_tp, r_pp = ask(endpoints["tp2"]["base_urls"][0], "tp2"), ask(endpoints["pp2"]["base_urls"][0], "pp2")
+        r_tp, r_pp = (ask(endpoints["tp2"]["base_urls"][0], "tp2", endpoints["tp2"]["api_key"]),
+                      ask(endpoints["pp2"]["base_urls"][0], "pp2", endpoints["pp2"]["api_key"]))
         assert devices(r_tp) == devices(r_pp) == {"0", "1"}  # device ids are per node
         assert r_pp["flags"][r_pp["flags"].index("--pipeline-parallel-size") + 1] == "2"
         assert r_tp["flags"][r_tp["flags"].index("--tensor-parallel-size") + 1] == "2"

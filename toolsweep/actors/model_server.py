@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from toolsweep.models.config import VLLMModelConfig
+from toolsweep.models.vllm_server import SECRET_ENV
 
 
 ACTOR_PREFIX = "toolsweep:model:"
@@ -32,12 +33,27 @@ def replica_resources(config: VLLMModelConfig) -> dict[str, float]:
 class ModelServer:
     """Ray actor body: one `VLLMServer` child process and what the manifest needs from this node."""
 
-    def __init__(self, config: dict[str, Any], replica: int, bind_host: str = "127.0.0.1", log_dir: str | None = None) -> None:
+    def __init__(self, config: dict[str, Any], replica: int, bind_host: str = "127.0.0.1", log_dir: str | None = None,
+                 api_key: str | None = None, lora_modules: dict[str, str] | None = None) -> None:
         from toolsweep.models.vllm_server import VLLMServer
 
         self.config = VLLMModelConfig.model_validate(config)
         self.replica = replica
-        self.server = VLLMServer(self.config, host=bind_host, log_dir=log_dir)
+        # the key reaches the server through its environment, set here in-process (never a command line)
+        self.server = VLLMServer(self.config, host=bind_host, log_dir=log_dir, api_key=api_key, lora_modules=lora_modules)
+
+    def reset(self, config: dict[str, Any], replica: int, lora_modules: dict[str, str] | None = None) -> None:
+        """Serve another model from this actor, on the GPUs it holds (the next wave's model of the same
+        shape): the old server is stopped, the new one made (not started). A wave switch then costs the
+        server's start, not a new Ray worker process and placement group as well."""
+        from toolsweep.models.vllm_server import VLLMServer
+
+        old = self.server
+        old.stop()
+        self.config = VLLMModelConfig.model_validate(config)
+        self.replica = replica
+        self.server = VLLMServer(self.config, host=old.host, log_dir=old.log_dir, api_key=old._api_key,
+                                 lora_modules=lora_modules)
 
     def start(self, stale_shm: list[str] | None = None) -> dict[str, Any]:
         """Start the server and wait until it is healthy; returns how to reach it. `stale_shm`:
@@ -59,6 +75,7 @@ class ModelServer:
             "ready_after_s": self.server.ready_after_s,
             "log": str(self.server.log_path),
             "shm": self.server.tracked_shm,
+            "kv": self.server.kv_capacity(),
         }
 
     def health(self) -> bool:
@@ -79,7 +96,8 @@ class ModelServer:
             "chat_template": chat_template_info(self.config.path, self.config.engine_args.chat_template),
             "versions": library_versions(),
             "command": self.server.command(),
-            "env": {k: v for k, v in self.server.environment().items() if k.startswith(("VLLM_", "OMP_", "CUDA_VISIBLE"))},
+            "env": {k: v for k, v in self.server.environment().items()
+                    if k.startswith(("VLLM_", "OMP_", "CUDA_VISIBLE")) and k not in SECRET_ENV},
         }
 
     def stop(self) -> list[str]:
@@ -93,6 +111,8 @@ def launch_replica(
     bind_host: str = "127.0.0.1",
     log_dir: str | None = None,
     placement_group: Any = None,
+    api_key: str | None = None,
+    lora_modules: dict[str, str] | None = None,
 ) -> tuple[Any, Any]:
     """Create the actor of one replica (not yet started); returns (actor, placement_group).
 
@@ -116,5 +136,5 @@ def launch_replica(
             num_gpus=res["GPU"],
             scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group, placement_group_bundle_index=0),
         )
-    actor = actor_cls.options(**options).remote(config.model_dump(mode="json"), replica, bind_host, log_dir)
+    actor = actor_cls.options(**options).remote(config.model_dump(mode="json"), replica, bind_host, log_dir, api_key, lora_modules)
     return actor, placement_group

@@ -343,6 +343,10 @@ def check_models(config: SweepConfig) -> None:
         if key_env and not os.environ.get(key_env):
             raise ConfigError(f"{where}.api_key_env: the environment variable {key_env} is not set "
                               f"(export {key_env}=... before running)")
+        adapter = getattr(model, "adapter", None)
+        if adapter is not None and not (Path(adapter) / "adapter_config.json").is_file():
+            raise ConfigError(f"{where}.adapter: {adapter} is not a LoRA adapter directory (no adapter_config.json; "
+                              "PEFT's save_pretrained writes one)")
         path = getattr(model, "path", None)
         if path is not None and model.kind in ("vllm", "hf") and not Path(path).exists():
             raise ConfigError(f"{where}.path: {path} does not exist (no hub downloads at run time; "

@@ -244,6 +244,7 @@ def _infrastructure_metrics(counts: dict[str, Any] | None) -> dict[str, float]:
     out = {f"infra/{cell.replace('|', '/')}/timeouts": float(n) for cell, n in counts.get("timeouts_by_cell", {}).items()}
     out.update({f"infra/{model}/replica_restarts": float(n) for model, n in counts.get("replica_restarts_by_model", {}).items()})
     out["infra/units_in_failures_jsonl"] = float(counts.get("units_in_failures_jsonl", 0))
+    out.update(counts.get("waves") or {})  # each model's wave, the switches, the share with no model serving
     return out
 
 
@@ -364,7 +365,7 @@ def run_sweep(
         with rollout_workers(planned, models, todo, log) as scheduler:
             # the MLflow mirror opens while the workers build their benchmarks: both take seconds
             with result_sink(planned, log) as sink:
-                stats, skipped = run_units(planned, scheduler, sink, todo, progress, log)
+                stats, skipped = run_units(planned, scheduler, sink, todo, progress, log, models)
                 return finish(planned, models, sink, stats, skipped)
 
 
@@ -380,6 +381,7 @@ class SweepPlan:
     run_dir: RunDirectory
     extra_benchmarks: dict[str, str]
     unit_ids: UnitIds = field(default_factory=UnitIds)
+    rope_reasons: dict[str, str] = field(default_factory=dict)  # why each `rope_scaling: auto` model got its rope
 
     def __post_init__(self) -> None:
         self.unit_ids = self.units.id_set()  # shares the unit space's digests: no copy
@@ -398,6 +400,7 @@ def plan_sweep(config: SweepConfig, log: Log = _stderr,
     from toolsweep.cluster.plan import check_budgets
     from toolsweep.evaluator.registry import extra_benchmarks as registered_extras
 
+    config, rope_reasons = resolve_rope_scaling(config, log)
     finished = _finished_already(config, log)
     if finished is not None:
         return finished
@@ -412,7 +415,46 @@ def plan_sweep(config: SweepConfig, log: Log = _stderr,
             return finished
     check_budgets(config, log)  # before any engine starts
     return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir,
-                     {**registered_extras(), **(extra_benchmarks or {})})
+                     {**registered_extras(), **(extra_benchmarks or {})}, rope_reasons=rope_reasons)
+
+
+def resolve_rope_scaling(config: SweepConfig, log: Log) -> tuple[SweepConfig, dict[str, str]]:
+    """The config with each `rope_scaling: auto` model's choice written in (engine_args.hf_overrides and
+    max_model_len, `models.sizing.choose_rope_scaling`), so the unit ids and the manifest carry what the
+    server runs; returns it with the reason per model. Cells are measured as `toolsweep plan` does."""
+    from toolsweep.models.config import VLLMModelConfig
+    from toolsweep.models.sizing import choose_rope_scaling, native_window, needed_tokens
+
+    auto = [m for m in config.models if isinstance(m, VLLMModelConfig) and m.rope_scaling == "auto"]
+    if not auto:
+        return config, {}
+    from toolsweep.cluster.plan import plan_rows
+
+    # measured without a window, so no cell is capped by the one being chosen
+    unbounded = [m.model_copy(update={"engine_args": m.engine_args.model_copy(update={"max_model_len": None})})
+                 for m in auto]
+    needed = needed_tokens(plan_rows(config.model_copy(update={"models": unbounded}), n_tasks=2))
+    reasons: dict[str, str] = {}
+    models = []
+    for m in config.models:
+        if m not in auto:
+            models.append(m)
+            continue
+        scaling, window, why = choose_rope_scaling(native_window(m.path), needed.get(m.name))
+        extra = dict(m.engine_args.model_extra or {})
+        overrides = {k: v for k, v in dict(extra.get("hf_overrides") or {}).items() if k != "rope_scaling"}
+        if scaling is not None:
+            overrides["rope_scaling"] = scaling
+        engine = m.engine_args.model_dump()
+        engine.pop("hf_overrides", None)
+        if overrides:
+            engine["hf_overrides"] = overrides
+        if window is not None:
+            engine["max_model_len"] = window
+        models.append(m.model_copy(update={"engine_args": type(m.engine_args).model_validate(engine)}))
+        reasons[m.name] = why
+        log(f"model {m.name}: {why}")
+    return config.model_copy(update={"models": models}), reasons
 
 
 @dataclass
@@ -421,6 +463,8 @@ class Models:
 
     runtime: Any
     endpoints: dict[str, Any]
+    waves: Any = None  # a `placement.WavePlan`; more than one wave: servers start and stop per wave
+    timeline: Any = None  # the `waves.WaveTimeline` of this run (set by `run_units` when it ran waves)
 
 
 @contextmanager
@@ -436,38 +480,78 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
     started_ray = _connect_ray(config.ray_address, log)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
-    runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log)
+    runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log,
+                           helpers=_helper_names(plan),
+                           episode_tokens=_episode_tokens(config, log))
+    for name, why in plan.rope_reasons.items():
+        runtime.sizing.setdefault(name, {})["rope_scaling"] = why
     try:
-        endpoints = runtime.start()
-        _preflight(config, endpoints, log)
-        _write_manifest(plan, runtime)
-        yield Models(runtime, endpoints)
+        waves = runtime.plan_waves()
+        endpoints = runtime.start_static()
+        if len(waves.waves) == 1:
+            endpoints = runtime.start_models([m.name for m in runtime.vllm_models])
+            _preflight(config, endpoints, log)
+        else:
+            log(waves.describe())  # each wave's servers start when the wave begins (`run_units`)
+        _write_manifest(plan, runtime, waves)
+        yield Models(runtime, endpoints, waves)
     finally:
         runtime.stop()
         if started_ray:
             ray.shutdown()
 
 
-def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log) -> None:
-    """Every helper answers and every model's replies parse into valid actions, before any unit."""
-    if config.preflight and config.helpers:
+def _helper_names(plan: SweepPlan) -> list[str]:
+    """The models the benchmarks consult (`helpers:`, and models under test named as a judge or
+    critic): in a sweep that runs in waves they are up in every wave."""
+    named = {name for bench in plan.benchmarks.values() for name in bench.helper_models().values()}
+    return [m.name for m in plan.config.served_models() if m.name in named or m in plan.config.helpers]
+
+
+def _episode_tokens(config: SweepConfig, log: Log) -> dict[str, int]:
+    """Per vLLM model under test, the tokens one episode holds at its longest (the cells measured as
+    `toolsweep plan` does): what its in-flight cap is sized by (`models.sizing`)."""
+    from toolsweep.models.config import VLLMModelConfig
+    from toolsweep.models.sizing import episode_tokens
+
+    served = [m for m in config.models if isinstance(m, VLLMModelConfig)]
+    if not served:
+        return {}
+    from toolsweep.cluster.plan import plan_rows
+
+    try:
+        return episode_tokens(plan_rows(config.model_copy(update={"models": served}), n_tasks=2))
+    except Exception as exc:  # noqa: BLE001 - sizing falls back to max_num_seqs, said in the log
+        log(f"could not measure the cells' prompt sizes ({type(exc).__name__}: {exc}); in-flight caps follow max_num_seqs")
+        return {}
+
+
+def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log, models: list[Any] | None = None,
+               helpers: bool = True) -> None:
+    """Every helper answers and every model's replies parse into valid actions, before any unit (in a
+    sweep that runs in waves: before each wave's first unit, for the models of that wave)."""
+    models = list(config.models) if models is None else models
+    if config.preflight and helpers and config.helpers:
         from toolsweep.cluster.preflight import HelpersUnreachable, check_helpers
 
         log("preflight: checking that every helper model answers")
         unreachable = check_helpers(list(config.helpers), endpoints)
         if unreachable:
             raise HelpersUnreachable(unreachable)
-    if config.preflight and any(m.kind != "scripted" for m in config.models):
+    if config.preflight and any(m.kind != "scripted" for m in models):
         from toolsweep.cluster.preflight import require_preflight
 
         log("preflight: checking that every model's replies parse into valid actions")
-        require_preflight(list(config.models), list(config.benchmarks), endpoints, on_result=lambda r: log(r.line()))
+        require_preflight(models, list(config.benchmarks), endpoints, on_result=lambda r: log(r.line()))
 
 
-def _write_manifest(plan: SweepPlan, runtime: Any) -> None:
-    """A new or changed config gets a manifest (the earlier configs kept in its history)."""
+def _write_manifest(plan: SweepPlan, runtime: Any, waves: Any = None) -> None:
+    """A new or changed config gets a manifest (the earlier configs kept in its history); the waves the
+    models run in are recorded as planned for this cluster."""
     run_dir, config = plan.run_dir, plan.config
     if run_dir.exists() and run_dir.read_manifest().get("config_sha256") == config.config_sha256():
+        if waves is not None and run_dir.read_manifest().get("waves") != waves.as_json():
+            run_dir.write_manifest({**run_dir.read_manifest(), "waves": waves.as_json()})
         return
     stops: dict[str, dict[str, list[str]]] = {}
     for p in plan.plans:
@@ -475,6 +559,8 @@ def _write_manifest(plan: SweepPlan, runtime: Any) -> None:
             if seq := plan.benchmarks[p.benchmark].stop_sequences(s):
                 stops.setdefault(p.benchmark, {})[s] = seq
     manifest = build_manifest(config, plan.fingerprints, runtime.manifest(), stops)
+    if waves is not None:
+        manifest["waves"] = waves.as_json()
     run_dir.write_manifest(_with_history(run_dir, manifest))
 
 
@@ -518,9 +604,10 @@ def result_sink(plan: SweepPlan, log: Log) -> Iterator[Any]:
 
 
 def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: bool,
-              log: Log) -> tuple[Any, int]:
+              log: Log, models: Models | None = None) -> tuple[Any, int]:
     """Phase 3c: lease the units the sink has not seen to the workers, recording each result as it
-    comes; returns the scheduler's stats (None when there was nothing to run) and the units skipped."""
+    comes (wave by wave when the models do not fit at once: `cluster.waves`); returns the scheduler's
+    stats (None when there was nothing to run) and the units skipped."""
     from toolsweep.cluster.progress import make_progress
     from toolsweep.cluster.scheduler import frozen_heap
 
@@ -535,18 +622,47 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
         with make_progress(len(todo), plan.config.name, progress, log) as bar, frozen_heap():
             scheduler.record = sink.add
             scheduler.progress = bar
-            stats = scheduler.run(todo)
+            if models is not None and models.waves is not None and len(models.waves.waves) > 1:
+                stats = _run_in_waves(plan, models, scheduler, todo, bar, log)
+            else:
+                stats = scheduler.run(todo)
     _update_failures(plan.run_dir, stats.gave_up if stats else [], plan.config.max_attempts, log)
     if stats is not None and stats.config_error is not None:
         raise EndpointMisconfigured(stats.config_error)  # the sink closes as FAILED
     return stats, skipped
 
 
+def _run_in_waves(plan: SweepPlan, models: Models, scheduler: Any, todo: Any, bar: Any, log: Log) -> Any:
+    """The run phase of a sweep whose models run in waves: each wave's servers up, its models'
+    preflight, its units, its servers down; the timeline is kept on `models` for the summary."""
+    from toolsweep.cluster.waves import run_waves
+
+    checked_helpers: list[bool] = []
+
+    def check(wave: Any, endpoints: dict[str, Any]) -> None:
+        _preflight(plan.config, endpoints, log, [m for m in plan.config.models if m.name in wave.models],
+                   helpers=not checked_helpers)
+        checked_helpers.append(True)
+
+    stats, models.timeline = run_waves(models.waves, models.runtime, scheduler, todo, bar=bar,
+                                       desc=plan.config.name, log=log, check=check)
+    if models.timeline.text():
+        log(models.timeline.text())
+    return stats
+
+
 def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int) -> RunOutcome:
     """Phase 4: summary.json with full-B intervals, report.html and plots, the final MLflow state."""
     sink.end_run()  # the live table is freed before the summary builds its own
-    cells, text = finalize_run(plan.run_dir, plan.config, plan.benchmarks, unit_ids=plan.unit_ids,
-                               extra={"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)})
+    extra: dict[str, Any] = {"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)}
+    if getattr(models.runtime, "sizing", None):
+        extra["servers"] = models.runtime.sizing  # each server's in-flight cap and rope scaling, with the reason
+    if models.timeline is not None and models.timeline.records:
+        extra["waves"] = models.timeline.as_json()
+        extra["infrastructure"]["waves"] = models.timeline.metrics()
+    cells, text = finalize_run(plan.run_dir, plan.config, plan.benchmarks, unit_ids=plan.unit_ids, extra=extra)
+    if models.timeline is not None and models.timeline.text():
+        text += "\n\n" + models.timeline.text()
     sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
     return RunOutcome(
         run_dir=plan.run_dir, total_units=len(plan.units), skipped=skipped,
@@ -631,7 +747,9 @@ def _start_workers(
     scheduler = Scheduler(
         make_worker, n_workers, lambda results: None,
         per_worker=config.concurrency.episodes_per_worker,
-        per_model={m.name: m.in_flight_cap() for m in config.models},
+        # a served model's cap as its runtime sized it (KV capacity); a later wave's is set when it starts
+        per_model={m.name: endpoints[m.name]["max_in_flight"] if m.name in endpoints else m.in_flight_cap()
+                   for m in config.models},
         spares_per_worker=config.concurrency.resolved_spares(),
         max_attempts=config.max_attempts,
         on_infra_error=lambda model: _heal(runtime, [model, *(h.name for h in config.helpers)]),

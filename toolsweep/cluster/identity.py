@@ -14,17 +14,38 @@ from typing import Any
 from toolsweep.evaluator.types import canonical_json
 
 OPERATIONAL_FIELDS = frozenset({
-    "name", "max_in_flight", "timeout_s", "max_retries", "replicas", "num_cpus", "startup_timeout_s", "python",
+    "name", "max_in_flight", "timeout_s", "max_retries", "replicas", "num_cpus", "startup_timeout_s", "start_stagger_s", "python",
     "base_url", "api_key_env", "context_window",
 })
 OPERATIONAL_ENGINE_ARGS = frozenset({"max_num_seqs", "gpu_memory_utilization"})
 
 
+def adapter_hashes(path: str) -> dict[str, str]:
+    """sha256 of a LoRA adapter's weights and its adapter_config.json: an adapter retrained in place is
+    a different model."""
+    from pathlib import Path
+
+    from toolsweep.models.manifest import sha256_file, weight_hashes
+
+    out = dict(weight_hashes(path))
+    config = Path(path) / "adapter_config.json"
+    if config.is_file():
+        out["adapter_config.json"] = sha256_file(config)
+    return out
+
+
 def model_identity(model: Any) -> dict[str, Any]:
-    """The fields of a model's config that can change what it answers."""
+    """The fields of a model's config that can change what it answers (a LoRA adapter: its weights' hash
+    too). Models without an adapter keep the identity they had before adapters existed."""
     data = model.model_dump(mode="json", exclude=set(OPERATIONAL_FIELDS))
     if isinstance(data.get("engine_args"), dict):
         data["engine_args"] = {k: v for k, v in data["engine_args"].items() if k not in OPERATIONAL_ENGINE_ARGS}
+    if data.get("adapter") is None:
+        data.pop("adapter", None)
+    else:
+        data["adapter_sha256"] = adapter_hashes(data["adapter"])
+    if data.get("rope_scaling") is None:
+        data.pop("rope_scaling", None)
     return data
 
 

@@ -1,10 +1,13 @@
 """Do a sweep's models fit the cluster? Checked before any model server starts.
 
-A multi-model sweep keeps every model's replicas up at once (all models' units run concurrently), so
-the replicas of all models together must fit the cluster's GPUs, and each replica must fit on one
-node: a vLLM replica is one placement group with `tensor_parallel_size` GPUs packed on one node (the
+`plan_placement` checks one set of models that runs at once: the replicas of all of them together
+must fit the cluster's GPUs, and each replica must fit on one node: a vLLM replica is one placement group with `tensor_parallel_size` GPUs packed on one node (the
 same shape `ModelRuntime` asks Ray for). Failing here, with the model named and the numbers shown,
 beats a sweep that hangs waiting for a placement group that can never be scheduled.
+
+`plan_waves` groups a sweep's models into waves when they do not all fit together (DESIGN §3 "Model
+waves"): every wave must fit (with the helper models its units consult), and only a model that does
+not fit alone, with its helpers, is refused.
 
 Pure functions over plain data: `ray.cluster_resources()`-style totals and `ray.nodes()`-style node
 records. `check_ray_cluster` is the one place that reads them from a live Ray.
@@ -88,10 +91,21 @@ def model_demands(models: Iterable[Any]) -> list[ReplicaDemand]:
     and (device gpu) tensor_parallel_size x pipeline_parallel_size GPUs on one node; an hf model on
     a CUDA device needs one GPU.
     """
+    from toolsweep.models.config import server_groups
+
+    models = list(models)
+    # LoRA adapters of one base share its server: the server is one demand, named after it
+    shared = {m.name: server for server, members in server_groups(models).items() for m in members}
+    seen_servers: set[str] = set()
     demands: list[ReplicaDemand] = []
     for model in models:
         kind = _get(model, "kind")
         name = str(_get(model, "name"))
+        if kind == "vllm" and name in shared:
+            if shared[name] in seen_servers:
+                continue
+            seen_servers.add(shared[name])
+            name = shared[name]
         if kind == "vllm":
             engine_args = _get(model, "engine_args")
             tp = int(_engine_arg(engine_args, "tensor_parallel_size", 1))
@@ -309,11 +323,124 @@ def plan_placement(
     return plan
 
 
+@dataclass
+class Wave:
+    """Models whose servers run together; `helpers` are the helper models their units consult, placed
+    beside them (a helper is up in every wave that needs it)."""
+
+    index: int  # 1-based, as the user reads it
+    models: list[str]
+    helpers: list[str]
+    plan: PlacementPlan
+
+    @property
+    def label(self) -> str:
+        return f"wave {self.index}"
+
+    def describe(self) -> str:
+        helpers = f" (+ helpers {', '.join(self.helpers)})" if self.helpers else ""
+        return f"{self.label}: {', '.join(self.models)}{helpers}; {self.plan.describe()}"
+
+
+@dataclass
+class WavePlan:
+    """The sweep's waves, in the order they run (one when every model fits at once)."""
+
+    waves: list[Wave]
+
+    def wave_of(self, model: str) -> Wave:
+        return next(w for w in self.waves if model in w.models)
+
+    def describe(self) -> str:
+        if len(self.waves) == 1:
+            return f"every model fits at once: {self.waves[0].plan.describe()}"
+        return f"the models do not all fit at once; they run in {len(self.waves)} waves:\n  " + "\n  ".join(
+            w.describe() for w in self.waves)
+
+    def as_json(self) -> list[dict[str, Any]]:
+        return [{"wave": w.index, "models": list(w.models), "helpers": list(w.helpers),
+                 "gpus": w.plan.gpus_needed, "assignments": w.plan.assignments} for w in self.waves]
+
+
+def _needs_resources(model: Any) -> bool:
+    return any(d.gpus > _EPS or d.cpus > _EPS for d in model_demands([model]))
+
+
+def plan_waves(
+    models: Sequence[Any],
+    cluster_resources: Mapping[str, float],
+    nodes: Iterable[Mapping[str, Any]] | None = None,
+    *,
+    helpers: Sequence[Any] = (),
+    reserve_cpus: float = 0.0,
+) -> WavePlan:
+    """Groups the models under test into waves that each fit the cluster with `helpers` beside them.
+
+    First fit in config order: a model joins the first wave it fits in with that wave's models, else
+    opens a new one. Config order (not size order) keeps the plan stable as a config grows: a model
+    appended to the sweep never moves a model already planned, so the waves of a resumed run
+    directory keep their names. Models that take no cluster resources (scripted, openai, hf on CPU)
+    run in the first wave. Raises PlacementError naming each model that does not fit alone (with the
+    helpers); two models that merely do not fit together are never refused."""
+    models = list(models)
+    helpers = [h for h in helpers if h.name not in {m.name for m in models}]
+    nodes = list(nodes) if nodes is not None else None
+    alone: list[str] = []
+    for m in models:
+        try:
+            plan_placement([m, *helpers], cluster_resources, nodes, reserve_cpus=reserve_cpus)
+        except PlacementError as err:
+            alone.append(str(err).split("\n", 1)[1].rsplit("\n", 1)[0] if "\n" in str(err) else str(err))
+    if alone:
+        raise PlacementError(
+            "a model does not fit the cluster even in a wave of its own"
+            + (f" (with the helpers {', '.join(h.name for h in helpers)})" if helpers else "")
+            + ":\n" + "\n".join(alone) + "\n" + _ADVICE)
+    from toolsweep.models.config import server_groups
+
+    # models that share a server (LoRA adapters of one base) are placed, and run, together
+    together = {m.name: members for members in server_groups(models).values() for m in members}
+    groups: list[list[Any]] = []
+    free = [m for m in models if not _needs_resources(m)]
+    placed: set[str] = set()
+    for m in models:
+        if not _needs_resources(m) or m.name in placed:
+            continue
+        unit = [x for x in together.get(m.name, [m]) if x.name not in placed]
+        placed.update(x.name for x in unit)
+        for group in groups:
+            try:
+                plan_placement([*group, *unit, *helpers], cluster_resources, nodes, reserve_cpus=reserve_cpus)
+            except PlacementError:
+                continue
+            group.extend(unit)
+            break
+        else:
+            groups.append(list(unit))
+    if not groups:
+        groups = [[]]
+    groups[0][:0] = free
+    order = {m.name: i for i, m in enumerate(models)}
+    waves = []
+    for i, group in enumerate(groups):
+        group.sort(key=lambda m: order[m.name])
+        plan = plan_placement([*group, *helpers], cluster_resources, nodes, reserve_cpus=reserve_cpus)
+        waves.append(Wave(i + 1, [m.name for m in group], [h.name for h in helpers], plan))
+    return WavePlan(waves)
+
+
 def check_ray_cluster(models: Iterable[Any], *, reserve_cpus: float = 0.0) -> PlacementPlan:
     """`plan_placement` against the Ray cluster this process is connected to (after ray.init)."""
     import ray
 
     return plan_placement(models, ray.cluster_resources(), ray.nodes(), reserve_cpus=reserve_cpus)
+
+
+def ray_waves(models: Sequence[Any], helpers: Sequence[Any] = (), *, reserve_cpus: float = 0.0) -> WavePlan:
+    """`plan_waves` against the Ray cluster this process is connected to (after ray.init)."""
+    import ray
+
+    return plan_waves(models, ray.cluster_resources(), ray.nodes(), helpers=helpers, reserve_cpus=reserve_cpus)
 
 
 # -- autoscaling clusters ---------------------------------------------------------------------------

@@ -27,6 +27,10 @@ class LogProgress:
             self.last = now
             self.log(self.line(now))
 
+    def set_description(self, desc: str, refresh: bool = True) -> None:
+        """The run's name and, in a sweep that runs in waves, the wave now running (tqdm's method)."""
+        self.desc = desc
+
     def set_postfix(self, values: dict[str, Any], refresh: bool = True) -> None:
         self.postfix = dict(values)
 

@@ -183,9 +183,22 @@ class UnitSelection:
         recorded = UnitIds.of(skip).contains(self.space._digests[self.positions])
         return UnitSelection(self.space, self.positions[~recorded])
 
+    def _group_indices(self) -> np.ndarray:
+        return np.searchsorted(np.asarray(self.space._offsets), self.space._flat[self.positions], side="right") - 1
+
+    def models(self) -> set[str]:
+        """The models that still have units."""
+        return {self.space._groups[k].model for k in np.unique(self._group_indices()).tolist()}
+
+    def for_models(self, names: Iterable[str]) -> UnitSelection:
+        """These units less those of other models (a wave's share of a sweep), still in id order."""
+        names = set(names)
+        keep = np.array([g.model in names for g in self.space._groups] + [False], dtype=bool)
+        return UnitSelection(self.space, self.positions[keep[self._group_indices()]])
+
     def settings_by_benchmark(self) -> dict[str, list[str]]:
         """The settings that still have units, per benchmark (what the workers build)."""
-        groups = np.searchsorted(np.asarray(self.space._offsets), self.space._flat[self.positions], side="right") - 1
+        groups = self._group_indices()
         out: dict[str, set[str]] = {}
         for k in np.unique(groups).tolist():
             g = self.space._groups[k]

@@ -85,6 +85,8 @@ class Endpoint(BaseModel):
     model: str = Field("", description="Model name sent in requests.")
     base_urls: list[str] = Field(default_factory=list)
     api_key_env: str | None = None
+    api_key: str | None = Field(None, repr=False, description="A key given directly (the per-sweep key of the "
+                                "servers the cluster starts); travels in actor arguments, never in a log.")
     max_in_flight: int = 64
     timeout_s: float = 600.0
     max_retries: int = 5
@@ -203,6 +205,8 @@ class OpenAIClient:
         self._jitter = random.Random(stable_seed("backoff", endpoint.name))
 
     def _api_key(self) -> str | None:
+        if self.endpoint.api_key:
+            return self.endpoint.api_key
         env = self.endpoint.api_key_env
         if not env:
             return None

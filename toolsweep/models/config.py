@@ -136,16 +136,96 @@ class VLLMModelConfig(_LLMBase):
         description="Environment of the server process, e.g. VLLM_CPU_KVCACHE_SPACE (GiB) on CPU.",
     )
     startup_timeout_s: float = Field(900.0, gt=0, description="Engine start incl. weight loading.")
+    start_stagger_s: float = Field(
+        2.0, ge=0, description="Seconds between the starts of this model's replicas (and after them, the next "
+        "model's): vLLM engines that start together on one node race for the ports of their internal "
+        "torch.distributed and ZMQ channels and profile GPU memory while a neighbour is still loading.")
     python: str | None = Field(None, description="Python that runs the server; None = the actor's.")
+    adapter: str | None = Field(
+        None, description="A LoRA adapter directory (PEFT's adapter_config.json and adapter weights); `path` is its "
+        "base model. Adapters of one base (same path, device, replicas, engine args) share one server "
+        "(--enable-lora, --lora-modules, max_loras = the adapters it serves), each its own model in the sweep "
+        "with its own unit ids (the adapter's weights hash is in them).")
+    rope_scaling: Literal["auto"] | None = Field(
+        None, description="auto: YaRN only when the sweep's longest cell needs more than the model's native window "
+        "(config.json max_position_embeddings), with the smallest documented factor (2 or 4) that covers it; the "
+        "choice, and why, is written into the run's config (engine_args.hf_overrides, max_model_len) before any "
+        "unit id is made. None: engine_args as given.")
 
-    @field_validator("path")
+    @field_validator("path", "adapter")
     @classmethod
-    def _expand(cls, v: str) -> str:
-        return _expand_path(v)
+    def _expand(cls, v: str | None) -> str | None:
+        return None if v is None else _expand_path(v)
 
     @property
     def served_model_name(self) -> str:
         return self.name
+
+    def server_key(self) -> str:
+        """What a server of this model is: models with the same key and adapters share one server."""
+        import json
+
+        return json.dumps(self.model_dump(mode="json", include=SERVER_FIELDS), sort_keys=True)
+
+
+SERVER_FIELDS = {"path", "device", "replicas", "num_cpus", "engine_args", "env", "startup_timeout_s",
+                 "start_stagger_s", "python", "rope_scaling"}
+"""The fields of a vLLM model that make its server: adapters with the same values share one."""
+LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+"""The max_lora_rank values vLLM accepts (16 is its default)."""
+
+
+def server_groups(models: list[Any]) -> dict[str, list[VLLMModelConfig]]:
+    """The servers a sweep's vLLM models need: server name -> the models it serves, in config order.
+
+    A model without an adapter has a server of its own, unless adapters of the same base share it
+    (then it is served as the base, under its own name). Adapters of one base share one server, named
+    after its plain model when the sweep has one, else after its first adapter."""
+    groups: dict[str, list[VLLMModelConfig]] = {}
+    by_key: dict[str, str] = {}
+    vllm = [m for m in models if isinstance(m, VLLMModelConfig)]
+    for m in vllm:  # plain models first: each names its own server
+        if m.adapter is None:
+            key = m.server_key()
+            groups[m.name] = [m]
+            by_key.setdefault(key, m.name)
+    for m in vllm:
+        if m.adapter is not None:
+            name = by_key.setdefault(m.server_key(), m.name)
+            groups.setdefault(name, []).append(m)
+    order = {m.name: i for i, m in enumerate(vllm)}
+    return {name: sorted(members, key=lambda m: order[m.name]) for name, members in
+            sorted(groups.items(), key=lambda kv: min(order[m.name] for m in kv[1]))}
+
+
+def lora_server_config(name: str, members: list[VLLMModelConfig]) -> tuple[VLLMModelConfig, dict[str, str]]:
+    """The server config of a group of models (`server_groups`) and its LoRA modules (name -> adapter
+    directory). With adapters: --enable-lora, max_loras = the adapters served (every adapter's weights
+    stay on the GPU, none swapped per batch), max_lora_rank = the smallest rank vLLM accepts that covers
+    the largest adapter's `r` (adapter_config.json), unless engine_args set them."""
+    import json
+
+    base = members[0]
+    adapters = {m.name: m.adapter for m in members if m.adapter is not None}
+    if not adapters:
+        return base, {}
+    engine = base.engine_args.model_dump()
+    engine.setdefault("enable_lora", True)
+    engine.setdefault("max_loras", len(adapters))
+    ranks = []
+    for path in adapters.values():
+        try:
+            ranks.append(int(json.loads((Path(path) / "adapter_config.json").read_text()).get("r", 0)))
+        except (OSError, ValueError):
+            continue
+    if ranks and max(ranks) > 16 and "max_lora_rank" not in engine:
+        engine["max_lora_rank"] = next((r for r in LORA_RANKS if r >= max(ranks)), LORA_RANKS[-1])
+    # the base is served under the server's name; with no plain model in the sweep that name is an
+    # adapter's, so the base takes "<name>-base" (vLLM refuses a LoRA module named like its base)
+    served = name if any(m.adapter is None for m in members) else f"{name}-base"
+    server = base.model_copy(update={"name": served, "adapter": None,
+                                     "engine_args": VLLMEngineArgs.model_validate(engine)})
+    return server, adapters
 
 
 class HFModelConfig(_LLMBase):

@@ -29,6 +29,13 @@ from typing import Any
 
 from toolsweep.models.config import VLLMModelConfig
 
+SECRET_ENV = frozenset({"VLLM_API_KEY"})
+"""Environment variables of the server that hold a secret: never copied into a manifest or a log."""
+PORT_TRIES = 5
+"""Starts tried on fresh ports when the one picked was taken between picking and binding (EADDRINUSE):
+`free_port` can only name a port that was free a moment ago, the server binds it seconds later."""
+_ADDR_IN_USE = ("Address already in use", "Errno 98", "EADDRINUSE")
+
 # Names of the segments vLLM, torch and Python's multiprocessing create in /dev/shm.
 SHM_PREFIXES = ("psm_", "vllm", "torch_", "sem.mp-", "mp-")
 # A segment younger than this may belong to a process that is still mapping it.
@@ -195,10 +202,15 @@ class VLLMServer:
         host: str = "127.0.0.1",
         port: int | None = None,
         log_dir: str | Path | None = None,
+        api_key: str | None = None,
+        lora_modules: dict[str, str] | None = None,
     ) -> None:
         self.config = config
+        self.lora_modules = dict(lora_modules or {})  # LoRA name -> adapter directory, served beside the base
         self.host = host
         self.port = port
+        self._fixed_port = port is not None
+        self._api_key = api_key
         self.log_dir = Path(log_dir or Path(tempfile.gettempdir()) / "toolsweep-vllm")
         self.log_path: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
@@ -220,6 +232,8 @@ class VLLMServer:
             "--host", self.host,
             "--port", str(self.port),
             *cfg.engine_args.to_cli(),
+            *(["--lora-modules", *(f"{name}={path}" for name, path in self.lora_modules.items())]
+              if self.lora_modules else []),
         ]
 
     def environment(self) -> dict[str, str]:
@@ -233,6 +247,10 @@ class VLLMServer:
         env.setdefault("TRANSFORMERS_OFFLINE", "1")
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
         env.setdefault("DO_NOT_TRACK", "1")
+        if self._api_key:
+            # vLLM's server requires `Authorization: Bearer <key>` on /v1 when VLLM_API_KEY is set; in the
+            # environment, not as --api-key, so no command line (ps, the log's args line, the manifest) shows it
+            env["VLLM_API_KEY"] = self._api_key
         return env
 
     @property
@@ -253,7 +271,29 @@ class VLLMServer:
                 "(for SmolLM2 run `toolsweep models prepare smollm2`)"
             )
         cleanup_orphan_shm()
-        self.port = self.port or free_port(self.host)
+        for attempt in range(1, PORT_TRIES + 1):
+            self.port = self.port if self._fixed_port else free_port(self.host)
+            try:
+                self._launch(wait)
+                break
+            except RuntimeError as err:
+                if self._fixed_port or attempt == PORT_TRIES or not any(s in str(err) for s in _ADDR_IN_USE):
+                    raise
+                self.stop()  # whatever the failed try left running
+                self.port_retries = attempt  # another process bound the port first: try a fresh one
+        if stale_shm:
+            # After our own start: by now the predecessor's processes (stopped by its supervisor)
+            # have let go of their segments.
+            self._stale_shm_removed = remove_unused_shm(stale_shm)
+        return self.base_url
+
+    port_retries = 0
+
+    def _launch(self, wait: bool) -> None:
+        """One start of the server process on `self.port` (and the wait until it is healthy)."""
+        if getattr(self, "_lifeline", None) is not None:  # a try that failed: its pipe is not needed
+            os.close(self._lifeline)
+            self._lifeline = None
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.log_dir / f"{self.config.name}-{self.port}.log"
         log = open(self.log_path, "ab")
@@ -268,11 +308,6 @@ class VLLMServer:
         log.close()
         if wait:
             self.wait_healthy()
-        if stale_shm:
-            # After our own start: by now the predecessor's processes (stopped by its supervisor)
-            # have let go of their segments.
-            self._stale_shm_removed = remove_unused_shm(stale_shm)
-        return self.base_url
 
     def log_tail(self, n: int = 40) -> str:
         if self.log_path is None or not self.log_path.exists():
@@ -280,14 +315,24 @@ class VLLMServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
     def _get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
-        url = f"http://{self.host}:{self.port}{path}"
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        request = urllib.request.Request(f"http://{host}:{self.port}{path}")
+        if self._api_key:
+            request.add_header("Authorization", f"Bearer {self._api_key}")
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as resp:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
                 return resp.status, resp.read().decode(errors="replace")
         except urllib.error.HTTPError as exc:
             return exc.code, ""
         except (urllib.error.URLError, OSError, TimeoutError):
             return 0, ""
+
+    def kv_capacity(self) -> dict[str, int] | None:
+        """The engine's KV-cache capacity as it reports it on /metrics (None when it does not)."""
+        from toolsweep.models.sizing import kv_capacity
+
+        status, text = self._get("/metrics")
+        return kv_capacity(text) if status == 200 else None
 
     def healthy(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:
@@ -310,7 +355,8 @@ class VLLMServer:
                 self.ready_after_s = time.monotonic() - (self.started_at or time.monotonic())
                 self._track_shm()
                 return
-            time.sleep(1.0)
+            # a wave switch waits on this: polled often (two local GETs), not once a second
+            time.sleep(0.1)
         self.stop()
         raise TimeoutError(
             f"vLLM server for {self.config.name!r} not healthy after {timeout_s or self.config.startup_timeout_s:.0f} s "
