@@ -606,6 +606,7 @@ def _start_workers(
     warm-up (`scheduler.warmups`)."""
     from toolsweep.actors.rollout_worker import RemoteRolloutWorker
     from toolsweep.cluster.scheduler import Scheduler
+    from toolsweep.models.secrets import Secrets
 
     n_workers = _worker_count(config, ray)
     cpus = config.concurrency.worker_cpus
@@ -613,19 +614,18 @@ def _start_workers(
         cpus = 0  # a cluster whose CPUs are held by model servers still runs environments
     models = {m.name: m for m in config.served_models()}
     options = {e.name: e.options for e in config.benchmarks}
-    # API keys the driver was given reach the workers on every node (validated as set before Ray started)
-    keys = {m.api_key_env: os.environ[m.api_key_env] for m in models.values()
-            if getattr(m, "api_key_env", None) and os.environ.get(m.api_key_env)}
+    # API keys the driver was given reach the workers on every node (validated as set before Ray
+    # started) as a constructor argument, never as runtime_env env vars, which Ray's logs record.
+    keys = Secrets.from_environment(getattr(m, "api_key_env", None) for m in models.values())
 
     def make_worker(i: int) -> Any:
         # Named so operators (and the fault tests) can find a sweep's workers.
         return RemoteRolloutWorker.options(
             name=f"toolsweep:{config.name}:{config.resolved_run_id()}:worker-{i}:{uuid.uuid4().hex[:6]}",
             num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=10_000,
-            runtime_env={"env_vars": keys} if keys else None,
         ).remote(
             f"worker-{i}", models, options, endpoints, extra_benchmarks,
-            config.episode_timeout_s, config.concurrency.offload_env,
+            config.episode_timeout_s, config.concurrency.offload_env, keys,
         )
 
     scheduler = Scheduler(
