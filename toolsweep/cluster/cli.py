@@ -21,7 +21,8 @@ EXIT_TERMINATED = 143
 EXIT_CODES = """\
 exit codes:
   0    done
-  1    some units failed on infrastructure after max_attempts (listed in failures.jsonl; re-run to retry)
+  1    some units were given up on infrastructure (max_attempts spent, or an endpoint down past
+       outage_budget_s; listed in failures.jsonl; re-run to retry)
   2    bad config (nothing started)
   3    a model or helper failed the preflight (nothing was run)
   4    an endpoint refused the configuration during the run (bad key, unknown model, unusable URL):

@@ -148,7 +148,12 @@ class SweepConfig(_Strict):
         3600.0, gt=0, description="Infrastructure guard on an episode's working wall-clock time (waits for a "
         "slot, backoffs and failed attempts excluded); an expiry is retried, never scored. The benchmarks' own "
         "budgets are in turns and tokens.")
-    max_attempts: int = Field(3, ge=1, description="Tries per unit on infrastructure errors.")
+    max_attempts: int = Field(3, ge=1, description="Tries per unit on infrastructure errors specific to the "
+                              "unit (an endpoint outage spends none: see outage_budget_s).")
+    outage_budget_s: float = Field(
+        600.0, ge=0, le=7 * 86_400,
+        description="How long a model's endpoint may stay unreachable before its units are given up. While it "
+        "is down its units wait (no attempt spent) and it is probed with backoff; other models keep running.")
     output_dir: str = Field("runs", description="Parent of runs/<sweep>/<run-id>/.")
     run_id: str | None = Field(None, description="Default 'main': re-running resumes, and an edited config grows "
                                "the same run directory (unchanged units are reused).")

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -635,6 +636,8 @@ def _start_workers(
         spares_per_worker=config.concurrency.resolved_spares(),
         max_attempts=config.max_attempts,
         on_infra_error=lambda model: _heal(runtime, [model, *(h.name for h in config.helpers)]),
+        wait_endpoint=lambda model: _wait_for_endpoints(
+            runtime, [model, *(h.name for h in config.helpers)], config.outage_budget_s, log),
         log=log,
     )
     plan = todo.settings_by_benchmark()
@@ -679,6 +682,30 @@ def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:
     return endpoints
 
 
+def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Log) -> Any:
+    """After an infra_error: probe the HTTP endpoints of the unit's model and of its helpers until each
+    answers or the outage budget runs out (`endpoint_health`); the worst verdict decides."""
+    from toolsweep.cluster.endpoint_health import probe_http, wait_for_endpoint
+
+    verdicts = []
+    for name in dict.fromkeys(models):
+        spec = runtime.endpoints().get(name) or {}
+        urls = list(spec.get("base_urls") or [])
+        if spec.get("kind", "openai") != "openai" or not urls:
+            continue
+        key_env = spec.get("api_key_env")
+        key = os.environ.get(key_env) if key_env else None
+        where = ", ".join(urls)
+        verdicts.append(wait_for_endpoint(
+            lambda urls=urls, key=key: probe_http(urls, key), budget_s, where=f"{name} at {where}",
+            on_down=lambda error, name=name: log(
+                f"model {name}: its endpoint does not answer ({error[:200]}); its units wait (no attempt "
+                f"spent) while it is probed, for up to {budget_s:.0f} s (outage_budget_s)"),
+        ))
+    order = {"exhausted": 0, "recovered": 1, "up": 2}
+    return min(verdicts, key=lambda v: order[v.state]) if verdicts else None
+
+
 def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:
     """failures.jsonl lists the units given up on infrastructure and not recorded since: a re-run
     retries them, and one that is now recorded leaves the file."""
@@ -700,8 +727,22 @@ def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: in
     left = [line for unit_id, line in entries.items() if unit_id not in recorded]
     atomic_write_text(failures, "".join(line + "\n" for line in left))
     if gave_up:
-        log(f"{len(gave_up)} units failed on infrastructure after {max_attempts} attempts "
-            f"(see {failures}); re-run the same command to retry them")
+        log(f"{len(gave_up)} units were given up on infrastructure ({failure_breakdown(gave_up)}; see "
+            f"{failures}); re-run the same command to retry them")
+
+
+def failure_breakdown(gave_up: list[Any]) -> str:
+    """Units given up, counted by model and cause: 'served: 12 endpoint outage, 3 timeout'."""
+    counts: dict[str, Counter] = {}
+    for r in gave_up:
+        error = r.error or ""
+        cause = ("endpoint outage" if "outage budget" in error
+                 else "timeout" if "timed out" in error or "timeout" in error.lower()
+                 else "rollout worker died" if "rollout worker died" in error
+                 else f"infra error after {r.attempts} attempts")
+        counts.setdefault(r.unit.model, Counter())[cause] += 1
+    return "; ".join(f"{model}: " + ", ".join(f"{n} {cause}" for cause, n in c.most_common())
+                     for model, c in sorted(counts.items()))
 
 
 def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: dict[str, Any]) -> None:
