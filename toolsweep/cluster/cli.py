@@ -123,6 +123,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         if not isinstance(err, PreflightFailed):
             raise
+        if err.report is not None and err.report.config_causes():
+            # a refused key or an unknown model: running anyway would only fail every unit
+            print(f"error: an endpoint refused the configuration, nothing was run\n{err.report.text()}",
+                  file=sys.stderr)
+            return EXIT_ENDPOINT_CONFIG
         print(f"error: preflight failed, nothing was run\n{err}\n(--skip-preflight runs anyway)", file=sys.stderr)
         return EXIT_PREFLIGHT
     if outcome.interrupted:
