@@ -45,10 +45,15 @@ def _seed_list(value: int | list[int]) -> list[int]:
         return list(range(value))
     if not value:
         raise ValueError("must list at least one seed")
-    if any(s < 0 for s in value):
-        raise ValueError(f"seeds must be non-negative, got {value}")
+    if len(value) > MAX_SEEDS:
+        raise ValueError(f"a list of {len(value):,} seeds is more than the {MAX_SEEDS:,} a sweep takes; is it a typo?")
+    negative = [s for s in value if s < 0]
+    if negative:
+        raise ValueError(f"seeds must be non-negative, got {negative[:5]}")
     if len(set(value)) != len(value):
-        raise ValueError(f"seeds must be distinct, got {value}")
+        seen: set[int] = set()
+        repeated = sorted({s for s in value if s in seen or seen.add(s)})
+        raise ValueError(f"seeds must be distinct; repeated: {repeated[:10]}")
     return list(value)
 
 
