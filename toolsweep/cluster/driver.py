@@ -343,8 +343,20 @@ def _connect_ray(address: str | None, log: Log) -> bool:
             ) from None
     else:
         log("starting an embedded Ray (no cluster address given)")
-        ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        try:
+            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        except Exception as exc:  # noqa: BLE001 - a start-up timeout under load, an unusable temp dir, ...
+            raise RayStartFailed(
+                f"the embedded Ray did not start ({type(exc).__name__}: {str(exc)[:300]}). Nothing was run. "
+                "On a loaded machine its start-up can time out: run the same command again when it is less busy, "
+                "or start a cluster once with `ray start --head` and pass --address auto; check that the temp "
+                "folder (RAY_TMPDIR, default /tmp) is writable and has space."
+            ) from None
     return True
+
+
+class RayStartFailed(RuntimeError):
+    """Ray could not be started or joined: nothing ran; the message says what to try."""
 
 
 def run_sweep(
