@@ -344,7 +344,7 @@ def _connect_ray(address: str | None, log: Log) -> bool:
     else:
         log("starting an embedded Ray (no cluster address given)")
         try:
-            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+            ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         except Exception as exc:  # noqa: BLE001 - a start-up timeout under load, an unusable temp dir, ...
             raise RayStartFailed(
                 f"the embedded Ray did not start ({type(exc).__name__}: {str(exc)[:300]}). Nothing was run. "

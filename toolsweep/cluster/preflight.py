@@ -448,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         if not ray.is_initialized():
-            ray.init(address=args.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+            ray.init(address=args.address or "local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     def line(r: ProbeResult) -> None:
         if not args.json:
             print(r.line(), file=sys.stderr, flush=True)
