@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [bench_dir, str(REPO), os.environ.get("PYTHONPATH")]))
     import ray
 
-    ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     try:
         with tempfile.TemporaryDirectory() as work:
             t0 = time.perf_counter()

@@ -140,7 +140,7 @@ def main() -> None:
     from toolsweep.evaluator.registry import register_benchmark
 
     register_benchmark("latency", EXTRA["latency"])
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     with tempfile.TemporaryDirectory() as tmp:
         print(f"scheduler efficiency: N={args.episodes} episodes x T={args.turns} turns, L={args.latency*1000:.0f} ms per call")
         print("  sweep s = first lease to last result (workers warmed up); total s = the whole run_sweep call,")

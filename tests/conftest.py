@@ -47,7 +47,8 @@ def ray_local():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        # "local": a new Ray of its own, never a `ray start` cluster that happens to run on the machine
+        ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield ray
 
 

@@ -35,6 +35,8 @@ def test_good_config_expands(tmp_path, capsys):
         (GOOD.replace("name: fake", "name: nope"), ["benchmarks.0.name", "unknown benchmark 'nope'", "fake"]),
         (GOOD.replace("[small]", "[tiny]"), ["benchmarks.0.settings", "tiny", "small, large"]),
         (GOOD.replace("seeds: 2", "seeds: -1"), ["seeds", "positive"]),
+        (GOOD.replace("seeds: 2", f"seeds: {list(range(200_000))}"), ["seeds", "200,000 seeds", "typo"]),
+        (GOOD.replace("seeds: 2", "seeds: [0, 1, 1, 2]"), ["seeds", "repeated: [1]"]),
         (GOOD + "concurency: {workers: 2}\n", ["concurency", "unknown field"]),
         (GOOD.replace("policy: oracle", "policy: genius"), ["models.0.policy", "genius", "oracle, random"]),
         (GOOD.replace("kind: scripted", "kind: magic"), ["models.0", "magic"]),

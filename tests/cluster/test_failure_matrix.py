@@ -232,3 +232,21 @@ def test_a_400_after_the_model_has_spoken_is_the_agents_error():
         later = first + [Message(role="assistant", content="{bad"), Message(role="user", content="again")]
         with pytest.raises(ModelRequestError):
             asyncio.run(policy.act(later, []))
+
+
+def test_ray_that_cannot_start_is_a_message_and_exit_5_not_a_traceback(tmp_path):
+    import os
+    import subprocess
+
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    raw = {"name": "noray", "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"}],
+           "benchmarks": [{"name": "toolmaze", "settings": ["C1-P0-std"]}], "mlflow": False,
+           "output_dir": str(tmp_path / "runs")}
+    cfg = tmp_path / "sweep.yaml"
+    cfg.write_text(json.dumps(raw))
+    env = {**os.environ, "RAY_TMPDIR": str(not_a_dir / "ray")}  # Ray's start fails for real
+    proc = subprocess.run([sys.executable, "-m", "toolsweep.cluster.cli", "run", str(cfg), "--no-progress"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 5, proc.stderr[-2000:]
+    assert "embedded Ray did not start" in proc.stderr and "Traceback" not in proc.stderr

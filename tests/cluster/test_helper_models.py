@@ -54,6 +54,9 @@ def test_judge_and_critic_served_over_http_grade_a_sweep(ray_local, tmp_path):
     assert sum("Expert Example:" in p for p in prompts) == 3 + 2 * 3  # holistic + refine's initial and final
     assert sum("Initial response:" in p for p in prompts) == 3  # one critic review per refinement
     assert all(r["temperature"] == 0.0 for r in requests)  # helpers decode greedily whatever the sweep samples
+    # and reply within their own budget, not the evaluated model's max_tokens (512 in this sweep)
+    grading = [r for r in requests if any(k in r["messages"][-1]["content"] for k in ("Expert Example:", "Initial response:"))]
+    assert grading and {r["max_tokens"] for r in grading} == {1024}
     cells = {c["setting"]: c["metrics"] for c in out.cells}
     assert cells["holistic"]["judge_agree"]["value"] == 1.0 and cells["holistic"]["correct"]["value"] == 1.0
     assert cells["refine_critic_plus"]["hol_refined_cr"]["value"] == 1.0
@@ -95,3 +98,25 @@ def test_judge_dying_mid_sweep_loses_nothing_and_names_the_model(ray_local, tmp_
     assert len(failures) == 6 and all("model 'judge' unreachable" in f["error"] for f in failures)
     assert any("re-run the same command to retry them" in m for m in logs)
     assert out.run_dir.finished_unit_ids() == set()  # nothing scored without its judge
+
+
+def test_a_judges_reply_budget_is_in_the_ids_of_the_units_it_grades_only(tmp_path):
+    from toolsweep.cluster.driver import load_benchmarks
+    from toolsweep.cluster.identity import unit_contexts
+
+    def contexts(judge_budget: int) -> dict:
+        raw = _config(tmp_path, "http://127.0.0.1:9/v1", "ids").model_dump(mode="json")
+        raw["models"].append({"name": "agent", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "a"})
+        raw["helpers"][0]["helper_max_tokens"] = judge_budget
+        cfg = SweepConfig.model_validate(raw)
+        benches = load_benchmarks(cfg)
+        return unit_contexts(cfg, benches, {n: b.fingerprint() for n, b in benches.items()})
+
+    a, b = contexts(1024), contexts(2048)
+    assert a[("agent", "apb")] != b[("agent", "apb")]  # graded by a judge asked differently: new units
+    agent = {"name": "agent", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "a"}
+    from toolsweep.cluster.identity import model_identity
+    from toolsweep.models.config import OpenAIModelConfig
+
+    # a model's own units do not depend on how it would be asked as a helper
+    assert model_identity(OpenAIModelConfig(**agent)) == model_identity(OpenAIModelConfig(**agent, helper_max_tokens=7))

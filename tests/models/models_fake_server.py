@@ -93,13 +93,13 @@ class FakeOpenAIServer:
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    async def _start(self) -> None:
+    async def _start(self, port: int = 0) -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_get("/health", self._health)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
@@ -107,6 +107,15 @@ class FakeOpenAIServer:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
         return self
+
+    def go_down(self) -> None:
+        """Stop listening (an outage: connections are refused) until `come_back`."""
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._runner = None
+
+    def come_back(self) -> None:
+        """Listen again on the same port."""
+        asyncio.run_coroutine_threadsafe(self._start(self.port), self._loop).result(10)
 
     def __exit__(self, *exc: Any) -> None:
         if self._runner is not None:

@@ -144,7 +144,38 @@ def test_the_benchmark_probe_uses_the_environments_own_verdict():
         models = [OpenAIModelConfig(name="prose", base_url=server.base_url, model="x", max_retries=0)]
         report = run_preflight(models, [("fake", ["small"])], probe_timeout_s=5)
     probe = next(r for r in report.results if r.probe == "fake/small")
-    assert not probe.ok and probe.cause == "format"
+    # no tool-call markup at all: the template and the parser are not what failed
+    assert not probe.ok and probe.cause == "prose"
+    assert FIXES["prose"] in report.text() and "check the chat template" not in report.text()
+
+
+def test_markup_the_parser_rejected_blames_the_template_and_parser():
+    with FakeOpenAIServer() as server:
+        # the model tried a Hermes call, but the server's parser left it as text (broken JSON)
+        server.default = lambda body: text_reply('<tool_call>{"name": "get_weather", "arguments": {"city": }</tool_call>')
+        models = [OpenAIModelConfig(name="markup", base_url=server.base_url, model="x", max_retries=0)]
+        report = run_preflight(models, [("fake", ["small"])], probe_timeout_s=5)
+    failed = [r for r in report.results if not r.ok]
+    assert failed and {r.cause for r in failed} == {"format"}
+    assert FIXES["format"] in report.text()
+
+
+def test_run_exits_4_when_the_preflight_finds_a_refused_key(tmp_path, capsys):
+    from toolsweep.cluster.cli import EXIT_ENDPOINT_CONFIG
+    from toolsweep.cluster.cli import main as cli_main
+
+    with FakeOpenAIServer() as server:
+        server.default = lambda body: (401, {"error": "bad key"})
+        cfg = tmp_path / "sweep.yaml"
+        cfg.write_text(json.dumps({
+            "name": "pf401", "models": [{"name": "m", "kind": "openai", "base_url": server.base_url, "model": "x",
+                                          "max_retries": 0}],
+            "benchmarks": [{"name": "fake", "settings": ["small"]}], "mlflow": False,
+            "output_dir": str(tmp_path / "runs")}))
+        code = cli_main(["run", str(cfg), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == EXIT_ENDPOINT_CONFIG == 4
+    assert FIXES["auth"] in err and "--skip-preflight" not in err
 
 
 def test_the_preflight_closes_its_connections():

@@ -127,6 +127,7 @@ def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_loca
     from toolsweep.cluster.config import SweepConfig
     from toolsweep.cluster.driver import run_sweep
 
+    servers_before = vllm_server_processes(smollm2)
     config = SweepConfig.model_validate({
         "name": "t3-vllm",
         "seeds": [0],
@@ -183,15 +184,23 @@ def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_loca
 
     # Nothing left behind: no server process of this model, no segment of the dead replica.
     assert not any(os.path.exists(p) for p in killed[0]["shm"])
-    leftovers = []
+    # Only processes this test started count: another SmolLM2 server on the machine (a developer's, a
+    # parallel run's) is none of its business.
+    leftovers = {pid: cmd for pid, cmd in vllm_server_processes(smollm2).items() if pid not in servers_before}
+    assert not leftovers
+
+
+def vllm_server_processes(model_dir: Path) -> dict[str, str]:
+    """pid -> command line of every vLLM server process of this model (and engine core) on the machine."""
+    found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if ("vllm.entrypoints.openai.api_server" in cmd and str(smollm2) in cmd) or cmd.startswith("VLLM::"):
-            leftovers.append(cmd)
-    assert not leftovers
+        if ("vllm.entrypoints.openai.api_server" in cmd and str(model_dir) in cmd) or cmd.startswith("VLLM::"):
+            found[pid] = cmd
+    return found
 
 
 def test_smollm2_judges_and_critiques_apb_episodes(smollm2):

@@ -28,6 +28,7 @@ from toolsweep.evaluator.protocols import EndpointConfigError, InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
 from toolsweep.models.factory import build_helpers, build_policy
+from toolsweep.models.secrets import Secrets
 
 
 OFFLOAD_ABOVE_S = 0.002
@@ -94,7 +95,10 @@ class RolloutWorker:
         extra_benchmarks: dict[str, str] | None = None,
         timeout_s: float = 600.0,
         offload_env: bool | str = "auto",
+        secrets: Secrets | None = None,
     ) -> None:
+        if secrets:
+            secrets.export()  # the model clients read their keys from this process's environment
         for name, target in (extra_benchmarks or {}).items():
             register_benchmark(name, target)
         self.worker_id = worker_id

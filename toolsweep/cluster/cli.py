@@ -16,16 +16,19 @@ EXIT_UNITS_FAILED = 1
 EXIT_CONFIG = 2
 EXIT_PREFLIGHT = 3
 EXIT_ENDPOINT_CONFIG = 4
+EXIT_RAY_START = 5
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 EXIT_CODES = """\
 exit codes:
   0    done
-  1    some units failed on infrastructure after max_attempts (listed in failures.jsonl; re-run to retry)
+  1    some units were given up on infrastructure (max_attempts spent, or an endpoint down past
+       outage_budget_s; listed in failures.jsonl; re-run to retry)
   2    bad config (nothing started)
   3    a model or helper failed the preflight (nothing was run)
   4    an endpoint refused the configuration during the run (bad key, unknown model, unusable URL):
        the run stopped; finished episodes are kept, nothing else was scored
+  5    Ray could not be started (e.g. a start-up timeout on a loaded machine): nothing was run
   130  interrupted by Ctrl-C (progress kept)    143  stopped by SIGTERM (progress kept)
 """
 
@@ -86,7 +89,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     import signal
 
-    from toolsweep.cluster.driver import EndpointMisconfigured, WorkersFailed, run_sweep
+    from toolsweep.cluster.driver import EndpointMisconfigured, RayStartFailed, WorkersFailed, run_sweep
     from toolsweep.evaluator.rundir import RunDirectoryBusy
 
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -110,6 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except RunDirectoryBusy as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_CONFIG
+    except RayStartFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_RAY_START
     except WorkersFailed as err:
         print(f"error: {err}\nfinished episodes are kept; run the same command again", file=sys.stderr)
         return EXIT_UNITS_FAILED
@@ -122,6 +128,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         if not isinstance(err, PreflightFailed):
             raise
+        if err.report is not None and err.report.config_causes():
+            # a refused key or an unknown model: running anyway would only fail every unit
+            print(f"error: an endpoint refused the configuration, nothing was run\n{err.report.text()}",
+                  file=sys.stderr)
+            return EXIT_ENDPOINT_CONFIG
         print(f"error: preflight failed, nothing was run\n{err}\n(--skip-preflight runs anyway)", file=sys.stderr)
         return EXIT_PREFLIGHT
     if outcome.interrupted:

@@ -45,10 +45,15 @@ def _seed_list(value: int | list[int]) -> list[int]:
         return list(range(value))
     if not value:
         raise ValueError("must list at least one seed")
-    if any(s < 0 for s in value):
-        raise ValueError(f"seeds must be non-negative, got {value}")
+    if len(value) > MAX_SEEDS:
+        raise ValueError(f"a list of {len(value):,} seeds is more than the {MAX_SEEDS:,} a sweep takes; is it a typo?")
+    negative = [s for s in value if s < 0]
+    if negative:
+        raise ValueError(f"seeds must be non-negative, got {negative[:5]}")
     if len(set(value)) != len(value):
-        raise ValueError(f"seeds must be distinct, got {value}")
+        seen: set[int] = set()
+        repeated = sorted({s for s in value if s in seen or seen.add(s)})
+        raise ValueError(f"seeds must be distinct; repeated: {repeated[:10]}")
     return list(value)
 
 
@@ -148,7 +153,12 @@ class SweepConfig(_Strict):
         3600.0, gt=0, description="Infrastructure guard on an episode's working wall-clock time (waits for a "
         "slot, backoffs and failed attempts excluded); an expiry is retried, never scored. The benchmarks' own "
         "budgets are in turns and tokens.")
-    max_attempts: int = Field(3, ge=1, description="Tries per unit on infrastructure errors.")
+    max_attempts: int = Field(3, ge=1, description="Tries per unit on infrastructure errors specific to the "
+                              "unit (an endpoint outage spends none: see outage_budget_s).")
+    outage_budget_s: float = Field(
+        600.0, ge=0, le=7 * 86_400,
+        description="How long a model's endpoint may stay unreachable before its units are given up. While it "
+        "is down its units wait (no attempt spent) and it is probed with backoff; other models keep running.")
     output_dir: str = Field("runs", description="Parent of runs/<sweep>/<run-id>/.")
     run_id: str | None = Field(None, description="Default 'main': re-running resumes, and an edited config grows "
                                "the same run directory (unchanged units are reused).")

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -343,8 +344,20 @@ def _connect_ray(address: str | None, log: Log) -> bool:
             ) from None
     else:
         log("starting an embedded Ray (no cluster address given)")
-        ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        try:
+            ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        except Exception as exc:  # noqa: BLE001 - a start-up timeout under load, an unusable temp dir, ...
+            raise RayStartFailed(
+                f"the embedded Ray did not start ({type(exc).__name__}: {str(exc)[:300]}). Nothing was run. "
+                "On a loaded machine its start-up can time out: run the same command again when it is less busy, "
+                "or start a cluster once with `ray start --head` and pass --address auto; check that the temp "
+                "folder (RAY_TMPDIR, default /tmp) is writable and has space."
+            ) from None
     return True
+
+
+class RayStartFailed(RuntimeError):
+    """Ray could not be started or joined: nothing ran; the message says what to try."""
 
 
 def run_sweep(
@@ -722,6 +735,7 @@ def _start_workers(
     warm-up (`scheduler.warmups`)."""
     from toolsweep.actors.rollout_worker import RemoteRolloutWorker
     from toolsweep.cluster.scheduler import Scheduler
+    from toolsweep.models.secrets import Secrets
 
     n_workers = _worker_count(config, ray)
     cpus = config.concurrency.worker_cpus
@@ -729,19 +743,18 @@ def _start_workers(
         cpus = 0  # a cluster whose CPUs are held by model servers still runs environments
     models = {m.name: m for m in config.served_models()}
     options = {e.name: e.options for e in config.benchmarks}
-    # API keys the driver was given reach the workers on every node (validated as set before Ray started)
-    keys = {m.api_key_env: os.environ[m.api_key_env] for m in models.values()
-            if getattr(m, "api_key_env", None) and os.environ.get(m.api_key_env)}
+    # API keys the driver was given reach the workers on every node (validated as set before Ray
+    # started) as a constructor argument, never as runtime_env env vars, which Ray's logs record.
+    keys = Secrets.from_environment(getattr(m, "api_key_env", None) for m in models.values())
 
     def make_worker(i: int) -> Any:
         # Named so operators (and the fault tests) can find a sweep's workers.
         return RemoteRolloutWorker.options(
             name=f"toolsweep:{config.name}:{config.resolved_run_id()}:worker-{i}:{uuid.uuid4().hex[:6]}",
             num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=10_000,
-            runtime_env={"env_vars": keys} if keys else None,
         ).remote(
             f"worker-{i}", models, options, endpoints, extra_benchmarks,
-            config.episode_timeout_s, config.concurrency.offload_env,
+            config.episode_timeout_s, config.concurrency.offload_env, keys,
         )
 
     scheduler = Scheduler(
@@ -753,6 +766,8 @@ def _start_workers(
         spares_per_worker=config.concurrency.resolved_spares(),
         max_attempts=config.max_attempts,
         on_infra_error=lambda model: _heal(runtime, [model, *(h.name for h in config.helpers)]),
+        wait_endpoint=lambda model: _wait_for_endpoints(
+            runtime, [model, *(h.name for h in config.helpers)], config.outage_budget_s, log),
         log=log,
     )
     plan = todo.settings_by_benchmark()
@@ -797,6 +812,30 @@ def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:
     return endpoints
 
 
+def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Log) -> Any:
+    """After an infra_error: probe the HTTP endpoints of the unit's model and of its helpers until each
+    answers or the outage budget runs out (`endpoint_health`); the worst verdict decides."""
+    from toolsweep.cluster.endpoint_health import probe_http, wait_for_endpoint
+
+    verdicts = []
+    for name in dict.fromkeys(models):
+        spec = runtime.endpoints().get(name) or {}
+        urls = list(spec.get("base_urls") or [])
+        if spec.get("kind", "openai") != "openai" or not urls:
+            continue
+        key_env = spec.get("api_key_env")
+        key = os.environ.get(key_env) if key_env else None
+        where = ", ".join(urls)
+        verdicts.append(wait_for_endpoint(
+            lambda urls=urls, key=key: probe_http(urls, key), budget_s, where=f"{name} at {where}",
+            on_down=lambda error, name=name: log(
+                f"model {name}: its endpoint does not answer ({error[:200]}); its units wait (no attempt "
+                f"spent) while it is probed, for up to {budget_s:.0f} s (outage_budget_s)"),
+        ))
+    order = {"exhausted": 0, "recovered": 1, "up": 2}
+    return min(verdicts, key=lambda v: order[v.state]) if verdicts else None
+
+
 def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:
     """failures.jsonl lists the units given up on infrastructure and not recorded since: a re-run
     retries them, and one that is now recorded leaves the file."""
@@ -818,8 +857,22 @@ def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: in
     left = [line for unit_id, line in entries.items() if unit_id not in recorded]
     atomic_write_text(failures, "".join(line + "\n" for line in left))
     if gave_up:
-        log(f"{len(gave_up)} units failed on infrastructure after {max_attempts} attempts "
-            f"(see {failures}); re-run the same command to retry them")
+        log(f"{len(gave_up)} units were given up on infrastructure ({failure_breakdown(gave_up)}; see "
+            f"{failures}); re-run the same command to retry them")
+
+
+def failure_breakdown(gave_up: list[Any]) -> str:
+    """Units given up, counted by model and cause: 'served: 12 endpoint outage, 3 timeout'."""
+    counts: dict[str, Counter] = {}
+    for r in gave_up:
+        error = r.error or ""
+        cause = ("endpoint outage" if "outage budget" in error
+                 else "timeout" if "timed out" in error or "timeout" in error.lower()
+                 else "rollout worker died" if "rollout worker died" in error
+                 else f"infra error after {r.attempts} attempts")
+        counts.setdefault(r.unit.model, Counter())[cause] += 1
+    return "; ".join(f"{model}: " + ", ".join(f"{n} {cause}" for cause, n in c.most_common())
+                     for model, c in sorted(counts.items()))
 
 
 def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: dict[str, Any]) -> None:

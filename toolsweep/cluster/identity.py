@@ -18,6 +18,9 @@ OPERATIONAL_FIELDS = frozenset({
     "base_url", "api_key_env", "context_window",
 })
 OPERATIONAL_ENGINE_ARGS = frozenset({"max_num_seqs", "gpu_memory_utilization"})
+HELPER_FIELDS = frozenset({"helper_max_tokens"})
+"""Fields that change only what a model answers as a helper: in the identity of the units it grades
+(`helper_identity`), not in the identity of its own units."""
 
 
 def adapter_hashes(path: str) -> dict[str, str]:
@@ -37,7 +40,7 @@ def adapter_hashes(path: str) -> dict[str, str]:
 def model_identity(model: Any) -> dict[str, Any]:
     """The fields of a model's config that can change what it answers (a LoRA adapter: its weights' hash
     too). Models without an adapter keep the identity they had before adapters existed."""
-    data = model.model_dump(mode="json", exclude=set(OPERATIONAL_FIELDS))
+    data = model.model_dump(mode="json", exclude=set(OPERATIONAL_FIELDS | HELPER_FIELDS))
     if isinstance(data.get("engine_args"), dict):
         data["engine_args"] = {k: v for k, v in data["engine_args"].items() if k not in OPERATIONAL_ENGINE_ARGS}
     if data.get("adapter") is None:
@@ -47,6 +50,11 @@ def model_identity(model: Any) -> dict[str, Any]:
     if data.get("rope_scaling") is None:
         data.pop("rope_scaling", None)
     return data
+
+
+def helper_identity(model: Any) -> dict[str, Any]:
+    """What a helper model's answers depend on: its identity and how it is asked as a helper."""
+    return {**model_identity(model), **{f: getattr(model, f) for f in sorted(HELPER_FIELDS) if hasattr(model, f)}}
 
 
 def _short_hash(obj: Any) -> str:
@@ -62,7 +70,7 @@ def unit_contexts(config: Any, benchmarks: dict[str, Any], fingerprints: dict[st
     for model in config.models:
         mine = model_identity(model)
         for name, bench in benchmarks.items():
-            helpers = {role: model_identity(served[h]) for role, h in sorted(bench.helper_models().items())
+            helpers = {role: helper_identity(served[h]) for role, h in sorted(bench.helper_models().items())
                        if h in served}
             out[(model.name, name)] = _short_hash({"model": mine, "benchmark": fingerprints.get(name),
                                                    "helpers": helpers})

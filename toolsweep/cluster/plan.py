@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from toolsweep.evaluator.budget import CHARS_PER_TOKEN, CellBudget, Counter, approx_tokens, measure_cell
+from toolsweep.evaluator.budget import ESTIMATE_LABEL, CellBudget, Counter, estimate_request_tokens, measure_cell
 
 HELP = """\
 Estimate, per model and (benchmark, setting), the prompt tokens of the first turn and of the oracle's
@@ -16,8 +16,10 @@ longest request (a lower bound: a model that explores needs more), add the reply
 (sampling.max_tokens) and compare with the model's context window (vllm/hf: engine_args.max_model_len;
 openai: context_window). Cells that cannot fit are named with their numbers.
 
-Tokens: the model's own tokenizer when its local directory has a tokenizer.json (and the `tokenizers`
-package is installed), otherwise characters / 4, said so in the table.
+Tokens: each request rendered by the model's chat template (tool schemas included) and counted by its
+tokenizer, when its local directory has a tokenizer.json and a template (and the `tokenizers` package is
+installed); otherwise an estimate that is an upper bound (every digit and every byte of non-Latin text
+a token, other text at 2.5 characters a token, plus the template's markers), said so in the table.
 
 verdicts: fits | risky (a model that explores until its turn budget runs out overflows; the oracle's
           growth per turn carried to the budget) | tight (the oracle's longest request does not fit: a
@@ -37,17 +39,18 @@ def context_window(model: Any) -> int | None:
 
 
 def token_counter(model: Any) -> tuple[Counter, str]:
-    """The model's own tokenizer when it is local, else the stated approximation."""
-    path = getattr(model, "path", None)
-    if path and (Path(path) / "tokenizer.json").exists():
-        try:
-            from tokenizers import Tokenizer
+    """The model's chat template and tokenizer when they are local, else the stated upper-bound estimate."""
+    from toolsweep.models.tokens import template_counter
 
-            tok = Tokenizer.from_file(str(Path(path) / "tokenizer.json"))
-            return (lambda text: len(tok.encode(text).ids)), "tokenizer"
-        except Exception:  # noqa: BLE001 - fall back to the approximation
-            pass
-    return approx_tokens, f"~chars/{CHARS_PER_TOKEN:.0f}"
+    path = getattr(model, "path", None)
+    if path and Path(path).is_dir():
+        try:
+            count = template_counter(Path(path), getattr(model, "chat_template", None))
+        except Exception:  # noqa: BLE001 - a template this renderer cannot compile: estimate instead
+            count = None
+        if count is not None:
+            return count, "template+tokenizer"
+    return estimate_request_tokens, ESTIMATE_LABEL
 
 
 def plan_rows(config: Any, n_tasks: int = 5) -> list[dict[str, Any]]:

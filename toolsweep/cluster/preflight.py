@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from toolsweep.evaluator.failures import FIXES
+from toolsweep.evaluator.failures import CONFIG_CAUSES, FIXES, reply_cause
 from toolsweep.evaluator.protocols import Benchmark, ContextExceeded
 from toolsweep.evaluator.types import Message, Sampling, TerminationReason
 from toolsweep.models.client import Endpoint, client_for
@@ -70,7 +70,8 @@ class ProbeResult(BaseModel):
     ok: bool
     detail: str = ""
     cause: str = Field("", description="Why it failed (evaluator.failures causes): auth, not_found, unreachable, "
-                       "slow, overloaded, server, bad_body, context, request, format.")
+                       "slow, overloaded, server, bad_body, context, request, format (markup the parser or "
+                       "benchmark rejected), prose (no tool-call markup at all).")
     latency_s: float = 0.0
     reply: str = Field("", description="The reply, shortened, for the report.")
 
@@ -88,6 +89,11 @@ class PreflightReport(BaseModel):
 
     def failed_models(self) -> list[str]:
         return [m for m in self.models() if any(not r.ok for r in self.results if r.model == m)]
+
+    def config_causes(self) -> list[str]:
+        """Failures that are the endpoint's configuration (a bad key, an unknown model): not fixed by
+        running anyway."""
+        return sorted({r.cause for r in self.results if not r.ok and r.cause in CONFIG_CAUSES})
 
     def passed(self, model: str) -> bool:
         return model not in self.failed_models()
@@ -214,8 +220,9 @@ async def _probe(model: str, name: str, policy: LLMPolicy, messages: list[Messag
             ok, detail = await asyncio.to_thread(judge, reply.message)
         except Exception as exc:  # noqa: BLE001 - an environment that crashes on the reply
             ok, detail = False, f"environment raised {type(exc).__name__}: {exc}"
+        cause = "" if ok else reply_cause(reply.message.content, bool(reply.message.tool_calls))
         result = ProbeResult(model=model, probe=name, ok=ok, detail=detail, latency_s=latency,
-                             reply=_short(reply.message), cause="" if ok else "format")
+                             reply=_short(reply.message), cause=cause)
     if on_result is not None:
         on_result(result)
     return result
@@ -441,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         if not ray.is_initialized():
-            ray.init(address=args.address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+            ray.init(address=args.address or "local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     def line(r: ProbeResult) -> None:
         if not args.json:
             print(r.line(), file=sys.stderr, flush=True)

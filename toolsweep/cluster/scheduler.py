@@ -26,6 +26,7 @@ from typing import Any
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, WorkerCrashedError
 
+from toolsweep.cluster.endpoint_health import OutageVerdict
 from toolsweep.evaluator.encoded import EncodedResult, encode_failure, pack_unit
 from toolsweep.evaluator.types import TerminationReason, WorkUnit
 
@@ -83,6 +84,7 @@ class SchedulerStats:
     terminations: Counter = field(default_factory=Counter)
     tokens: int = 0
     wall_s: float = 0.0
+    outages: list[str] = field(default_factory=list)  # endpoint outages met, one line each
 
 
 @dataclass(slots=True)
@@ -148,6 +150,7 @@ class Scheduler:
         spares_per_worker: int = 0,
         max_attempts: int = 3,
         on_infra_error: Callable[[str], dict[str, Any] | None] | None = None,
+        wait_endpoint: Callable[[str], OutageVerdict | None] | None = None,
         progress: Any = None,
         log: Callable[[str], None] = print,
     ) -> None:
@@ -162,11 +165,16 @@ class Scheduler:
         self.warmup_plan: dict[str, list[str]] | None = None
         self.max_attempts = max_attempts
         self.on_infra_error = on_infra_error
+        self.wait_endpoint = wait_endpoint
         self.progress = progress
         self.log = log
         # model -> its replicas being checked/restarted in the background (its units wait meanwhile)
         self._healing: dict[str, Future] = {}
         self._heal_pool: ThreadPoolExecutor | None = None
+        # model -> its units that failed on infrastructure while it was checked: the check's verdict
+        # decides whether they spend an attempt (`endpoint_health`)
+        self._parked: dict[str, list[tuple[_Lease, EncodedResult]]] = {}
+        self._abandoned: dict[str, str] = {}  # model -> why its units are given up (an outage past its budget)
 
     def _pick_worker(self, load: list[int]) -> int | None:
         """The least loaded worker (the first of equals), if it has a free slot."""
@@ -177,7 +185,7 @@ class Scheduler:
         """Run `units`, which may be a lazy iterable: units are drawn from it as slots free up (with a
         bounded look-ahead past units whose model is at its cap), so the driver never holds more than
         what is in flight and waiting."""
-        stats = SchedulerStats()
+        stats = self._stats = SchedulerStats()
         start = time.monotonic()
         self._source: Iterator[WorkUnit] | None = iter(units)
         pending: deque[tuple[WorkUnit, int]] = deque()  # retries, and units passed over for a capped model
@@ -189,7 +197,7 @@ class Scheduler:
             self._top_up_polls(polls, w)
         finished: list[EncodedResult] = []
         try:
-            while pending or in_flight or finished or self._source is not None:
+            while pending or in_flight or finished or self._source is not None or self._healing or self._parked:
                 if stats.config_error is not None:
                     # every unit of the model would fail the same way: stop, drop what is in flight
                     pending.clear()
@@ -199,7 +207,7 @@ class Scheduler:
                     if finished:
                         self._record(finished, stats, start)
                     break
-                self._finish_heals()
+                self._finish_heals(pending, stats)
                 pending = self._lease(pending, in_flight, slots)
                 # Record only after the freed slots are leased again: the workers never wait on
                 # the driver's bookkeeping.
@@ -254,9 +262,7 @@ class Scheduler:
                             self._retry(lease, pending, stats, result.error or "timeout", result)
                             continue
                         if result.termination == TerminationReason.INFRA_ERROR:
-                            if self._start_heal(lease.unit.model):
-                                self._take_back(pending, in_flight, slots, lambda ls: ls.unit.model == lease.unit.model)
-                            self._retry(lease, pending, stats, result.error or "infra_error", result)
+                            self._on_infra_error(lease, result, pending, in_flight, slots, stats)
                             continue
                         result.attempts = lease.attempts
                         finished.append(result)
@@ -287,31 +293,88 @@ class Scheduler:
         for _ in range(POLLS_PER_WORKER - waiting):
             polls[handle.collect.remote(POLL_S)] = (w, handle)
 
+    def _on_infra_error(self, lease: _Lease, result: EncodedResult, pending: deque[tuple[WorkUnit, int]],
+                        in_flight: dict[str, _Lease], slots: _Slots, stats: SchedulerStats) -> None:
+        """A unit failed on infrastructure: check its model (restart dead replicas, probe the endpoint)
+        and hold the unit until the check says whose failure it was."""
+        model = lease.unit.model
+        reason = result.error or "infra_error"
+        if model in self._abandoned:
+            self._give_up(lease.unit, lease.attempts, f"{self._abandoned[model]} (first: {reason})", stats, result)
+            return
+        if self._start_heal(model):
+            self._take_back(pending, in_flight, slots, lambda ls: ls.unit.model == model)
+        if model in self._healing:
+            self._parked.setdefault(model, []).append((lease, result))
+        else:
+            self._retry(lease, pending, stats, reason, result)
+
     def _start_heal(self, model: str) -> bool:
-        """Check (and restart) the model's replicas in the background, once at a time per model; True if
-        a check started (its spares then come back from the workers, to wait for it in the driver)."""
-        if self.on_infra_error is None or model in self._healing:
+        """Check (and restart) the model's replicas and probe its endpoint in the background, once at a
+        time per model; True if a check started (its spares then come back from the workers, to wait
+        for it in the driver)."""
+        if (self.on_infra_error is None and self.wait_endpoint is None) or model in self._healing:
             return False
         if self._heal_pool is None:
             self._heal_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="toolsweep-heal")
-        self._healing[model] = self._heal_pool.submit(self.on_infra_error, model)
+        self._healing[model] = self._heal_pool.submit(self._check_model, model)
         return True
 
-    def _finish_heals(self) -> None:
-        """Hand the workers the endpoints of models whose check finished; their units lease again."""
+    def _check_model(self, model: str) -> tuple[dict[str, Any] | None, OutageVerdict | None]:
+        endpoints = self.on_infra_error(model) if self.on_infra_error is not None else None
+        verdict = self.wait_endpoint(model) if self.wait_endpoint is not None else None
+        return endpoints, verdict
+
+    def _finish_heals(self, pending: deque[tuple[WorkUnit, int]], stats: SchedulerStats) -> None:
+        """Hand the workers the endpoints of models whose check finished, and settle the units that
+        failed meanwhile by the check's verdict: an endpoint that was down and came back costs them no
+        attempt; one that answered at once means the failure was the unit's own (an attempt spent); one
+        down past the outage budget gives up the model's units. Their units then lease again."""
         for model, future in list(self._healing.items()):
             if not future.done():
                 continue
             del self._healing[model]
+            parked = self._parked.pop(model, [])
             try:
-                endpoints = future.result()
+                endpoints, verdict = future.result()
             except Exception as exc:  # noqa: BLE001 - its units are retried (and given up after max_attempts)
                 self.log(f"model {model}: checking or restarting its replicas failed ({type(exc).__name__}: "
                          f"{str(exc)[:300]}); its units are retried")
-                continue
+                endpoints, verdict = None, None
             if endpoints:
                 for worker in self.workers:
                     worker.update_endpoints.remote(endpoints)
+            if verdict is not None and verdict.state == "recovered":
+                line = (f"model {model}: its endpoint ({verdict.where}) was down for {verdict.outage_s:.0f} s and "
+                        f"answers again; {len(parked)} units that failed meanwhile resume with no attempt spent")
+                self.log(line)
+                stats.outages.append(line)
+                for lease, _ in reversed(parked):
+                    pending.appendleft((lease.unit, lease.attempts))
+            elif verdict is not None and verdict.state == "exhausted":
+                self._abandon_model(model, verdict, parked, pending, stats)
+            else:
+                for lease, result in parked:
+                    self._retry(lease, pending, stats, result.error or "infra_error", result)
+
+    def _abandon_model(self, model: str, verdict: OutageVerdict, parked: list[tuple[_Lease, EncodedResult]],
+                       pending: deque[tuple[WorkUnit, int]], stats: SchedulerStats) -> None:
+        """The endpoint stayed down for the whole outage budget: give up every unit of the model (they
+        go to failures.jsonl; a re-run retries them), keep running the other models."""
+        message = (f"model {model}: its endpoint ({verdict.where}) did not answer for {verdict.outage_s:.0f} s, "
+                   f"the sweep's outage budget (`outage_budget_s`); last error: {verdict.last_error[:300]}")
+        self._abandoned[model] = message
+        self.log(message + "; its units are given up, other models keep running. Re-run the same command "
+                 "once the endpoint is back to run them.")
+        stats.outages.append(message)
+        for lease, result in parked:
+            self._give_up(lease.unit, lease.attempts, message, stats, result)
+        kept = [(u, a) for u, a in pending if u.model != model]
+        for unit, attempts in pending:
+            if unit.model == model:
+                self._give_up(unit, attempts, message, stats)
+        pending.clear()
+        pending.extend(kept)
 
     def _lease(
         self,
@@ -343,6 +406,9 @@ class Scheduler:
 
         for unit, attempts in candidates():
             model = unit.model
+            if model in self._abandoned:
+                self._give_up(unit, attempts, self._abandoned[model], self._stats)
+                continue
             if model in self._healing:
                 waiting.append((unit, attempts))
                 continue
@@ -492,7 +558,13 @@ class Scheduler:
             stats.requeued += 1
             pending.appendleft((lease.unit, lease.attempts + 1))
             return
-        failed = result or encode_failure(lease.unit, TerminationReason.INFRA_ERROR, None)
-        failed.error = f"gave up after {lease.attempts} attempts: {reason}"
-        failed.attempts = lease.attempts
+        self._give_up(lease.unit, lease.attempts, f"gave up after {lease.attempts} attempts: {reason}", stats, result)
+
+    @staticmethod
+    def _give_up(unit: WorkUnit, attempts: int, error: str, stats: SchedulerStats,
+                 result: EncodedResult | None = None) -> None:
+        failed = result or encode_failure(unit, TerminationReason.INFRA_ERROR, None)
+        failed.unit = unit
+        failed.error = error
+        failed.attempts = attempts
         stats.gave_up.append(failed)

@@ -22,7 +22,7 @@ import re
 from typing import Literal
 
 Cause = Literal["auth", "not_found", "unreachable", "slow", "overloaded", "server", "bad_body", "context",
-                "request", "format"]
+                "request", "format", "prose"]
 
 CONFIG_CAUSES: frozenset[str] = frozenset({"auth", "not_found"})
 
@@ -42,9 +42,24 @@ FIXES: dict[str, str] = {
     "request": "the endpoint rejected the request (400/422) before the model had said anything: check "
                "`extra_body`, the sampling options and the server's flags (e.g. vLLM needs --enable-auto-tool-choice "
                "for tool calls)",
-    "format": "the reply does not parse as a valid action of the benchmark: check the chat template and the "
-              "tool-call parser (e.g. vLLM's --enable-auto-tool-choice --tool-call-parser hermes)",
+    "format": "the reply tried to call a tool (it holds tool-call markup) but does not parse as a valid action "
+              "of the benchmark: check the chat template and the tool-call parser (e.g. vLLM's "
+              "--enable-auto-tool-choice --tool-call-parser hermes)",
+    "prose": "the model answered in prose, with no tool-call markup at all: it did not try to call a tool, so the "
+             "chat template and the tool-call parser were not at fault; a weak or base (non-instruct) model, or a "
+             "system prompt that does not ask for tools",
 }
+
+_TOOL_MARKUP = re.compile(
+    r'<tool_call>|<function[=>\s]|\[TOOL_CALLS\]|<\|python_tag\|>|<\|tool_call|"(name|action|arguments|function)"\s*:')
+
+
+def reply_cause(content: str | None, has_tool_calls: bool) -> Cause:
+    """Why a reply that no environment could read failed, read from the raw reply: markup the parser or
+    the benchmark rejected ("format"), or prose with no attempt at a tool call ("prose")."""
+    if has_tool_calls or _TOOL_MARKUP.search(content or ""):
+        return "format"
+    return "prose"
 
 _CONTEXT = re.compile(
     r"maximum context length|context length|context_length_exceeded|longer than the maximum model"

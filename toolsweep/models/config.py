@@ -59,6 +59,11 @@ class _LLMBase(_ModelBase):
     max_retries: int = Field(
         5, ge=0, description="Retries of transport errors (5xx, 429, refused connection) per request."
     )
+    helper_max_tokens: int = Field(
+        1024, ge=1, le=131_072,
+        description="Reply budget when this model serves as a helper (a judge, a critic): its own, never the "
+        "sampling of the model under test, so a judge answers alike whichever model it grades.",
+    )
 
 
 class OpenAIModelConfig(_LLMBase):

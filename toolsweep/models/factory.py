@@ -90,9 +90,9 @@ def build_helpers(
 ) -> dict[str, Policy]:
     """The helper models (judge, critic, ...) a benchmark consults during `unit`, by role.
 
-    Helpers decode greedily whatever the sweep's sampling (a judge must not vary between models
-    under test) and keep the unit's token budget; the config validator has already checked that
-    each named model exists and is served."""
+    Helpers decode greedily whatever the sweep's sampling and reply within their own token budget
+    (`helper_max_tokens`), never the unit's: a judge must not vary with the model under test. The config
+    validator has already checked that each named model exists and is served."""
     helpers: dict[str, Policy] = {}
     for role, name in roles.items():
         model = models.get(name)
@@ -101,7 +101,8 @@ def build_helpers(
         endpoint = _endpoint_for(model, endpoints)
         helpers[role] = LLMPolicy(
             client_for(endpoint),
-            unit.sampling.model_copy(update={"temperature": 0.0, "top_p": 1.0}),
+            unit.sampling.model_copy(update={"temperature": 0.0, "top_p": 1.0,
+                                             "max_tokens": getattr(model, "helper_max_tokens", unit.sampling.max_tokens)}),
             seed=unit.rng_seed,
             session=f"{unit.unit_id}:{role}",
             system_prompt=endpoint.system_prompt,

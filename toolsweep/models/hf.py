@@ -15,6 +15,7 @@ request seeds: reproducible for a given batch composition; greedy decoding does 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import queue
 import re
@@ -71,6 +72,11 @@ class _Request:
     future: asyncio.Future
     submitted: float = field(default_factory=time.monotonic)
 
+    def abandoned(self) -> bool:
+        """Nobody waits for this reply any more: its episode timed out or was cancelled (read from the
+        generation thread; a stale read only costs one more decoding step)."""
+        return self.future.done() or self.loop.is_closed()
+
 
 class HFClient:
     """In-process transformers model with the `ChatClient` interface (one per process per config)."""
@@ -84,6 +90,10 @@ class HFClient:
         key = cfg.model_dump_json()
         with cls._shared_lock:
             if key not in cls._shared:
+                if not cls._shared:
+                    # Joined before the interpreter tears down: a generation thread still inside torch
+                    # at exit aborts the process (SIGABRT, exit 134) after the work was done.
+                    atexit.register(cls.close_all)
                 cls._shared[key] = cls(cfg)
             return cls._shared[key]
 
@@ -96,7 +106,10 @@ class HFClient:
         self._tokenizer: Any = None
         self._load_error: BaseException | None = None
         self.max_model_len = config.max_model_len
+        self._closing = threading.Event()
         self.batches: list[int] = []  # sizes of the batches generated (for tests and benchmarks)
+        self.batch_steps: list[int] = []  # decoding steps each of those batches ran
+        self.dropped = 0  # requests abandoned before or during their generation
 
     # -- loading (in the generation thread: heavy imports never at module import) --------------
     def _load(self) -> None:
@@ -139,10 +152,30 @@ class HFClient:
                 self._thread = threading.Thread(target=self._run, name=f"hf-{self.config.name}", daemon=True)
                 self._thread.start()
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 60.0) -> None:
+        """Stop the generation thread: a generation under way ends at its next decoding step, every
+        waiting request gets an InfraError, and the thread has ended when this returns (a thread still
+        inside torch at interpreter exit aborts the process)."""
+        self._closing.set()
         if self._thread is not None and self._thread.is_alive():
             self._queue.put(None)
-            self._thread.join(30)
+            self._thread.join(timeout_s)
+        while True:
+            try:
+                req = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if req is not None:
+                self._deliver(req, InfraError(f"hf model {self.config.name!r} was shut down"))
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Close every shared client of this process (at exit, and when a worker or preflight ends)."""
+        with cls._shared_lock:
+            clients = list(cls._shared.values())
+            cls._shared.clear()
+        for client in clients:
+            client.close()
 
     # -- the async interface ------------------------------------------------------------------
     async def chat(
@@ -169,7 +202,9 @@ class HFClient:
             self._load_error = exc
         while True:
             first = self._queue.get()
-            if first is None:
+            if first is None or self._closing.is_set():
+                if first is not None:
+                    self._deliver(first, InfraError(f"hf model {self.config.name!r} was shut down"))
                 return
             batch = [first]
             deadline = time.monotonic() + self.config.batch_wait_ms / 1000
@@ -183,6 +218,9 @@ class HFClient:
                     self._queue.put(None)
                     break
                 batch.append(item)
+            batch = self._drop_abandoned(batch)
+            if not batch:
+                continue
             if self._load_error is not None:
                 err = InfraError(f"hf model {self.config.name!r} failed to load from {self.config.path}: {self._load_error!r}")
                 for req in batch:
@@ -198,6 +236,13 @@ class HFClient:
                 except BaseException as exc:  # noqa: BLE001
                     for req in group:
                         self._deliver(req, InfraError(f"hf generation failed: {exc!r}"))
+
+    def _drop_abandoned(self, requests: list[_Request]) -> list[_Request]:
+        """The requests someone still waits for: an episode that timed out must not cost a generation
+        (under load, generating for expired episodes starved the live ones until none finished)."""
+        live = [r for r in requests if not r.abandoned()]
+        self.dropped += len(requests) - len(live)
+        return live
 
     @staticmethod
     def _deliver(req: _Request, outcome: Any) -> None:
@@ -221,7 +266,7 @@ class HFClient:
     def _generate(self, group: list[_Request]) -> None:
         tok = self._tokenizer
         live: list[tuple[_Request, list[int]]] = []
-        for req in group:
+        for req in self._drop_abandoned(group):
             try:
                 ids = tok(self.render(req.messages, req.tools), add_special_tokens=False)["input_ids"]
             except Exception as exc:  # noqa: BLE001 - a template that cannot render this conversation
@@ -239,11 +284,24 @@ class HFClient:
         group_start = 0
         for i in range(1, len(live) + 1):
             if i == len(live) or len(live[i][1]) > 2 * len(live[group_start][1]) + 64:
-                self._generate_batch(live[group_start:i])
+                batch = [(req, ids) for req, ids in live[group_start:i] if not req.abandoned()]
+                self.dropped += i - group_start - len(batch)
+                if batch:
+                    self._generate_batch(batch)
                 group_start = i
 
     def _generate_batch(self, live: list[tuple[_Request, list[int]]]) -> None:
         import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        closing, requests = self._closing, [req for req, _ in live]
+
+        class StopAbandoned(StoppingCriteria):
+            """Ends a row whose episode no longer waits (and every row once the client closes)."""
+
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                stop = closing.is_set()
+                return torch.tensor([stop or req.abandoned() for req in requests], device=input_ids.device)
 
         tok, model = self._tokenizer, self._model
         self.batches.append(len(live))
@@ -253,7 +311,8 @@ class HFClient:
         attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for _, ids in live], device=model.device)
         sampling = live[0][0].sampling
         max_new = max(req.sampling.max_tokens for req, _ in live)
-        kwargs: dict[str, Any] = {"max_new_tokens": max_new, "eos_token_id": self._eos_ids, "pad_token_id": pad}
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new, "eos_token_id": self._eos_ids, "pad_token_id": pad,
+                                  "stopping_criteria": StoppingCriteriaList([StopAbandoned()])}
         if sampling.temperature > 0:
             torch.manual_seed(stable_seed(*(req.seed for req, _ in live)) & 0xFFFFFFFF)
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
@@ -261,8 +320,15 @@ class HFClient:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with torch.inference_mode():
             out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        self.batch_steps.append(int(out.shape[1]) - width)
         now = time.monotonic()
         for row, (req, ids) in enumerate(live):
+            if self._closing.is_set():
+                self._deliver(req, InfraError(f"hf model {self.config.name!r} was shut down"))
+                continue
+            if req.abandoned():
+                self.dropped += 1
+                continue
             new = out[row, width:].tolist()[: req.sampling.max_tokens]
             finish = "length"
             for i, t in enumerate(new):
