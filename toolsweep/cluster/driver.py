@@ -824,7 +824,7 @@ def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: L
         if spec.get("kind", "openai") != "openai" or not urls:
             continue
         key_env = spec.get("api_key_env")
-        key = os.environ.get(key_env) if key_env else None
+        key = spec.get("api_key") or (os.environ.get(key_env) if key_env else None)  # a started server's sweep key
         where = ", ".join(urls)
         verdicts.append(wait_for_endpoint(
             lambda urls=urls, key=key: probe_http(urls, key), budget_s, where=f"{name} at {where}",
