@@ -266,7 +266,7 @@ def test_cell_summary_has_the_cell_format():
         [MEAN],
         n_resamples=500,
     )
-    assert set(cell) == {"model", "benchmark", "setting", "n", "terminations", "metrics"}
+    assert set(cell) == {"model", "benchmark", "setting", "n", "terminations", "metrics", "variance", "pass_k"}
     assert (cell["model"], cell["benchmark"], cell["setting"], cell["n"]) == (
         "oracle",
         "toolmaze",

@@ -588,6 +588,8 @@ def cell_summary(
     """The summary of one (model, benchmark, setting) cell, as `Benchmark.report_tables` and
     summary.json take it. `terminations` is either one reason per episode or {reason: count};
     `kwargs` go to `summarize_metrics` (n_resamples, confidence, seed). Values are unscaled."""
+    from toolsweep.evaluator.design import cell_variance, pass_k_curve
+
     estimates = summarize_metrics(task_ids, seeds, values, specs, **kwargs)
     return {
         "model": model,
@@ -599,6 +601,10 @@ def cell_summary(
             name: {"value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high}
             for name, e in estimates.items()
         },
+        # what the next sweep's design needs (`design`): task vs within-task variance, ICC, effective n
+        "variance": cell_variance(task_ids, values, specs),
+        # consistency across seeds, for success-like metrics (tau-bench's pass^k)
+        "pass_k": pass_k_curve(task_ids, values, specs),
     }
 
 

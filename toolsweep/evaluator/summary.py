@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from toolsweep.evaluator.design import adjust_paired, paired_test
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.stats import cell_summary, paired_difference
 from toolsweep.evaluator.types import UNSCORED, EpisodeResult, stable_seed
@@ -233,13 +234,16 @@ class CellTable:
                             n_resamples=n_resamples, confidence=confidence,
                             seed=stable_seed(seed, a, b, benchmark, setting, spec.name),
                         )
+                        p_value = paired_test(ea.task_ids, ea.seeds, va, eb.task_ids, eb.seeds, vb, spec) \
+                            if est.n else math.nan
                         out.append(
                             {
                                 "benchmark": benchmark, "setting": setting, "model_a": a, "model_b": b,
                                 "metric": spec.name, "value": est.value, "ci_low": est.ci_low,
-                                "ci_high": est.ci_high, "n": est.n,
+                                "ci_high": est.ci_high, "n": est.n, "p_value": p_value,
                             }
                         )
+        adjust_paired(out, alpha=1 - confidence)
         return out
 
 
