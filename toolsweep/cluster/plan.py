@@ -28,6 +28,7 @@ verdicts: fits | risky (a model that explores until its turn budget runs out ove
 examples:
   toolsweep plan configs/sweeps/planbench_xl.yaml
   toolsweep plan my_sweep.yaml --tasks 10
+  toolsweep plan configs/sweeps/quickstart.yaml --power runs/quickstart/main --half-width 0.05
 """
 
 
@@ -119,12 +120,44 @@ def check_budgets(config: Any, log: Any, n_tasks: int = 2) -> None:
     log("warning: " + message)
 
 
+def _power(args: argparse.Namespace) -> int:
+    from toolsweep.cluster.power import format_power, power_rows
+    from toolsweep.evaluator.rundir import RunDirectory
+
+    run_dir = RunDirectory(args.power)
+    if not run_dir.exists():
+        print(f"error: {args.power} is not a run directory (run a pilot sweep first, e.g. seeds: 2 and a task "
+              "limit, then point --power at runs/<sweep>/main)", file=sys.stderr)
+        return 2
+    cells, pairs = power_rows(run_dir, half=args.half_width, difference=args.difference, power=args.target_power,
+                              metric=args.metric)
+    if not cells:
+        print(f"error: no cell of {args.power} has the metric {args.metric!r}" if args.metric
+              else f"error: {args.power} holds no episodes yet", file=sys.stderr)
+        return 2
+    print(format_power(cells, pairs, half=args.half_width, difference=args.difference, power=args.target_power,
+                       confidence=0.95))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="toolsweep plan", description=HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", help="sweep YAML")
     parser.add_argument("--tasks", type=int, default=5, help="tasks measured per setting (default 5)")
+    power = parser.add_argument_group(
+        "power (instead of token budgets)",
+        "toolsweep plan --power runs/<sweep>/main: from a pilot run directory, the tasks x seeds each cell "
+        "needs for a target interval half-width, and the paired differences each model pair can detect")
+    power.add_argument("--power", metavar="RUN_DIR", help="a pilot run directory")
+    power.add_argument("--half-width", type=float, default=0.03, help="target interval half-width (default 0.03)")
+    power.add_argument("--difference", type=float, default=0.05,
+                       help="paired difference to detect (default 0.05)")
+    power.add_argument("--target-power", type=float, default=0.8, help="power to detect it (default 0.8)")
+    power.add_argument("--metric", help="metric to plan for (default: each setting's first metric)")
     args = parser.parse_args(argv)
+    if args.power:
+        return _power(args)
     from toolsweep.cluster.config import ConfigError, load_config
 
     try:
