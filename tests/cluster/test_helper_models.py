@@ -91,11 +91,14 @@ def test_unreachable_judge_is_refused_before_any_unit_runs(ray_local, tmp_path, 
 def test_judge_dying_mid_sweep_loses_nothing_and_names_the_model(ray_local, tmp_path):
     logs: list[str] = []
     cfg = _config(tmp_path, f"http://127.0.0.1:{_closed_port()}/v1", "unreachable", max_attempts=2)
-    cfg = cfg.model_copy(update={"preflight": False})  # as if the server died after the preflight
+    # as if the server died after the preflight, and stayed down past the sweep's outage budget
+    cfg = cfg.model_copy(update={"preflight": False, "outage_budget_s": 2.0})
     out = run_sweep(cfg, progress=False, log=logs.append)
     assert out.done == 0 and out.gave_up == 6
     failures = [json.loads(x) for x in (out.run_dir.path / "failures.jsonl").read_text().splitlines()]
-    assert len(failures) == 6 and all("model 'judge' unreachable" in f["error"] for f in failures)
+    # the judge's endpoint is named, and the outage is said to be one
+    assert len(failures) == 6 and all("judge at http://127.0.0.1" in f["error"] and "outage budget" in f["error"]
+                                      for f in failures), failures[0]["error"]
     assert any("re-run the same command to retry them" in m for m in logs)
     assert out.run_dir.finished_unit_ids() == set()  # nothing scored without its judge
 
