@@ -395,12 +395,12 @@ def test_mlflow_server_from_the_manifest_accepts_in_cluster_hosts_only(mlflow_se
     body = {"max_results": 1}
     user = basic_auth()
     # Host headers: the RayJob's tracking URI (mlflow:5000), the FQDNs, a port-forward.
-    for host in ("mlflow:5000", f"mlflow.{ns}.svc:5000", f"mlflow.{ns}.svc.cluster.local:5000", "localhost:5000"):
+    for host in ("mlflow:5000", f"mlflow.{ns}:5000", f"mlflow.{ns}.svc:5000", f"mlflow.{ns}.svc.cluster.local:5000", "localhost:5000"):
         assert http_status(api, {"Host": host, **user}, body) == 200, host
-    for host in ("evil.example.com", "evil.example.com:5000", "mlflowx:5000"):
+    for host in ("evil.example.com", "evil.example.com:5000", "mlflowx:5000", "mlflow.evil.example.com:5000"):
         assert http_status(api, {"Host": host, **user}, body) == 403, host
     # Browser origins of the UI opened by service name are allowed to write; others are not.
-    for origin in (f"http://mlflow.{ns}.svc.cluster.local:5000", "http://mlflow:5000", "http://localhost:5000"):
+    for origin in (f"http://mlflow.{ns}.svc.cluster.local:5000", f"http://mlflow.{ns}:5000", "http://mlflow:5000", "http://localhost:5000"):
         assert http_status(api, {"Host": "mlflow:5000", "Origin": origin, **user}, body) == 200, origin
     assert http_status(api, {"Host": "mlflow:5000", "Origin": "https://evil.example.com", **user}, body) == 403
 
