@@ -13,8 +13,11 @@
 # store and S3 artifact proxy), and the auth extra for `--app-name basic-auth`. Same MLflow version as
 # the project pins.
 FROM python:3.11-slim AS mlflow
+# uid 1000 whatever the base has there (docker/add-user.sh).
+COPY docker/add-user.sh /tmp/add-user.sh
 RUN pip install --no-cache-dir "mlflow[auth]==3.17.2" "psycopg2-binary==2.9.13" "boto3==1.44.5" \
-    && useradd --uid 1000 --create-home --home-dir /home/mlflow mlflow
+    && sh /tmp/add-user.sh / \
+    && rm /tmp/add-user.sh
 USER 1000
 EXPOSE 5000
 ENTRYPOINT []
@@ -56,8 +59,11 @@ RUN python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["
 COPY README.md ./
 COPY toolsweep ./toolsweep
 COPY configs ./configs
+# The user: uid 1000, which the Ubuntu base already gives to `ubuntu` (docker/add-user.sh takes it over).
+COPY docker/add-user.sh /tmp/add-user.sh
 RUN pip install --no-deps . \
-    && useradd --uid 1000 --create-home --home-dir /home/toolsweep toolsweep \
+    && sh /tmp/add-user.sh / \
+    && rm /tmp/add-user.sh \
     && mkdir -p /runs && chown 1000:1000 /runs
 
 # The commit the image was built from; every run's manifest records it as git_sha.

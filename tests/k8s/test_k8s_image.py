@@ -6,10 +6,12 @@ so that a weakened Dockerfile is shown to fail it."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -135,6 +137,100 @@ def mlflow_stage_problems(text: str, project: dict) -> list[str]:
     if not users or not users[-1].isdigit() or users[-1] == "0":
         problems.append("the MLflow image runs as root")
     return problems
+
+
+# -- the user, on each stage's real base image ----------------------------------------------------------
+# The base images' users are data (tests/k8s/base_images.py, from the images' documentation); the
+# Dockerfile's user commands run against a copy of them with shadow's own tools (--prefix), so a
+# command that cannot work on the base (useradd --uid 1000 where uid 1000 exists) fails here as it
+# would in the build.
+
+USER_TOOLS = ("useradd", "userdel", "usermod", "groupadd", "groupdel", "groupmod", "adduser")
+
+
+def user_commands(stage: list[str]) -> list[str]:
+    """The commands of a stage's RUN lines that create or change users and groups."""
+    found = []
+    for line in stage:
+        if line.upper().startswith("RUN "):
+            for c in (c.strip() for c in line[4:].split("&&")):
+                if c.split()[0] in USER_TOOLS or (c.split()[0] in ("sh", "bash") and c.split()[1].endswith("add-user.sh")):
+                    found.append(c)
+    return found
+
+
+def fake_root(tmp: Path, base: dict) -> Path:
+    """A filesystem holding the base image's users and groups (and their homes)."""
+    root = tmp / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "passwd").write_text(base["passwd"])
+    (root / "etc" / "group").write_text(base["group"])
+    (root / "etc" / "login.defs").write_text(base["login_defs"])
+    (root / "etc" / "shadow").write_text("".join(f"{l.split(':')[0]}:*:19800:0:99999:7:::\n" for l in base["passwd"].splitlines()))
+    (root / "etc" / "gshadow").write_text("".join(f"{l.split(':')[0]}:*::\n" for l in base["group"].splitlines()))
+    for home in base["homes"]:
+        (root / home.lstrip("/")).mkdir(parents=True)
+    return root
+
+
+def user_problems(text: str, stage_name: str, tmp: Path, repo: Path) -> list[str]:
+    """Runs the stage's user commands on its base image's users; what fails, and whether the image's
+    USER is then a user of uid 1000 and gid 1000 with its home."""
+    from base_images import base_image
+
+    stage = stages_of(text)[stage_name]
+    base = base_image(stage[0])
+    if base is None:
+        return [f"{stage_name}: no data on the users of {stage[0]!r}: add them to tests/k8s/base_images.py"]
+    root = fake_root(tmp, base)
+    copies = {parts[-1]: parts[1] for parts in (line.split() for line in stage) if parts[0].upper() == "COPY" and len(parts) == 3}
+    problems = []
+    for cmd in user_commands(stage):
+        argv = shlex.split(cmd)
+        if argv[0] in ("sh", "bash"):
+            if argv[1] not in copies:
+                problems.append(f"{stage_name}: {argv[1]} is not copied into the image")
+                continue
+            argv = ["sh", str(repo / copies[argv[1]]), str(root)]
+        else:
+            argv = [argv[0], "--prefix", str(root), *argv[1:]]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            problems.append(f"{stage_name}: `{cmd}` fails on {stage[0].split()[1]}: {proc.stderr.strip()}")
+            return problems
+    users = [line.split()[1] for line in stage if line.upper().startswith("USER ")]
+    uid = users[-1] if users else "0"
+    entry = next((l.split(":") for l in (root / "etc" / "passwd").read_text().splitlines() if l.split(":")[2] == uid), None)
+    if entry is None:
+        return problems + [f"{stage_name}: USER {uid} has no passwd entry"]
+    if entry[3] != uid or not any(l.split(":")[2] == uid for l in (root / "etc" / "group").read_text().splitlines()):
+        problems.append(f"{stage_name}: USER {uid}'s group is {entry[3]}, not a group {uid}")
+    home = root / entry[5].lstrip("/")
+    if not home.is_dir() or home.stat().st_uid != int(uid):
+        problems.append(f"{stage_name}: USER {uid}'s home {entry[5]} is missing or not its own")
+    return problems
+
+
+@pytest.mark.parametrize("stage", ["toolsweep", "mlflow"])
+def test_each_image_makes_uid_1000_its_user_on_its_real_base(dockerfile, k8s, tmp_path, stage):
+    assert os.geteuid() == 0, "shadow's tools need root, as in an image build (CI runs as root)"
+    assert user_problems(dockerfile, stage, tmp_path, k8s.REPO) == []
+
+
+def test_a_plain_useradd_of_uid_1000_fails_on_the_ubuntu_base(dockerfile, k8s, tmp_path):
+    """What the build once did: the CUDA (Ubuntu 24.04) base already has uid 1000 (`ubuntu`)."""
+    old = dockerfile.replace("sh /tmp/add-user.sh /", "useradd --uid 1000 --create-home --home-dir /home/toolsweep toolsweep")
+    assert old != dockerfile
+    problems = user_problems(old, "toolsweep", tmp_path, k8s.REPO)
+    assert len(problems) == 1 and "UID 1000 is not unique" in problems[0], problems
+    # ... while on the Debian base of the MLflow image it did work.
+    assert user_problems(old, "mlflow", tmp_path / "m", k8s.REPO) == []
+
+
+def test_a_base_image_without_data_on_its_users_fails(dockerfile, k8s, tmp_path):
+    other = dockerfile.replace("FROM python:3.11-slim AS mlflow", "FROM alpine:3.22 AS mlflow")
+    assert user_problems(other, "mlflow", tmp_path, k8s.REPO) == [
+        "mlflow: no data on the users of 'FROM alpine:3.22 AS mlflow': add them to tests/k8s/base_images.py"]
 
 
 @pytest.fixture(scope="module")
