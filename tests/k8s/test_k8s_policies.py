@@ -78,17 +78,17 @@ def test_no_gpu_work_lands_on_the_head_or_the_cpu_workers(k8s, rendered, name):
     assert cpu["rayStartParams"]["num-gpus"] == "0" and "resources" not in cpu
     container = cpu["template"]["spec"]["containers"][0]
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
-    # The CUDA image would otherwise expose a GPU node's devices to the container.
+    # No runtime default may hand these containers a GPU node's devices.
     for c in (head_c, container):
         assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in c["env"]
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
 def test_only_the_gpu_workers_see_the_nodes_gpus(k8s, rendered, name):
-    """Every container of the CUDA image that asks for no GPU (the submitter and the autoscaler sidecar
-    KubeRay adds to the head included) hides the node's GPUs (NVIDIA_VISIBLE_DEVICES=void): under the
-    NVIDIA container runtime as a node's default, the image's NVIDIA_VISIBLE_DEVICES=all would
-    otherwise hand it every GPU of the node."""
+    """Every container that asks for no GPU (the submitter and the autoscaler sidecar KubeRay adds to
+    the head included) hides the node's GPUs (NVIDIA_VISIBLE_DEVICES=void): with the NVIDIA container
+    runtime as a node's default, a container whose environment says all (as CUDA base images do, or
+    a runtime configured so) is handed every GPU of the node."""
     assert gpu_visibility_problems(k8s.find(rendered[name], "RayJob")) == []
 
 
