@@ -433,6 +433,12 @@ def test_a_retried_attempt_resumes_the_same_run_directory(k8s, rendered, name):
     job = k8s.find(docs, "RayJob")
     args = entrypoint_args(job)
     assert "run-id" not in args
+    # The submitter's retries resubmit the entrypoint to a re-created head only in K8sJobMode and only
+    # when that head has forgotten the job: with GCS fault tolerance it would still know the
+    # submission id, and the retry would follow the dead job instead (KubeRay 1.7.0, reconcilePods).
+    assert job["spec"]["submissionMode"] == "K8sJobMode"
+    assert "gcsFaultToleranceOptions" not in job["spec"]["rayClusterSpec"]
+    assert "ray.io/ft-enabled" not in job["metadata"].get("annotations", {})
     head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     mount = next(m for m in head["containers"][0]["volumeMounts"] if args["output-dir"].startswith(m["mountPath"]))
     claim = {v["name"]: v for v in head["volumes"]}[mount["name"]]["persistentVolumeClaim"]["claimName"]
