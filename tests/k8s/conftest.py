@@ -24,15 +24,33 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"
-KUSTOMIZATIONS = {
-    "base": K8S / "base",
+# A deployment is the stores (applied once: namespace, volumes, MLflow and its database and object
+# store) plus one sweep (an overlay: the RayJob and what only it needs). Each name below is the pair
+# the tests check together; `kubectl apply -k` takes each kustomization on its own (docs/deploy.md).
+STORES = {
+    "bundled": K8S / "stores" / "bundled",
+    "managed": K8S / "examples" / "managed-stores",
+    "base": K8S / "stores" / "base",
+}
+SWEEPS = {
     "cpu-smoke": K8S / "overlays" / "cpu-smoke",
     "single-gpu": K8S / "overlays" / "single-gpu",
     "multi-model": K8S / "overlays" / "multi-model",
-    "managed-stores": K8S / "examples" / "managed-stores",
+    "base": K8S / "base",
 }
-# The deployable ones: everything MLflow needs is in them (the base alone has no stores).
+DEPLOYMENTS = {
+    "base": (STORES["base"], SWEEPS["base"]),
+    "cpu-smoke": (STORES["bundled"], SWEEPS["cpu-smoke"]),
+    "single-gpu": (STORES["bundled"], SWEEPS["single-gpu"]),
+    "multi-model": (STORES["bundled"], SWEEPS["multi-model"]),
+    "managed-stores": (STORES["managed"], SWEEPS["single-gpu"]),
+}
+KUSTOMIZATIONS = DEPLOYMENTS
+# The deployable ones: everything MLflow needs is in them, and the images are named (the bases are
+# neither).
 DEPLOYABLE = ["cpu-smoke", "single-gpu", "multi-model", "managed-stores"]
+# Every kustomization docs/deploy.md applies.
+APPLIED = [STORES["bundled"], STORES["managed"], SWEEPS["cpu-smoke"], SWEEPS["single-gpu"], SWEEPS["multi-model"]]
 KUBERNETES_VERSION = "1.33.0"
 
 
@@ -80,9 +98,19 @@ def worker_group(docs: list[dict], name: str) -> dict:
     return next(g for g in ray_cluster_spec(docs)["workerGroupSpecs"] if g["groupName"] == name)
 
 
+def render_deployment(paths: tuple[Path, ...]) -> list[dict[str, Any]]:
+    """The documents of the stores and a sweep together (each rendered on its own, as applied)."""
+    return [d for path in paths for d in render(path)]
+
+
 @pytest.fixture(scope="session")
 def rendered() -> dict[str, list[dict]]:
-    return {name: render(path) for name, path in KUSTOMIZATIONS.items()}
+    cache: dict[Path, list[dict]] = {}
+    for paths in DEPLOYMENTS.values():
+        for path in paths:
+            if path not in cache:
+                cache[path] = render(path)
+    return {name: [copy.deepcopy(d) for p in paths for d in cache[p]] for name, paths in DEPLOYMENTS.items()}
 
 
 @pytest.fixture(scope="session")
@@ -91,6 +119,7 @@ def k8s() -> SimpleNamespace:
     several directories have one)."""
     return SimpleNamespace(
         REPO=REPO, K8S=K8S, KUSTOMIZATIONS=KUSTOMIZATIONS, DEPLOYABLE=DEPLOYABLE, render=render, find=find,
+        STORES=STORES, SWEEPS=SWEEPS, DEPLOYMENTS=DEPLOYMENTS, APPLIED=APPLIED, render_deployment=render_deployment,
         ray_cluster_spec=ray_cluster_spec, worker_group=worker_group,
         crd_errors=crd_errors, core_errors=core_errors, shared_dir=shared_dir,
     )

@@ -395,12 +395,12 @@ def test_mlflow_server_from_the_manifest_accepts_in_cluster_hosts_only(mlflow_se
     body = {"max_results": 1}
     user = basic_auth()
     # Host headers: the RayJob's tracking URI (mlflow:5000), the FQDNs, a port-forward.
-    for host in ("mlflow:5000", f"mlflow.{ns}.svc:5000", f"mlflow.{ns}.svc.cluster.local:5000", "localhost:5000"):
+    for host in ("mlflow:5000", f"mlflow.{ns}:5000", f"mlflow.{ns}.svc:5000", f"mlflow.{ns}.svc.cluster.local:5000", "localhost:5000"):
         assert http_status(api, {"Host": host, **user}, body) == 200, host
-    for host in ("evil.example.com", "evil.example.com:5000", "mlflowx:5000"):
+    for host in ("evil.example.com", "evil.example.com:5000", "mlflowx:5000", "mlflow.evil.example.com:5000"):
         assert http_status(api, {"Host": host, **user}, body) == 403, host
     # Browser origins of the UI opened by service name are allowed to write; others are not.
-    for origin in (f"http://mlflow.{ns}.svc.cluster.local:5000", "http://mlflow:5000", "http://localhost:5000"):
+    for origin in (f"http://mlflow.{ns}.svc.cluster.local:5000", f"http://mlflow.{ns}:5000", "http://mlflow:5000", "http://localhost:5000"):
         assert http_status(api, {"Host": "mlflow:5000", "Origin": origin, **user}, body) == 200, origin
     assert http_status(api, {"Host": "mlflow:5000", "Origin": "https://evil.example.com", **user}, body) == 403
 
@@ -480,3 +480,68 @@ def test_a_sweep_without_mlflow_credentials_is_told_what_to_set_and_loses_nothin
     # The run directory has every unit: `toolsweep sync-mlflow` mirrors it once the user is fixed.
     summary = json.loads(next((tmp_path / "runs").glob("*/*/summary.json")).read_text())
     assert sum(cell["n"] for cell in summary["cells"]) == 1
+
+
+def test_a_retried_entrypoint_resumes_the_run_directory_after_the_head_is_lost(k8s, rendered, mlflow_server, tmp_path):
+    """What KubeRay does after a lost head (a submitter retry on the re-created head, or a new cluster
+    when those are spent): the same entrypoint, on a new cluster, with the same run volume. The first
+    attempt's driver and every node of its cluster are killed (SIGKILL) once episodes are recorded;
+    the second attempt resumes: it reports the units already done, and in the end every unit is
+    recorded exactly once and MLflow has every cell."""
+    docs = rendered["cpu-smoke"]
+    sweep = k8s.find(docs, "ConfigMap", "toolsweep-sweep")["data"]["sweep.yaml"]
+    assert "seeds: [42]" in sweep
+    config_path = tmp_path / "sweep.yaml"
+    config_path.write_text(sweep.replace("seeds: [42]", "seeds: 12"))  # enough units to be caught mid-way
+    out = tmp_path / "runs"
+    job = k8s.find(docs, "RayJob")
+    argv = entrypoint_argv(job, config_path, mlflow_server.url, out)
+    assert argv[argv.index("--mlflow-wait") + 1]  # the attempt waits for MLflow, bounded
+    credentials = {"MLFLOW_TRACKING_USERNAME": MLFLOW_USER, "MLFLOW_TRACKING_PASSWORD": MLFLOW_PASSWORD}
+    config, units = expected_units(config_path, out)
+    mlflow_server.ready()
+
+    first = Processes()
+    try:
+        (tmp_path / "a").mkdir()
+        address = start_multi_node_cluster(first, tmp_path / "a")
+        env = {**base_env(), "RAY_ADDRESS": address, **NO_AUTH, **credentials}
+        driver = first.start(argv, tmp_path / "attempt-1.log", env=env, cwd=tmp_path)
+        pending = out / config.name / "main" / "episodes" / "pending.jsonl"
+
+        def recorded() -> int:
+            return len(pending.read_text().splitlines()) if pending.exists() else 0
+
+        wait_for(lambda: recorded() >= 5 or driver.poll() is not None, 240, "the first episodes", first)
+        assert driver.poll() is None, f"the first attempt ended before it could be cut short:\n{first.logs()}"
+    finally:
+        for proc, _ in first.procs:  # the head is lost: driver and nodes, at once, no clean-up
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        first.stop()
+    done_before = recorded()
+    assert 0 < done_before < len(units)
+
+    second = Processes()
+    try:
+        (tmp_path / "b").mkdir()
+        address = start_multi_node_cluster(second, tmp_path / "b")
+        env = {**base_env(), "RAY_ADDRESS": address, **NO_AUTH, **credentials}
+        run = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, f"{run.stdout[-3000:]}\n{run.stderr[-5000:]}\n{second.logs()}"
+        resumed = re.search(r"resuming \S+: (\d+) of (\d+) units already done", run.stderr + run.stdout)
+        assert resumed and int(resumed.group(2)) == len(units) and int(resumed.group(1)) >= done_before, run.stderr[-3000:]
+        os.environ.update(credentials)
+        try:
+            assert_sweep_complete(config, units, mlflow_server.url)
+        finally:
+            for key in credentials:
+                os.environ.pop(key, None)
+        from toolsweep.evaluator.rundir import RunDirectory
+
+        ids = RunDirectory(config.run_path()).read_table().column("unit_id").to_pylist()
+        assert len(ids) == len(set(ids)) == len(units)  # nothing lost, nothing counted twice
+    finally:
+        second.stop()

@@ -60,7 +60,7 @@ def test_every_container_requests_what_it_limits(rendered, name):
         if doc["kind"] == "RayJob":  # the autoscaler sidecar KubeRay adds to the head pod
             res = doc["spec"]["rayClusterSpec"]["autoscalerOptions"]["resources"]
             assert res["requests"] == res["limits"]
-    stores = ["postgres", "minio", "minio-create-bucket"] if name in ("cpu-smoke", "single-gpu", "multi-model") else []
+    stores = ["postgres", "s3", "s3-create-bucket"] if name in ("cpu-smoke", "single-gpu", "multi-model") else []
     assert sorted(checked) == sorted(["mlflow", "submitter", "head", "cpu-workers", "gpu-workers"] + stores)
 
 
@@ -78,9 +78,43 @@ def test_no_gpu_work_lands_on_the_head_or_the_cpu_workers(k8s, rendered, name):
     assert cpu["rayStartParams"]["num-gpus"] == "0" and "resources" not in cpu
     container = cpu["template"]["spec"]["containers"][0]
     assert "nvidia.com/gpu" not in container["resources"]["limits"]
-    # The CUDA image would otherwise expose a GPU node's devices to the container.
+    # No runtime default may hand these containers a GPU node's devices.
     for c in (head_c, container):
         assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in c["env"]
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_only_the_gpu_workers_see_the_nodes_gpus(k8s, rendered, name):
+    """Every container that asks for no GPU (the submitter and the autoscaler sidecar KubeRay adds to
+    the head included) hides the node's GPUs (NVIDIA_VISIBLE_DEVICES=void): with the NVIDIA container
+    runtime as a node's default, a container whose environment says all (as CUDA base images do, or
+    a runtime configured so) is handed every GPU of the node."""
+    assert gpu_visibility_problems(k8s.find(rendered[name], "RayJob")) == []
+
+
+def gpu_visibility_problems(rayjob: dict) -> list[str]:
+    spec = rayjob["spec"]
+    cluster = spec["rayClusterSpec"]
+    containers = [("submitter", c) for c in spec["submitterPodTemplate"]["spec"]["containers"]]
+    containers.append(("autoscaler", cluster["autoscalerOptions"]))
+    containers += [("head", c) for c in cluster["headGroupSpec"]["template"]["spec"]["containers"]]
+    for g in cluster["workerGroupSpecs"]:
+        containers += [(g["groupName"], c) for c in g["template"]["spec"]["containers"]]
+    problems = []
+    for where, c in containers:
+        gpus = int(c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0))
+        hidden = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in c.get("env", [])
+        if not gpus and not hidden:
+            problems.append(f"{where}: asks for no GPU but sees the node's GPUs")
+        if gpus and any(e["name"] == "NVIDIA_VISIBLE_DEVICES" for e in c.get("env", [])):
+            problems.append(f"{where}: NVIDIA_VISIBLE_DEVICES set where the device plugin chooses the GPUs")
+    return problems
+
+
+def test_the_gpu_visibility_check_catches_a_sidecar_that_sees_every_gpu(k8s, rendered):
+    job = copy.deepcopy(k8s.find(rendered["single-gpu"], "RayJob"))
+    job["spec"]["rayClusterSpec"]["autoscalerOptions"].pop("env")
+    assert gpu_visibility_problems(job) == ["autoscaler: asks for no GPU but sees the node's GPUs"]
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)
@@ -105,9 +139,16 @@ def test_gpu_workers_have_gpus_shared_memory_and_read_only_models(k8s, rendered,
     assert gib(shm["emptyDir"]["sizeLimit"]) <= gib(limits["memory"]) / 2
 
 
-@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def reads_models(k8s, docs: list[dict]) -> bool:
+    """Whether the deployment's sweep reads anything under /models (a model's weights, a benchmark's data)."""
+    text = k8s.find(docs, "ConfigMap", "toolsweep-sweep")["data"]["sweep.yaml"]
+    return "/models/" in text
+
+
+@pytest.mark.parametrize("name", ["single-gpu", "multi-model", "managed-stores"])
 def test_every_ray_pod_reads_models_and_data_from_the_pre_filled_volume(k8s, rendered, name):
     docs = rendered[name]
+    assert reads_models(k8s, docs)
     _, *ray_pods = [t for _, t in pod_templates(k8s.find(docs, "RayJob"))]
     for template in ray_pods:  # head (budget checks, task lists), rollout workers (data), GPU workers (weights)
         pod = template["spec"]
@@ -183,7 +224,8 @@ def test_the_rayjob_owns_its_cluster_and_cleans_up_after_itself(k8s, rendered, n
     # The driver waits for the GPU pods it asks for, within the time the job has.
     wait = float(entrypoint_args({"spec": spec})["scale-up-timeout"])
     assert 0 < wait < spec["activeDeadlineSeconds"]
-    assert spec["backoffLimit"] in (0, 1, 2)
+    # Retries are bounded (each attempt has its own deadlines, so the bound is attempts x deadline).
+    assert 1 <= spec["backoffLimit"] <= 5 and 1 <= spec["submitterConfig"]["backoffLimit"] <= 10
     # Ray's token authentication on the cluster's job API and GCS.
     assert spec["rayClusterSpec"]["authOptions"] == {"mode": "token"}
 
@@ -283,6 +325,129 @@ def test_multi_model_overlay_is_full_and_one_more_replica_fails(k8s, rendered):
         plan_placement(config.models, totals, nodes)
 
 
+def test_every_pod_mounts_only_what_its_sweep_uses(k8s, rendered):
+    """The models claim binds only to a pre-made volume: a sweep that reads nothing under /models must
+    not mount it (its pods would stay Pending on a cluster without one: kind, minikube), and a sweep
+    that does must mount it on every Ray pod. Every other claim a pod mounts comes from the cluster's
+    default StorageClass."""
+    assert mount_problems(k8s, rendered["cpu-smoke"]) == []
+    for name in KUSTOMIZATIONS:
+        assert mount_problems(k8s, rendered[name]) == [], name
+    assert not reads_models(k8s, rendered["cpu-smoke"])
+
+
+def mount_problems(k8s, docs: list[dict]) -> list[str]:
+    claims = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "PersistentVolumeClaim"}
+    uses_models = reads_models(k8s, docs)
+    problems = []
+    for doc in docs:
+        for where, template in pod_templates(doc):
+            pod = template["spec"]
+            volumes = {v["name"]: v for v in pod.get("volumes", [])}
+            for c in pod["containers"]:
+                for m in c.get("volumeMounts", []):
+                    if m["name"] not in volumes:  # a StatefulSet's claim template: the default StorageClass
+                        continue
+                    claim = volumes[m["name"]].get("persistentVolumeClaim", {}).get("claimName")
+                    if claim is None:
+                        continue
+                    pre_made = claims[claim].get("storageClassName") == ""
+                    if pre_made and not (uses_models and m["mountPath"] == "/models"):
+                        problems.append(f"{where}: mounts {claim}, which binds only to a pre-made volume, and its sweep reads nothing there")
+            if doc["kind"] == "RayJob" and where != "submitter" and uses_models:
+                if "/models" not in {m["mountPath"] for m in pod["containers"][0].get("volumeMounts", [])}:
+                    problems.append(f"{where}: its sweep reads /models, which it does not mount")
+    return problems
+
+
+def test_the_mount_check_catches_a_cpu_sweep_that_mounts_the_models_volume(k8s, rendered):
+    docs = copy.deepcopy(rendered["cpu-smoke"])
+    head = k8s.ray_cluster_spec(docs)["headGroupSpec"]["template"]["spec"]
+    head["volumes"].append({"name": "models", "persistentVolumeClaim": {"claimName": "toolsweep-models", "readOnly": True}})
+    head["containers"][0]["volumeMounts"].append({"name": "models", "mountPath": "/models", "readOnly": True})
+    assert mount_problems(k8s, docs) == ["head: mounts toolsweep-models, which binds only to a pre-made volume, and its sweep reads nothing there"]
+
+
+# -- drains ------------------------------------------------------------------------------------------
+
+
+def budgets_for(docs: list[dict], labels: dict) -> list[dict]:
+    return [d["spec"] for d in docs if d["kind"] == "PodDisruptionBudget"
+            and d["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+
+
+def drain_problems(docs: list[dict]) -> list[str]:
+    """The head and the GPU workers (model servers in use) may not be evicted voluntarily: a budget
+    that refuses every eviction while the sweep runs (an integer minAvailable of at least the group's
+    pods: a RayCluster has no scale subresource, so maxUnavailable and percentages cannot be computed)
+    that still lets a broken pod go, and the annotations node autoscalers read."""
+    cluster = next(d for d in docs if d["kind"] == "RayJob")["spec"]["rayClusterSpec"]
+    groups = [("head", cluster["headGroupSpec"]["template"], 1)]
+    groups += [(g["groupName"], g["template"], g["maxReplicas"]) for g in cluster["workerGroupSpecs"]
+               if "nvidia.com/gpu" in g["template"]["spec"]["containers"][0]["resources"]["limits"]]
+    problems = []
+    for where, template, most in groups:
+        labels = template["metadata"]["labels"]
+        budgets = budgets_for(docs, labels)
+        if len(budgets) != 1:
+            problems.append(f"{where}: {len(budgets)} disruption budgets")
+            continue
+        budget = budgets[0]
+        if "maxUnavailable" in budget or not isinstance(budget.get("minAvailable"), int) or budget["minAvailable"] < max(most, 1):
+            problems.append(f"{where}: its budget allows evictions ({budget})")
+        if budget.get("unhealthyPodEvictionPolicy") != "AlwaysAllow":
+            problems.append(f"{where}: a pod that is not ready would block a drain")
+        annotations = template["metadata"].get("annotations", {})
+        if annotations.get("cluster-autoscaler.kubernetes.io/safe-to-evict") != "false":
+            problems.append(f"{where}: the cluster autoscaler may evict it")
+        if annotations.get("karpenter.sh/do-not-disrupt") != "true":
+            problems.append(f"{where}: Karpenter may disrupt it")
+    return problems
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_drains_wait_for_the_head_and_the_model_servers(k8s, rendered, name):
+    docs = rendered[name]
+    assert drain_problems(docs) == []
+    # The rollout workers are not held: losing one costs its units in flight, which are leased again.
+    cpu = k8s.worker_group(docs, "cpu-workers")["template"]
+    assert budgets_for(docs, cpu["metadata"]["labels"]) == []
+
+
+def test_the_drain_check_catches_a_budget_smaller_than_the_gpu_group(k8s, rendered):
+    docs = copy.deepcopy(rendered["multi-model"])
+    k8s.find(docs, "PodDisruptionBudget", "ray-gpu-workers")["spec"]["minAvailable"] = 1
+    assert drain_problems(docs) and "gpu-workers: its budget allows evictions" in drain_problems(docs)[0]
+    docs = copy.deepcopy(rendered["single-gpu"])
+    k8s.ray_cluster_spec(docs)["headGroupSpec"]["template"]["metadata"].pop("annotations")
+    assert drain_problems(docs) == ["head: the cluster autoscaler may evict it", "head: Karpenter may disrupt it"]
+
+
+@pytest.mark.parametrize("name", KUSTOMIZATIONS)
+def test_a_retried_attempt_resumes_the_same_run_directory(k8s, rendered, name):
+    """KubeRay re-runs the entrypoint on a re-created head (submitter retries) or a new cluster
+    (backoffLimit): each attempt must find the previous one's run directory, so the entrypoint names
+    no run id of its own (the run directory is runs/<sweep>/main, which grows) and writes to a claim
+    of the stores, which a retry, a deleted RayJob and a torn-down sweep all leave in place."""
+    docs = rendered[name]
+    job = k8s.find(docs, "RayJob")
+    args = entrypoint_args(job)
+    assert "run-id" not in args
+    # The submitter's retries resubmit the entrypoint to a re-created head only in K8sJobMode and only
+    # when that head has forgotten the job: with GCS fault tolerance it would still know the
+    # submission id, and the retry would follow the dead job instead (KubeRay 1.7.0, reconcilePods).
+    assert job["spec"]["submissionMode"] == "K8sJobMode"
+    assert "gcsFaultToleranceOptions" not in job["spec"]["rayClusterSpec"]
+    assert "ray.io/ft-enabled" not in job["metadata"].get("annotations", {})
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    mount = next(m for m in head["containers"][0]["volumeMounts"] if args["output-dir"].startswith(m["mountPath"]))
+    claim = {v["name"]: v for v in head["volumes"]}[mount["name"]]["persistentVolumeClaim"]["claimName"]
+    stores = k8s.render(k8s.DEPLOYMENTS[name][0])
+    sweep = k8s.render(k8s.DEPLOYMENTS[name][1])
+    assert [d for d in stores if d["kind"] == "PersistentVolumeClaim" and d["metadata"]["name"] == claim]
+    assert not [d for d in sweep if d["kind"] == "PersistentVolumeClaim"]
+
+
 # -- MLflow --------------------------------------------------------------------------------------
 
 
@@ -371,22 +536,39 @@ def test_bundled_stores_are_the_ones_mlflow_points_at(k8s, rendered, name):
     assert pg_env["POSTGRES_USER"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-postgres", "key": "username"}
     assert pg_env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-postgres", "key": "password"}
     assert pg_env["POSTGRES_DB"]["valueFrom"]["configMapKeyRef"]["key"] == "MLFLOW_DB_NAME"
-    # MinIO: the endpoint's host and port, root credentials = the key pair MLflow uploads with.
+    # The S3 gateway (versitygw): the endpoint's host and port, its root user = the key pair MLflow
+    # uploads with (the gateway reads ROOT_ACCESS_KEY_ID / ROOT_SECRET_ACCESS_KEY), its health path
+    # the one its probes ask for.
     endpoint = urlparse(stores["MLFLOW_S3_ENDPOINT_URL"])
     svc = k8s.find(docs, "Service", endpoint.hostname)
     assert endpoint.port in [p["port"] for p in svc["spec"]["ports"]]
-    minio = k8s.find(docs, "StatefulSet", endpoint.hostname)
-    m_env = env_of(minio["spec"]["template"]["spec"]["containers"][0])
-    assert m_env["MINIO_ROOT_USER"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-s3", "key": "AWS_ACCESS_KEY_ID"}
-    assert m_env["MINIO_ROOT_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-s3", "key": "AWS_SECRET_ACCESS_KEY"}
-    # The bucket Job creates the bucket of MLflow's artifact destination, at that endpoint.
-    job = k8s.find(docs, "Job", "minio-create-bucket")["spec"]["template"]["spec"]["containers"][0]
+    gateway = k8s.find(docs, "StatefulSet", endpoint.hostname)["spec"]
+    container = gateway["template"]["spec"]["containers"][0]
+    assert container["image"].startswith("ghcr.io/versity/versitygw:v")
+    g_env = env_of(container)
+    assert g_env["ROOT_ACCESS_KEY_ID"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-s3", "key": "AWS_ACCESS_KEY_ID"}
+    assert g_env["ROOT_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-s3", "key": "AWS_SECRET_ACCESS_KEY"}
+    args = container["args"]
+    assert option(args, "--port") == f":{container['ports'][0]['containerPort']}"
+    assert svc["spec"]["ports"][0]["targetPort"] == container["ports"][0]["name"]
+    assert args[-2:] == ["posix", container["volumeMounts"][0]["mountPath"]]
+    assert container["volumeMounts"][0]["name"] == gateway["volumeClaimTemplates"][0]["metadata"]["name"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["path"] == option(args, "--health")
+    # Both stores keep their claims when their StatefulSets go.
+    for sts in (gateway, k8s.find(docs, "StatefulSet", stores["MLFLOW_DB_HOST"])["spec"]):
+        assert sts["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    # The bucket Job creates the bucket of MLflow's artifact destination, at that endpoint, with the
+    # MLflow image's boto3.
+    job = k8s.find(docs, "Job", "s3-create-bucket")["spec"]["template"]["spec"]["containers"][0]
+    assert job["image"] == mlflow_container(k8s, docs)["image"]
     j_env = env_of(job)
     for var in ("MLFLOW_S3_ENDPOINT_URL", "MLFLOW_ARTIFACTS_DESTINATION"):
         assert j_env[var]["valueFrom"]["configMapKeyRef"]["key"] == var
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert j_env[var]["valueFrom"]["secretKeyRef"] == {"name": "mlflow-s3", "key": var}
     script = job["command"][-1]
-    assert 'mc alias set store "$MLFLOW_S3_ENDPOINT_URL"' in script
-    assert 'mc mb --ignore-existing "store/${MLFLOW_ARTIFACTS_DESTINATION#s3://}"' in script
+    assert 'endpoint_url=os.environ["MLFLOW_S3_ENDPOINT_URL"]' in script and "s3.create_bucket(Bucket=bucket)" in script
 
 
 def test_managed_stores_example_has_no_bundled_store_and_lets_mlflow_reach_out(k8s, rendered):
@@ -555,8 +737,10 @@ RAY_WORKER = {"ns": "toolsweep", "labels": {"ray.io/is-ray-node": "yes", "ray.io
 SUBMITTER = {"ns": "toolsweep", "labels": {"app.kubernetes.io/component": "ray-job-submitter", "ray.io/originated-from-crd": "RayJob"}}
 MLFLOW = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "mlflow"}}
 POSTGRES = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "postgres"}}
-MINIO = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "minio"}}
-BUCKET_JOB = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "minio-create-bucket"}}
+S3 = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "s3"}}
+BUCKET_JOB = {"ns": "toolsweep", "labels": {"app.kubernetes.io/name": "s3-create-bucket"}}
+NODELOCAL_DNS = {"ip": "169.254.20.10"}  # NodeLocal DNSCache's link-local address on every node
+METADATA_DNS = {"ip": "169.254.169.254"}  # GKE Cloud DNS answers here
 OPERATOR = {"ns": "kuberay-system", "labels": {"app.kubernetes.io/name": "kuberay-operator"}}
 DNS = {"ns": "kube-system", "labels": {"k8s-app": "kube-dns"}}
 OTHER_NAMESPACE = {"ns": "default", "labels": {"app": "anything"}}
@@ -616,11 +800,14 @@ NEEDED = [
     ("autoscaler -> Kubernetes API", RAY_HEAD, EXTERNAL, 6443),
     ("MLflow -> DNS", MLFLOW, DNS, 53),
     ("submitter -> DNS", SUBMITTER, DNS, 53),
+    ("head -> NodeLocal DNSCache", RAY_HEAD, NODELOCAL_DNS, 53),
+    ("MLflow -> NodeLocal DNSCache", MLFLOW, NODELOCAL_DNS, 53),
+    ("worker -> Cloud DNS", RAY_WORKER, METADATA_DNS, 53),
 ]
 NEEDED_WITH_BUNDLED_STORES = [
     ("MLflow -> PostgreSQL", MLFLOW, POSTGRES, 5432),
-    ("MLflow -> MinIO", MLFLOW, MINIO, 9000),
-    ("bucket Job -> MinIO", BUCKET_JOB, MINIO, 9000),
+    ("MLflow -> S3", MLFLOW, S3, 7070),
+    ("bucket Job -> S3", BUCKET_JOB, S3, 7070),
 ]
 DENIED = [
     ("another namespace -> job API", OTHER_NAMESPACE, RAY_HEAD, 8265),
@@ -630,7 +817,8 @@ DENIED = [
     ("submitter -> GCS", SUBMITTER, RAY_HEAD, 6379),
     ("operator -> a worker", OPERATOR, RAY_WORKER, 8265),
     ("worker -> PostgreSQL", RAY_WORKER, POSTGRES, 5432),
-    ("worker -> MinIO", RAY_WORKER, MINIO, 9000),
+    ("worker -> S3", RAY_WORKER, S3, 7070),
+    ("MLflow -> the metadata server", MLFLOW, METADATA_DNS, 80),
     ("MLflow -> the internet", MLFLOW, EXTERNAL, 443),
     ("PostgreSQL -> the internet", POSTGRES, EXTERNAL, 443),
     ("MLflow -> a Ray pod", MLFLOW, RAY_WORKER, 8265),

@@ -11,15 +11,16 @@ import yaml
 
 KUSTOMIZATIONS = ["base", "cpu-smoke", "single-gpu", "multi-model", "managed-stores"]
 
-BASE_KINDS = ["Namespace", "ConfigMap", "ConfigMap", "Service", "PersistentVolumeClaim", "PersistentVolumeClaim",
-              "Deployment", "RayJob"] + ["NetworkPolicy"] * 6
+STORES_KINDS = ["Namespace", "ConfigMap", "Service", "PersistentVolumeClaim", "PersistentVolumeClaim",
+                "Deployment"] + ["NetworkPolicy"] * 3
+SWEEP_KINDS = ["ConfigMap", "RayJob", "PodDisruptionBudget", "PodDisruptionBudget"] + ["NetworkPolicy"] * 3
 BUNDLED_STORES = ["StatefulSet", "StatefulSet", "Service", "Service", "Job"] + ["NetworkPolicy"] * 4
 EXPECTED_KINDS = {
-    "base": BASE_KINDS,
-    "cpu-smoke": BASE_KINDS + BUNDLED_STORES,
-    "single-gpu": BASE_KINDS + BUNDLED_STORES,
-    "multi-model": BASE_KINDS + BUNDLED_STORES,
-    "managed-stores": BASE_KINDS + ["NetworkPolicy"],
+    "base": STORES_KINDS + SWEEP_KINDS,
+    "cpu-smoke": STORES_KINDS + BUNDLED_STORES + SWEEP_KINDS,
+    "single-gpu": STORES_KINDS + BUNDLED_STORES + SWEEP_KINDS,
+    "multi-model": STORES_KINDS + BUNDLED_STORES + SWEEP_KINDS,
+    "managed-stores": STORES_KINDS + ["NetworkPolicy"] + SWEEP_KINDS,
 }
 
 
@@ -33,9 +34,10 @@ def test_kustomization_renders_the_whole_deployment(k8s, rendered, name):
         if d["kind"] != "Namespace":
             assert d["metadata"]["namespace"] == "toolsweep", d["metadata"]["name"]
         assert d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "toolsweep"
-    # Images are resolved by kustomize in the custom resources too.
+    # Images are resolved by kustomize in the custom resources too (the bases name them only).
     ours = [c["image"] for d in docs for c in _containers(d) if "toolsweep" in c["image"]]
-    assert ours and all(i.startswith("ghcr.io/example/toolsweep") for i in ours), ours
+    prefix = "toolsweep" if name == "base" else "ghcr.io/example/toolsweep"
+    assert ours and all(i.startswith(prefix) for i in ours), ours
     k8s.find(docs, "ConfigMap", "toolsweep-sweep")
 
 

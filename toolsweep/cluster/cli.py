@@ -107,6 +107,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = config.model_copy(update={"preflight": False})
         if args.scale_up_timeout is not None:
             config = config.model_copy(update={"scale_up_timeout_s": args.scale_up_timeout})
+        if args.mlflow_wait is not None:
+            config = config.model_copy(update={"mlflow_wait_s": args.mlflow_wait})
         outcome = run_sweep(config, progress=not args.no_progress)
     except ConfigError as err:
         return _fail_config(err)
@@ -282,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="on an autoscaling cluster (KubeRay GPU groups that start at zero pods): ask the "
                         "autoscaler for the model servers' GPUs and wait up to SECONDS for them before the "
                         "placement check (default: the config's scale_up_timeout_s, 0 = do not wait)")
+    p.add_argument("--mlflow-wait", type=_seconds, metavar="SECONDS",
+                   help="wait up to SECONDS for the MLflow server before anything starts, and stop (exit 2) if "
+                        "it never answers (default: the config's mlflow_wait_s, 0 = do not wait)")
     p.add_argument("--no-mlflow", action="store_true", help="do not mirror to MLflow")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("--skip-preflight", action="store_true",

@@ -170,6 +170,11 @@ class SweepConfig(_Strict):
     )
     tracking_uri: str | None = Field(None, description="MLflow; default sqlite:///mlflow.db (env MLFLOW_TRACKING_URI).")
     mlflow: bool = Field(True, description="Mirror results to MLflow.")
+    mlflow_wait_s: float = Field(
+        0.0, ge=0, le=86_400,
+        description="Wait up to this long for an MLflow server (its /health) before anything starts, and "
+        "stop if it never answers; 0 = do not wait (an unreachable MLflow is then skipped and synced later).",
+    )
     mlflow_traces_per_cell: int = Field(
         5, ge=0, description="Episode transcripts logged as MLflow traces per cell at the end of a run: every "
         "episode that did not end as answered (up to 20) plus this many answered ones; 0 logs none.")

@@ -373,6 +373,7 @@ def run_sweep(
     planned = plan_sweep(config, log, extra_benchmarks)
     if isinstance(planned, RunOutcome):
         return planned
+    _wait_for_mlflow(config, log)  # before any model server or GPU is taken
     with provisioned(planned, log) as models:
         todo = planned.todo()
         with rollout_workers(planned, models, todo, log) as scheduler:
@@ -699,6 +700,15 @@ def _mlflow_trouble(exc: Exception) -> str:
         return ("refused the sweep's credentials (a server with authentication: set MLFLOW_TRACKING_USERNAME "
                 "and MLFLOW_TRACKING_PASSWORD to a user that may write)")
     return "is unreachable"
+
+
+def _wait_for_mlflow(config: SweepConfig, log: Log) -> None:
+    """With `mlflow_wait_s`, wait that long for the tracking server and stop if it never answers."""
+    from toolsweep.actors.result_sink import resolve_tracking_uri
+    from toolsweep.cluster.mlflow_wait import wait_for_mlflow
+
+    if config.mlflow:
+        wait_for_mlflow(resolve_tracking_uri(config.tracking_uri), config.mlflow_wait_s, log)
 
 
 def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
