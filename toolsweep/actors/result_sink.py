@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,44 @@ MIRROR_REST = 2.0
 TRACED_TAG = "toolsweep.traced"  # which episodes of a cell have a trace (see actors/traces.py)
 LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """Whether MLflow could not be reached at all (no answer, refused, timed out), as opposed to an
+    answer that refused what was sent or a fault in the mirror itself; looks through the causes MLflow
+    and requests wrap it in."""
+    import socket
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (ConnectionError, TimeoutError, socket.timeout, urllib.error.URLError)):
+            return True
+        if type(exc).__module__.split(".")[0] in ("requests", "urllib3") and any(
+                word in type(exc).__name__ for word in ("Connection", "Timeout", "MaxRetry", "NewConnection")):
+            return True
+        if "Max retries exceeded" in str(exc) or "Failed to establish a new connection" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
+def mlflow_trouble(exc: BaseException) -> str:
+    """What went wrong with MLflow, in the words that say what to fix: only a connection failure is
+    "unreachable"; refused credentials and the mirror's own faults are named as what they are."""
+    # MLflow maps a 401/403 answer (JSON or not) to an error code that reads back as that status.
+    status = getattr(exc, "get_http_status_code", lambda: None)()
+    if status in (401, 403):
+        return ("refused the sweep's credentials (a server with authentication: set MLFLOW_TRACKING_USERNAME "
+                "and MLFLOW_TRACKING_PASSWORD to a user that may write)")
+    if is_connection_failure(exc):
+        return "is unreachable"
+    if isinstance(status, int) and status >= 400:
+        return f"answered HTTP {status} to the mirror (the server refused a request)"
+    from_mlflow = type(exc).__module__.startswith(("mlflow", "sqlalchemy", "sqlite3"))
+    if from_mlflow:
+        return "refused a request of the mirror (the store is reachable; see the error)"
+    return "could not be mirrored to: the mirror failed (a toolsweep fault, not the store's; please report it)"
 
 
 def resolve_tracking_uri(explicit: str | None) -> str:
@@ -176,6 +215,15 @@ def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -
     return folders  # type: ignore[return-value]
 
 
+def _flush_traces() -> None:
+    """Wait until the traces logged so far are in the store (MLflow exports them asynchronously)."""
+    import mlflow
+
+    flush = getattr(mlflow, "flush_trace_async_logging", None)
+    if flush is not None:
+        flush(terminate=False)
+
+
 class MlflowMirror:
     """Mirrors cells of one run directory into MLflow: experiment = sweep, a parent run per sweep
     run, a nested child run per (model, benchmark, setting). Finds existing runs on resume."""
@@ -204,6 +252,7 @@ class MlflowMirror:
         self._logged: dict[Any, tuple[int, str]] = {}
         self._traced: dict[Any, str] = {}
         self._names_tagged: set[Cell] = set()
+        self.verify_traces = False  # sync-mlflow sets it: every cell's traces are checked, not trusted to a tag
 
     def connect(self, manifest: dict[str, Any], params: dict[str, Any]) -> None:
         """Open (or find again) the parent run. Raises when MLflow cannot be reached."""
@@ -345,7 +394,11 @@ class MlflowMirror:
                     self._log_traces(cell, pq.read_table(folder / "episodes.parquet"))
 
     def _log_traces(self, cell: Cell, rows: Any) -> None:
-        """Transcripts of the cell's failures and a few of its answered episodes, once per set."""
+        """Transcripts of the cell's failures and a few of its answered episodes: the cell's run ends up
+        holding exactly one trace of each picked episode and none other. When the pick changes (the
+        run directory grew) only the episodes without a trace are logged, and traces of episodes no
+        longer picked, or second copies, are deleted; with `verify_traces` (sync-mlflow) the run's
+        traces are checked even when its tag says they are current."""
         from mlflow.entities import RunTag
 
         from toolsweep.actors.traces import log_episode_trace, pick_episodes, traced_digest
@@ -354,23 +407,51 @@ class MlflowMirror:
         ids = rows.column("unit_id").to_pylist()
         picked = pick_episodes(list(zip(ids, rows.column("termination").to_pylist())), self.traces_per_cell)
         digest = traced_digest(picked)
-        if not picked or self._traced.get(cell) == digest:
+        if self._traced.get(cell) == digest and not self.verify_traces:
+            return
+        if not picked and cell not in self.children:
             return
         run_id = self._child(cell)
-        index = {u: i for i, u in enumerate(ids)}
         import mlflow
 
         # the trace exporter writes to the process's tracking URI, asynchronously: point it at ours
-        # and wait for the queue before saying the traces are there
+        # and wait for the queue before reading or saying the traces are there
         mlflow.set_tracking_uri(self.tracking_uri)
+        existing = self._traces_of_run(run_id)
+        wanted = set(picked)
+        extra = [t for u, ts in existing.items() for t in (ts if u not in wanted else ts[1:])]
+        if extra:
+            for i in range(0, len(extra), 100):
+                self.client.delete_traces(self._experiment_id, trace_ids=extra[i : i + 100])
+        index = {u: i for i, u in enumerate(ids)}
         for unit_id in picked:
+            if unit_id in existing:
+                continue
             row = rows.slice(index[unit_id], 1).to_pylist()[0]
             log_episode_trace(self.client, self._experiment_id, run_id, row_to_result(row), row.get("finished_at"))
-        flush = getattr(mlflow, "flush_trace_async_logging", None)
-        if flush is not None:
-            flush(terminate=False)
-        self.client.log_batch(run_id, tags=[RunTag(TRACED_TAG, digest)])
+        _flush_traces()
+        if self._traced.get(cell) != digest:
+            self.client.log_batch(run_id, tags=[RunTag(TRACED_TAG, digest)])
         self._traced[cell] = digest
+
+    def _traces_of_run(self, run_id: str) -> dict[str, list[str]]:
+        """{unit id: trace ids, oldest first} of the traces a cell's run holds."""
+        _flush_traces()
+        out: dict[str, list[tuple[int, str]]] = {}
+        token = None
+        while True:
+            page = self.client.search_traces(
+                locations=[self._experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{run_id}'",
+                max_results=500, include_spans=False, page_token=token,
+            )
+            for t in page:
+                unit = t.info.tags.get("toolsweep.unit_id")
+                if unit:
+                    out.setdefault(unit, []).append((int(t.info.request_time or 0), t.info.trace_id))
+            token = page.token
+            if not token:
+                break
+        return {u: [tid for _, tid in sorted(ts)] for u, ts in out.items()}
 
     def finish(self, status: str) -> None:
         for run_id in self.children.values():
@@ -393,7 +474,10 @@ class ResultSink:
         seed: int = 0,
         flush_interval_s: float = 2.0,
         log: Any = None,
+        unit_ids: UnitIds | None = None,
     ) -> None:
+        """`unit_ids`: the units the record describes (the whole config's, also for a subset run); the
+        live table mirrors only their episodes, so MLflow never shows a cell the final summary has not."""
         self.run_dir = run_dir
         self.writer = EpisodeWriter(run_dir, background=True)  # a part is written off the scheduler's loop
         self.specs_for = specs_for
@@ -406,10 +490,17 @@ class ResultSink:
         # The live table feeds the MLflow mirror and nothing else: without a mirror it is not kept
         # (every episode would cost the driver memory that no one reads).
         self.table: CellTable | None = None
+        self.unit_ids = unit_ids
         if mirror is not None:
             self.table = CellTable()
             columns = ["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]
-            for part in run_dir.iter_tables(columns=columns):  # a part at a time: a resumed million-row run stays small
+            for part in run_dir.iter_tables(columns=["unit_id", *columns]):  # a part at a time: a resumed million-row run stays small
+                if unit_ids is not None:
+                    import pyarrow as pa
+
+                    from toolsweep.evaluator.rundir import unit_id_digests
+
+                    part = part.filter(pa.array(unit_ids.contains(unit_id_digests(part.column("unit_id")))))
                 self.table.add_columns({name: part.column(name).to_pylist() for name in columns})
         self._dirty: set[Cell] = set(self.table.cells) if self.table is not None else set()
         self._table_lock = threading.Lock()
@@ -434,7 +525,8 @@ class ResultSink:
         with self._table_lock:
             if self.table is not None:
                 for r in fresh:
-                    self._dirty.add(self.table.add_result(r))
+                    if self.unit_ids is None or r.unit.unit_id in self.unit_ids:
+                        self._dirty.add(self.table.add_result(r))
         return fresh
 
     def end_run(self) -> None:
@@ -457,7 +549,7 @@ class ResultSink:
             with self._table_lock:
                 self.table, self._dirty = None, set()  # nothing will read it again
             self.log(
-                f"MLflow at {self.mirror.tracking_uri} is unreachable ({type(exc).__name__}: "
+                f"MLflow at {self.mirror.tracking_uri} {mlflow_trouble(exc)} ({type(exc).__name__}: "
                 f"{str(exc)[:200]}); the sweep goes on without it. Results are safe in "
                 f"{self.run_dir.path}; mirror them later with: toolsweep sync-mlflow {self.run_dir.path}"
             )

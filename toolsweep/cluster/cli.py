@@ -96,15 +96,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             args.config, ray_address=args.address, tracking_uri=args.tracking_uri,
             output_dir=args.output_dir, run_id=args.run_id,
         )
-        config = select_subset(config, models=_names(args.models), benchmarks=_names(args.benchmarks),
-                               settings=_names(args.settings), limit=args.limit)
         if args.no_mlflow:
             config = config.model_copy(update={"mlflow": False})
         if args.skip_preflight:
             config = config.model_copy(update={"preflight": False})
         if args.scale_up_timeout is not None:
             config = config.model_copy(update={"scale_up_timeout_s": args.scale_up_timeout})
-        outcome = run_sweep(config, progress=not args.no_progress)
+        # a subset runs its units; the run directory's record goes on describing the whole config
+        subset = select_subset(config, models=_names(args.models), benchmarks=_names(args.benchmarks),
+                               settings=_names(args.settings), limit=args.limit)
+        outcome = run_sweep(subset, progress=not args.no_progress, whole=config)
     except ConfigError as err:
         return _fail_config(err)
     except RunDirectoryBusy as err:

@@ -352,11 +352,16 @@ def run_sweep(
     progress: bool = True,
     log: Log = _stderr,
     extra_benchmarks: dict[str, str] | None = None,
+    whole: SweepConfig | None = None,
 ) -> RunOutcome:
     """Run (or resume, or grow) a sweep end to end, as four phases: plan (no resources), provision (Ray,
     model servers, preflight, manifest), run (rollout workers, result sink, scheduler), finish (summary,
-    report, MLflow). Everything a phase starts is stopped on the way out, whatever happens."""
-    planned = plan_sweep(config, log, extra_benchmarks)
+    report, MLflow). Everything a phase starts is stopped on the way out, whatever happens.
+
+    `whole`: for a subset run (`run --models/--benchmarks/--settings/--limit`), the config the subset was
+    taken from. Only `config`'s units run, but the record (summary, report, plots, manifest, MLflow)
+    describes the whole, so a subset never replaces it."""
+    planned = plan_sweep(config, log, extra_benchmarks, whole=whole)
     if isinstance(planned, RunOutcome):
         return planned
     with provisioned(planned, log) as models:
@@ -366,6 +371,30 @@ def run_sweep(
             with result_sink(planned, log) as sink:
                 stats, skipped = run_units(planned, scheduler, sink, todo, progress, log)
                 return finish(planned, models, sink, stats, skipped)
+
+
+@dataclass
+class RecordScope:
+    """What the run directory's record (summary, report, plots, manifest, MLflow) describes: the
+    run's config, or for a subset run the whole config it was taken from."""
+
+    config: SweepConfig
+    benchmarks: dict[str, Any]
+    unit_ids: UnitIds
+    fingerprints: dict[str, Any]
+
+
+def record_scope(whole: SweepConfig, benchmarks: dict[str, Any]) -> RecordScope:
+    """The whole config's units and benchmarks; benchmarks the subset already loaded (same options) are
+    reused, the others loaded without their tasks being run."""
+    options = {e.name: e.options for e in whole.benchmarks}
+    loaded = {n: b for n, b in benchmarks.items() if n in options}
+    for entry in whole.benchmarks:
+        if entry.name not in loaded:
+            loaded[entry.name] = get_benchmark(entry.name, entry.options)
+    plans = resolve_plans(whole, check_endpoints=False)
+    units, fingerprints = current_units(whole, loaded, plans)
+    return RecordScope(whole, loaded, units.id_set(), fingerprints)
 
 
 @dataclass
@@ -380,9 +409,16 @@ class SweepPlan:
     run_dir: RunDirectory
     extra_benchmarks: dict[str, str]
     unit_ids: UnitIds = field(default_factory=UnitIds)
+    record: RecordScope | None = None
 
     def __post_init__(self) -> None:
         self.unit_ids = self.units.id_set()  # shares the unit space's digests: no copy
+        if self.record is None:
+            self.record = RecordScope(self.config, self.benchmarks, self.unit_ids, self.fingerprints)
+
+    @property
+    def is_subset(self) -> bool:
+        return self.record is not None and self.record.config is not self.config
 
     def todo(self) -> Any:
         """The units the run directory has not recorded yet (a `UnitSelection`: built when leased)."""
@@ -391,28 +427,33 @@ class SweepPlan:
 
 
 def plan_sweep(config: SweepConfig, log: Log = _stderr,
-               extra_benchmarks: dict[str, str] | None = None) -> SweepPlan | RunOutcome:
+               extra_benchmarks: dict[str, str] | None = None, *,
+               whole: SweepConfig | None = None) -> SweepPlan | RunOutcome:
     """Phase 1, no Ray and no engine: validate every benchmark, setting and policy, expand the units,
     check that the run directory can take them and that the token budgets fit. A run with nothing to
-    do ends here, with its outcome."""
+    do ends here, with its outcome. `whole`: the config a subset run was taken from (see `run_sweep`)."""
     from toolsweep.cluster.plan import check_budgets
     from toolsweep.evaluator.registry import extra_benchmarks as registered_extras
 
-    finished = _finished_already(config, log)
-    if finished is not None:
-        return finished
+    subset = whole is not None and whole.config_sha256() != config.config_sha256()
+    record_config = whole if subset else config
+    if not subset:
+        finished = _finished_already(config, log)
+        if finished is not None:
+            return finished
     plans = resolve_plans(config)
     benchmarks = load_benchmarks(config)
     units, fingerprints = current_units(config, benchmarks, plans)
+    record = record_scope(record_config, benchmarks) if subset else None
     run_dir = RunDirectory(config.run_path())
     if run_dir.exists():
         _check_resumable(run_dir, config, fingerprints)
-        finished = _nothing_to_do(run_dir, config, units, log)
+        finished = _nothing_to_do(run_dir, record_config, units, log)
         if finished is not None:
             return finished
     check_budgets(config, log)  # before any engine starts
     return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir,
-                     {**registered_extras(), **(extra_benchmarks or {})})
+                     {**registered_extras(), **(extra_benchmarks or {})}, record=record)
 
 
 @dataclass
@@ -465,17 +506,42 @@ def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log) -> None
 
 
 def _write_manifest(plan: SweepPlan, runtime: Any) -> None:
-    """A new or changed config gets a manifest (the earlier configs kept in its history)."""
-    run_dir, config = plan.run_dir, plan.config
-    if run_dir.exists() and run_dir.read_manifest().get("config_sha256") == config.config_sha256():
-        return
-    stops: dict[str, dict[str, list[str]]] = {}
-    for p in plan.plans:
-        for s in p.tasks_by_setting:
-            if seq := plan.benchmarks[p.benchmark].stop_sequences(s):
-                stops.setdefault(p.benchmark, {})[s] = seq
-    manifest = build_manifest(config, plan.fingerprints, runtime.manifest(), stops)
-    run_dir.write_manifest(_with_history(run_dir, manifest))
+    """A new or changed config gets a manifest (the earlier configs kept in its history). A subset run
+    writes the whole config's manifest and records itself in `subset_history`: the manifest never
+    holds a filtered config."""
+    run_dir, record = plan.run_dir, plan.record
+    assert record is not None
+    config = record.config
+    current = run_dir.exists() and run_dir.read_manifest().get("config_sha256") == config.config_sha256()
+    if not current:
+        stops: dict[str, dict[str, list[str]]] = {}
+        for p in (resolve_plans(config, check_endpoints=False) if plan.is_subset else plan.plans):
+            for s in p.tasks_by_setting:
+                if seq := record.benchmarks[p.benchmark].stop_sequences(s):
+                    stops.setdefault(p.benchmark, {})[s] = seq
+        models = runtime.manifest()
+        if run_dir.exists():  # a subset serves some models: the others keep what was recorded of them
+            models = {**run_dir.read_manifest().get("models", {}), **models}
+        manifest = _with_history(run_dir, build_manifest(config, record.fingerprints, models, stops))
+    else:
+        manifest = run_dir.read_manifest()
+    if plan.is_subset:
+        manifest = {**manifest, "subset_history": [*manifest.get("subset_history", []), subset_invocation(plan.config)]}
+    if plan.is_subset or not current:
+        run_dir.write_manifest(manifest)
+
+
+def subset_invocation(subset: SweepConfig) -> dict[str, Any]:
+    """What a subset run ran, for the manifest's `subset_history`: its models, each benchmark's settings,
+    the task limit, and the filtered config's hash."""
+    limits = {e.tasks.limit for e in subset.benchmarks if e.tasks is not None and e.tasks.limit is not None}
+    return {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "models": [m.name for m in subset.models],
+        "benchmarks": {e.name: e.settings for e in subset.benchmarks},
+        "limit": min(limits) if limits else None,
+        "config_sha256": subset.config_sha256(),
+    }
 
 
 @contextmanager
@@ -505,9 +571,10 @@ def result_sink(plan: SweepPlan, log: Log) -> Iterator[Any]:
     from toolsweep.actors.result_sink import ResultSink
 
     config = plan.config
-    mirror = _open_mirror(config, plan.run_dir, log)
+    assert plan.record is not None
+    mirror = _open_mirror(plan.record.config, plan.run_dir, log, plan.record.benchmarks)
     sink = ResultSink(
-        plan.run_dir, specs_lookup(plan.benchmarks), mirror=mirror,
+        plan.run_dir, specs_lookup(plan.record.benchmarks), mirror=mirror, unit_ids=plan.record.unit_ids,
         live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence,
         flush_interval_s=config.mlflow_interval_s, log=log,
     )
@@ -545,7 +612,8 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
 def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int) -> RunOutcome:
     """Phase 4: summary.json with full-B intervals, report.html and plots, the final MLflow state."""
     sink.end_run()  # the live table is freed before the summary builds its own
-    cells, text = finalize_run(plan.run_dir, plan.config, plan.benchmarks, unit_ids=plan.unit_ids,
+    assert plan.record is not None  # the whole record, also after a subset run
+    cells, text = finalize_run(plan.run_dir, plan.record.config, plan.record.benchmarks, unit_ids=plan.record.unit_ids,
                                extra={"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)})
     sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
     return RunOutcome(
@@ -557,29 +625,21 @@ def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int)
     )
 
 
-def setting_params(config: SweepConfig) -> dict[tuple[str, str], dict[str, Any]]:
+def setting_params(config: SweepConfig, benchmarks: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     """Each (benchmark, setting)'s parameters, for the MLflow runs of its cells."""
-    return {(name, s): p for name, bench in load_benchmarks(config).items() for s, p in bench.settings().items()}
+    benchmarks = benchmarks if benchmarks is not None else load_benchmarks(config)
+    return {(name, s): p for name, bench in benchmarks.items() for s, p in bench.settings().items()}
 
 
-def _mlflow_trouble(exc: Exception) -> str:
-    """What went wrong with MLflow, in the words that say what to fix."""
-    # MLflow maps a 401/403 answer (JSON or not) to an error code that reads back as that status.
-    status = getattr(exc, "get_http_status_code", lambda: None)()
-    if status in (401, 403):
-        return ("refused the sweep's credentials (a server with authentication: set MLFLOW_TRACKING_USERNAME "
-                "and MLFLOW_TRACKING_PASSWORD to a user that may write)")
-    return "is unreachable"
-
-
-def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
+def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log,
+                 benchmarks: dict[str, Any] | None = None) -> Any:
     """The MLflow mirror, or None (disabled, or unreachable: then the sweep goes on without it)."""
-    from toolsweep.actors.result_sink import MlflowMirror, resolve_tracking_uri
+    from toolsweep.actors.result_sink import MlflowMirror, mlflow_trouble, resolve_tracking_uri
 
     if not config.mlflow:
         return None
     uri = resolve_tracking_uri(config.tracking_uri)
-    mirror = MlflowMirror(uri, config.name, config.resolved_run_id(), setting_params=setting_params(config),
+    mirror = MlflowMirror(uri, config.name, config.resolved_run_id(), setting_params=setting_params(config, benchmarks),
                           traces_per_cell=config.mlflow_traces_per_cell)
     try:
         mirror.connect(run_dir.read_manifest(), {
@@ -591,7 +651,7 @@ def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
         })
     except Exception as exc:  # noqa: BLE001 - MLflow down: the sweep goes on
         log(
-            f"MLflow at {uri} {_mlflow_trouble(exc)} ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
+            f"MLflow at {uri} {mlflow_trouble(exc)} ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
             f"on without it. Mirror the results later with: toolsweep sync-mlflow {run_dir.path}"
         )
         return None

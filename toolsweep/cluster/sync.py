@@ -30,6 +30,7 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
     specs_for = specs_lookup(benchmarks)
     mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), config.name, config.resolved_run_id(),
                           setting_params=setting_params(config), traces_per_cell=config.mlflow_traces_per_cell)
+    mirror.verify_traces = True  # a store an older version filled may hold second copies: remove them
     mirror.connect(run_dir.read_manifest(), {"config_sha256": config.config_sha256()})
 
     rows = sorted((r for r in run_dir.read_table(
