@@ -173,10 +173,10 @@ def finalize_run(
     write_plots(run_dir, cells, specs_by_benchmark, by_cell, confidence=config.bootstrap.confidence)
     convergence = {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
     write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables_by_benchmark, paired, convergence)
-    full = format_cells_table(cells, specs_by_benchmark)
+    full = format_cells_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence)
     for t in tables:
         full += "\n\n" + _format_report_table(t)
-    text = format_headline_table(cells, specs_by_benchmark)
+    text = format_headline_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence)
     if cells:
         text += "\n\n(every metric, the paper tables and the terminations: report.html, or toolsweep report --full)"
     summary["table_text"] = text  # what a re-run with nothing to do prints
