@@ -138,3 +138,50 @@ def test_only_a_connection_failure_is_called_unreachable(tmp_path):
         {"planbench_xl": 1}["apb"]
     except KeyError as exc:
         assert "unreachable" not in mlflow_trouble(exc) and "toolsweep fault" in mlflow_trouble(exc)
+
+
+def test_trace_spans_last_as_long_as_the_turns_and_the_state_says_how_it_ended(ray_local, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from toolsweep.evaluator.rundir import row_to_result
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = make_config(tmp_path, name="spans", n_tasks=3, seeds=[0], delay_s=0.02, tracking_uri=uri, fail_tasks=["t1"])
+    out = _run(cfg)
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("spans")
+    traces = client.search_traces(locations=[exp.experiment_id], max_results=100)
+    rows = {r["unit_id"]: row_to_result(r) for r in out.run_dir.read_table().to_pylist()}
+    ended = {}
+    for t in traces:
+        result = rows[t.info.tags["toolsweep.unit_id"]]
+        ended[result.termination.value] = t.info.state.value if hasattr(t.info.state, "value") else str(t.info.state)
+        spans = {s.name: s for s in t.data.spans}
+        for i, step in enumerate(result.trajectory.steps, 1):
+            turn = spans[f"turn {i}"]
+            assert (turn.end_time_ns - turn.start_time_ns) == max(int(step.usage.latency_s * 1e9), 1000)
+            assert step.usage.latency_s > 0  # the policy's time, measured where it reports none
+            if step.observation:
+                env = spans[f"turn {i}: environment"]
+                assert step.usage.env_s >= 0.02  # the fake environment sleeps delay_s a step
+                assert (env.end_time_ns - env.start_time_ns) == int(step.usage.env_s * 1e9)
+        root = t.data.spans[0]
+        if result.termination.value != "answered":  # OpenTelemetry keeps a description for errors only
+            assert root.status.description == f"ended as {result.termination.value}"
+    assert ended.get("answered") == "OK" and ended.get("env_error") == "ERROR", ended
+
+    # an episode that ran out of turns is not a success either
+    from toolsweep.actors.traces import log_episode_trace
+    from toolsweep.evaluator.types import TerminationReason
+
+    answered = next(r for r in rows.values() if r.termination.value == "answered")
+    out_of_turns = answered.model_copy(update={"termination": TerminationReason.MAX_TURNS})
+    run_id = client.create_run(exp.experiment_id).info.run_id
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    trace_id = log_episode_trace(client, exp.experiment_id, run_id, out_of_turns)
+    mlflow.flush_trace_async_logging(terminate=False)
+    trace = client.get_trace(trace_id)
+    assert str(getattr(trace.info.state, "value", trace.info.state)) == "ERROR"
+    assert trace.data.spans[0].status.description == "ended as max_turns"

@@ -172,15 +172,19 @@ def manifest_tags(manifest: dict[str, Any]) -> list[Any]:
     return tags
 
 
-def headline_metrics(summaries: list[dict[str, Any]]) -> dict[str, float]:
-    """Each cell's headline metric (its benchmark's first) with its interval, for the sweep's parent run:
-    `<model>/<benchmark>/<setting>/<metric>` (and `_ci_low`, `_ci_high`), so one run compares them all."""
+def headline_metrics(summaries: list[dict[str, Any]], headlines: dict[str, str] | None = None) -> dict[str, float]:
+    """Each cell's headline metric (its benchmark's, from summary.json's `headline_metrics`; else the
+    cell's first) with its interval, for the sweep's parent run: `<model>/<benchmark>/<setting>/<metric>`
+    (and `_ci_low`, `_ci_high`), so one run compares them all."""
     out: dict[str, float] = {}
     for s in summaries:
         metrics = s.get("metrics") or {}
         if not metrics:
             continue
-        name, stats = next(iter(metrics.items()))
+        name = (headlines or {}).get(s["benchmark"])
+        if name not in metrics:
+            name = next(iter(metrics))
+        stats = metrics[name]
         key = f"{s['model']}/{s['benchmark']}/{s['setting']}/{name}"
         for suffix, field in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
             v = stats.get(field)
@@ -368,7 +372,7 @@ class MlflowMirror:
         Episodes stream: one pass over the part files splits them by cell, so memory holds one part."""
         if run_dir.summary_path.exists():
             summary = read_summary(run_dir.summary_path)  # the record, so a re-sync logs the same values
-            self.log_composites({**headline_metrics(summary.get("cells", [])), **(summary.get("composites") or {})})
+            self.log_composites({**headline_metrics(summary.get("cells", []), summary.get("headline_metrics")), **(summary.get("composites") or {})})
         for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
             if path.exists():
                 self.client.log_artifact(self.parent_id, str(path))

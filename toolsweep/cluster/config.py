@@ -349,6 +349,14 @@ def check_models(config: SweepConfig) -> None:
                               "`toolsweep models prepare` fetches the small test model)")
 
 
+def _benchmark_settings(entry: dict[str, Any]) -> list[str]:
+    """The setting names of a benchmark entry whose settings are "all" (its plugin is asked)."""
+    try:
+        return list(get_benchmark(entry["name"], entry.get("options") or {}).settings())
+    except Exception as exc:  # noqa: BLE001 - the plan check names the problem with the benchmark itself
+        raise ConfigError(f"benchmarks.{entry['name']}: cannot list its settings ({type(exc).__name__}: {exc})") from None
+
+
 def select_subset(config: SweepConfig, *, models: list[str] | None = None, benchmarks: list[str] | None = None,
                   settings: list[str] | None = None, limit: int | None = None) -> SweepConfig:
     """The config narrowed to some models, benchmarks, settings and the first `limit` tasks of each
@@ -366,13 +374,21 @@ def select_subset(config: SweepConfig, *, models: list[str] | None = None, bench
             raise ConfigError(f"--benchmarks: {unknown} are not in the config; it has "
                               f"{[b['name'] for b in data['benchmarks']]}")
         data["benchmarks"] = [b for b in data["benchmarks"] if b["name"] in benchmarks]
+    if settings:
+        # a setting name belongs to the benchmarks that have it: the others leave the subset, and only
+        # when none has any of them is it an error
+        kept = []
+        for entry in data["benchmarks"]:
+            own = _benchmark_settings(entry) if entry["settings"] == "all" else entry["settings"]
+            entry["settings"] = [s for s in own if s in settings]
+            if entry["settings"]:
+                kept.append(entry)
+        if not kept:
+            names = ", ".join(repr(b["name"]) for b in data["benchmarks"])
+            raise ConfigError(f"--settings: none of {settings} is a setting of the config's benchmarks ({names}); "
+                              "`toolsweep benchmarks` lists each benchmark's settings")
+        data["benchmarks"] = kept
     for entry in data["benchmarks"]:
-        if settings:
-            entry["settings"] = list(settings) if entry["settings"] == "all" else \
-                [s for s in entry["settings"] if s in settings]
-            if not entry["settings"]:
-                raise ConfigError(f"--settings: none of {settings} is among benchmark {entry['name']!r}'s settings "
-                                  "in the config")
         if limit is not None:
             if limit < 1:
                 raise ConfigError("--limit must be at least 1")

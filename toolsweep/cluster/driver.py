@@ -127,7 +127,12 @@ def finalize_run(
     `full_text` every cell's first metrics and the paper tables. With `unit_ids` (the current config's
     units: a `UnitIds`, or any set of ids), episodes of units no longer in the config stay on disk but
     out of the summary."""
-    from toolsweep.evaluator.report import format_cells_table, format_headline_table, write_html_report
+    from toolsweep.evaluator.report import (
+        format_cells_table,
+        format_headline_table,
+        headline_metric_names,
+        write_html_report,
+    )
 
     specs_for = specs_lookup(benchmarks)
     if run_dir.summary_path.exists() and "infrastructure" not in (extra or {}):
@@ -168,6 +173,7 @@ def finalize_run(
         name: list({s.name: s for st in b.settings() for s in specs_for(name, st)}.values())
         for name, b in benchmarks.items()
     }
+    summary["headline_metrics"] = headline_metric_names(cells, specs_by_benchmark)
     manifest = run_dir.read_manifest()
     by_cell = convergence_from_table(table, specs_for, confidence=config.bootstrap.confidence)
     write_plots(run_dir, cells, specs_by_benchmark, by_cell, confidence=config.bootstrap.confidence)

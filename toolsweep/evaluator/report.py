@@ -96,6 +96,20 @@ def _metric_specs(
     return specs + [MetricSpec(name=n) for n in present if n not in known]
 
 
+def headline_metric_names(
+    cells: Sequence[Mapping[str, Any]], specs_by_benchmark: Mapping[str, Sequence[MetricSpec]]
+) -> dict[str, str]:
+    """Each benchmark's headline metric: its first metric that its cells carry. One name per benchmark,
+    used by the terminal summary, report.html, `compare` and MLflow alike (summary.json keeps it), so a
+    setting whose own first metric differs (APB's `broken`: replace) is not shown under another name."""
+    out: dict[str, str] = {}
+    for benchmark, own in _by_benchmark(cells).items():
+        specs = _metric_specs(benchmark, own, specs_by_benchmark)
+        if specs:
+            out[benchmark] = specs[0].name
+    return out
+
+
 def _header(spec: MetricSpec) -> str:
     return f"{spec.name} (%)" if spec.scale == 100 else spec.name
 
