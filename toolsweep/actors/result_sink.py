@@ -379,6 +379,15 @@ class MlflowMirror:
         for plot in sorted(run_dir.plots_dir.glob("*.svg")):
             self.client.log_artifact(self.parent_id, str(plot), "plots")
         wanted = {(s["model"], s["benchmark"], s["setting"]): s for s in summaries}
+        traced: list[tuple[Cell, str]] = []
+        if self.traces_per_cell > 0:
+            import mlflow
+
+            # the trace exporter writes to the process's tracking URI, asynchronously: point it at ours;
+            # its queue is waited for twice in all (before reading the runs' traces, after logging new
+            # ones), not per cell: each wait costs about a second
+            mlflow.set_tracking_uri(self.tracking_uri)
+            _flush_traces()
         with tempfile.TemporaryDirectory() as tmp:
             files = split_episodes_by_cell(run_dir, set(wanted), Path(tmp))
             for cell, s in wanted.items():
@@ -395,16 +404,25 @@ class MlflowMirror:
                 if self.traces_per_cell > 0:
                     import pyarrow.parquet as pq
 
-                    self._log_traces(cell, pq.read_table(folder / "episodes.parquet"))
+                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"))
+                    if digest is not None:
+                        traced.append((cell, digest))
+        if traced:
+            from mlflow.entities import RunTag
 
-    def _log_traces(self, cell: Cell, rows: Any) -> None:
+            _flush_traces()
+            for cell, digest in traced:
+                if self._traced.get(cell) != digest:
+                    self.client.log_batch(self.children[cell], tags=[RunTag(TRACED_TAG, digest)])
+                self._traced[cell] = digest
+
+    def _log_traces(self, cell: Cell, rows: Any) -> str | None:
         """Transcripts of the cell's failures and a few of its answered episodes: the cell's run ends up
         holding exactly one trace of each picked episode and none other. When the pick changes (the
         run directory grew) only the episodes without a trace are logged, and traces of episodes no
         longer picked, or second copies, are deleted; with `verify_traces` (sync-mlflow) the run's
-        traces are checked even when its tag says they are current."""
-        from mlflow.entities import RunTag
-
+        traces are checked even when its tag says they are current. Returns the pick's digest when
+        the run's traces were brought up to date (the caller tags the run once they are flushed)."""
         from toolsweep.actors.traces import log_episode_trace, pick_episodes, traced_digest
         from toolsweep.evaluator.rundir import row_to_result
 
@@ -412,35 +430,27 @@ class MlflowMirror:
         picked = pick_episodes(list(zip(ids, rows.column("termination").to_pylist())), self.traces_per_cell)
         digest = traced_digest(picked)
         if self._traced.get(cell) == digest and not self.verify_traces:
-            return
+            return None
         if not picked and cell not in self.children:
-            return
+            return None
+        had_run = cell in self.children
         run_id = self._child(cell)
-        import mlflow
-
-        # the trace exporter writes to the process's tracking URI, asynchronously: point it at ours
-        # and wait for the queue before reading or saying the traces are there
-        mlflow.set_tracking_uri(self.tracking_uri)
-        existing = self._traces_of_run(run_id)
+        existing = self._traces_of_run(run_id) if had_run else {}  # a run made now holds no trace
         wanted = set(picked)
         extra = [t for u, ts in existing.items() for t in (ts if u not in wanted else ts[1:])]
-        if extra:
-            for i in range(0, len(extra), 100):
-                self.client.delete_traces(self._experiment_id, trace_ids=extra[i : i + 100])
+        for i in range(0, len(extra), 100):
+            self.client.delete_traces(self._experiment_id, trace_ids=extra[i : i + 100])
         index = {u: i for i, u in enumerate(ids)}
         for unit_id in picked:
             if unit_id in existing:
                 continue
             row = rows.slice(index[unit_id], 1).to_pylist()[0]
             log_episode_trace(self.client, self._experiment_id, run_id, row_to_result(row), row.get("finished_at"))
-        _flush_traces()
-        if self._traced.get(cell) != digest:
-            self.client.log_batch(run_id, tags=[RunTag(TRACED_TAG, digest)])
-        self._traced[cell] = digest
+        return digest
 
     def _traces_of_run(self, run_id: str) -> dict[str, list[str]]:
-        """{unit id: trace ids, oldest first} of the traces a cell's run holds."""
-        _flush_traces()
+        """{unit id: trace ids, oldest first} of the traces a cell's run holds (those logged by this
+        process are in the store once `_flush_traces` returned)."""
         out: dict[str, list[tuple[int, str]]] = {}
         token = None
         while True:

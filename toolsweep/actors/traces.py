@@ -38,7 +38,7 @@ def trace_status(termination: str) -> Any:
     from mlflow.entities import SpanStatus, SpanStatusCode
 
     if termination == "answered":
-        return SpanStatus(SpanStatusCode.OK, "answered")
+        return SpanStatus(SpanStatusCode.OK)  # OpenTelemetry keeps a description for errors only
     return SpanStatus(SpanStatusCode.ERROR, f"ended as {termination}")
 
 

@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sync-mlflow", help="mirror a run directory into MLflow", formatter_class=raw,
         description="Mirror a run directory into MLflow (for runs made while MLflow was down). Replays the\n"
         "episodes in finishing order so the charts show each cell converging; safe to repeat.\n\n"
-        "example:\n  toolsweep sync-mlflow runs/quickstart/3f2a9c1b0d4e --tracking-uri http://127.0.0.1:5000",
+        "example:\n  toolsweep sync-mlflow runs/quickstart/main --tracking-uri http://127.0.0.1:5000",
     )
     p.add_argument("run_dir")
     p.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db")

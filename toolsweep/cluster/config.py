@@ -239,6 +239,33 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: Any, source: str, where: str = "") -> Any:
+    """`${NAME}` and `${NAME:-default}` in a config's strings, from the environment: a path that
+    differs between machines (a dataset's copy) is set where the config runs, not edited into it. A
+    variable that is unset and has no default is a ConfigError naming it and the field."""
+    if isinstance(value, dict):
+        return {k: expand_env(v, source, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, source, f"{where}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def one(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        found = os.environ.get(name)
+        if found:
+            return found
+        if default is not None:
+            return default
+        raise ConfigError(f"{source}: {where} uses ${{{name}}}, which is not set; set it (e.g. "
+                          f"`export {name}=/path/to/...`) or write the value into the config")
+
+    return _ENV_REF.sub(one, value)
+
+
 def load_config(path: str | Path, **overrides: Any) -> SweepConfig:
     """Read and validate a sweep YAML; command-line overrides win over the file."""
     path = Path(path)
@@ -252,6 +279,7 @@ def load_config(path: str | Path, **overrides: Any) -> SweepConfig:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a mapping of fields (name, models, benchmarks, ...)")
+    raw = expand_env(raw, str(path))
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return SweepConfig.model_validate(raw)
