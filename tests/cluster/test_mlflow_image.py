@@ -185,3 +185,18 @@ def test_trace_spans_last_as_long_as_the_turns_and_the_state_says_how_it_ended(r
     trace = client.get_trace(trace_id)
     assert str(getattr(trace.info.state, "value", trace.info.state)) == "ERROR"
     assert trace.data.spans[0].status.description == "ended as max_turns"
+
+
+def test_a_cell_runs_description_explains_its_setting_params():
+    from toolsweep.actors.result_sink import cell_description
+    from toolsweep.benchmarks.apb import APB
+    from toolsweep.cluster.driver import setting_param_docs
+
+    apb = APB()
+    docs = setting_param_docs({"apb": apb})["apb"]
+    params = apb.settings()["extraneous_holistic_n4"]
+    text = cell_description(("m", "apb", "extraneous_holistic_n4"), params, docs)
+    for name in params:  # every param it shows is explained
+        line = next(x for x in text.splitlines() if x.startswith(f"- `setting.{name}`"))
+        assert ": " in line.split("` = `", 1)[1], line
+    assert "4,209" in text and "distractor tools" in text

@@ -192,6 +192,19 @@ def headline_metrics(summaries: list[dict[str, Any]], headlines: dict[str, str] 
                 out[key + suffix] = float(v)
     return out
 
+def cell_description(cell: Cell, params: dict[str, Any], docs: dict[str, str]) -> str:
+    """A cell run's description (MLflow shows it on the run's page): what the cell is and what each of
+    its `setting.<name>` params means."""
+    model, benchmark, setting = cell
+    lines = [f"Model **{model}** on benchmark **{benchmark}**, setting **{setting}**.", ""]
+    if params:
+        lines.append("Setting parameters (the `setting.*` params):")
+        for name, value in params.items():
+            doc = docs.get(name)
+            lines.append(f"- `setting.{name}` = `{json.dumps(value, default=str)}`" + (f": {doc}" if doc else ""))
+    return "\n".join(lines)[:4900]
+
+
 def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -> dict[Cell, Path]:
     """Write each cell's episodes to `out/<i>/episodes.parquet` in one pass over the run directory;
     returns the folder of each cell that has episodes."""
@@ -239,8 +252,11 @@ class MlflowMirror:
         run_id: str,
         setting_params: dict[tuple[str, str], dict[str, Any]] | None = None,
         traces_per_cell: int = 5,
+        param_docs: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri
+        # benchmark -> {setting parameter: what it means}, for the cell run's description
+        self.param_docs = param_docs or {}
         self.traces_per_cell = traces_per_cell
         self.experiment = experiment
         self.run_id = run_id
@@ -309,6 +325,8 @@ class MlflowMirror:
                     "model": model,
                     "benchmark": benchmark,
                     "setting": setting,
+                    "mlflow.note.content": cell_description(
+                        cell, self.setting_params.get((benchmark, setting), {}), self.param_docs.get(benchmark, {})),
                 },
             )
             self.children[cell] = run.info.run_id

@@ -305,6 +305,7 @@ class RunOutcome:
     wall_s: float = 0.0
     timeouts: dict[str, int] = field(default_factory=dict)
     terminated: bool = False
+    phase_s: dict[str, float] = field(default_factory=dict)  # seconds per phase (PhaseClock)
 
 
 class EndpointMisconfigured(RuntimeError):
@@ -367,7 +368,9 @@ def run_sweep(
     `whole`: for a subset run (`run --models/--benchmarks/--settings/--limit`), the config the subset was
     taken from. Only `config`'s units run, but the record (summary, report, plots, manifest, MLflow)
     describes the whole, so a subset never replaces it."""
+    clock = PhaseClock()
     planned = plan_sweep(config, log, extra_benchmarks, whole=whole)
+    clock.lap("plan")
     if isinstance(planned, RunOutcome):
         return planned
     with provisioned(planned, log) as models:
@@ -375,8 +378,36 @@ def run_sweep(
         with rollout_workers(planned, models, todo, log) as scheduler:
             # the MLflow mirror opens while the workers build their benchmarks: both take seconds
             with result_sink(planned, log) as sink:
+                clock.lap("start")
                 stats, skipped = run_units(planned, scheduler, sink, todo, progress, log)
-                return finish(planned, models, sink, stats, skipped)
+                clock.lap("episodes")
+                outcome = finish(planned, models, sink, stats, skipped, clock)
+    clock.lap("stop")
+    outcome.phase_s = dict(clock.laps)
+    log(f"time per phase: {clock.line()}")
+    return outcome
+
+
+class PhaseClock:
+    """Seconds spent in each phase of a run, printed at its end, so a slow finish (the summary's
+    bootstrap, the report, MLflow's traces) is seen for what it costs."""
+
+    LABELS = {"plan": "plan", "start": "Ray, models and workers", "episodes": "episodes",
+              "summary": "summary, report and plots", "mlflow": "MLflow", "stop": "shutdown"}
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + (now - self._t)
+        self._t = now
+
+    def line(self) -> str:
+        total = sum(self.laps.values())
+        parts = [f"{self.LABELS.get(k, k)} {v:.1f} s" for k, v in self.laps.items()]
+        return ", ".join(parts) + f" (total {total:.1f} s)"
 
 
 @dataclass
@@ -615,13 +646,17 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
     return stats, skipped
 
 
-def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int) -> RunOutcome:
+def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int,
+           clock: PhaseClock | None = None) -> RunOutcome:
     """Phase 4: summary.json with full-B intervals, report.html and plots, the final MLflow state."""
+    clock = clock or PhaseClock()
     sink.end_run()  # the live table is freed before the summary builds its own
     assert plan.record is not None  # the whole record, also after a subset run
     cells, text = finalize_run(plan.run_dir, plan.record.config, plan.record.benchmarks, unit_ids=plan.record.unit_ids,
                                extra={"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)})
+    clock.lap("summary")
     sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
+    clock.lap("mlflow")
     return RunOutcome(
         run_dir=plan.run_dir, total_units=len(plan.units), skipped=skipped,
         done=stats.done if stats else 0, interrupted=bool(stats and stats.interrupted),
@@ -637,6 +672,11 @@ def setting_params(config: SweepConfig, benchmarks: dict[str, Any] | None = None
     return {(name, s): p for name, bench in benchmarks.items() for s, p in bench.settings().items()}
 
 
+def setting_param_docs(benchmarks: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """What each benchmark's setting parameters mean (plugins written before it existed say nothing)."""
+    return {name: dict(getattr(b, "setting_param_docs", dict)()) for name, b in benchmarks.items()}
+
+
 def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log,
                  benchmarks: dict[str, Any] | None = None) -> Any:
     """The MLflow mirror, or None (disabled, or unreachable: then the sweep goes on without it)."""
@@ -646,6 +686,7 @@ def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log,
         return None
     uri = resolve_tracking_uri(config.tracking_uri)
     mirror = MlflowMirror(uri, config.name, config.resolved_run_id(), setting_params=setting_params(config, benchmarks),
+                          param_docs=setting_param_docs(benchmarks or load_benchmarks(config)),
                           traces_per_cell=config.mlflow_traces_per_cell)
     try:
         mirror.connect(run_dir.read_manifest(), {
