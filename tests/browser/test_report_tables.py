@@ -49,5 +49,5 @@ def test_every_table_of_the_report_reads_at_1600px(browser, quickstart, screensh
     browser.execute_script("document.querySelectorAll('details').forEach(d => d.open = true)")
     tables = browser.execute_script(TABLE_CHECK)
     _full_page(browser, screenshots / "report-tables.png")
-    assert len(tables) > 20 and any(t["title"].startswith("Table 21") for t in tables)
+    assert len(tables) > 20 and any("Table 21" in t["title"] for t in tables)
     assert table_problems(tables) == []

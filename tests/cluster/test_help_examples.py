@@ -137,4 +137,56 @@ def test_every_example_on_a_run_directory_runs(quickstart_dir, monkeypatch, caps
         assert code == 0, f"{example!r} exited {code}: {out.err[-800:]}"
         ran.append(example)
     assert any(e.startswith("toolsweep show") and "--cell" in e for e in ran)
-    assert len(ran) >= 8, ran
+    assert {e.split()[1] for e in ran} == {"report", "show", "compare", "sync-mlflow"}, ran
+
+
+def _strict_json(text: str):
+    import json
+
+    def no_constant(name):
+        raise ValueError(f"not JSON: {name}")
+
+    return json.loads(text, parse_constant=no_constant)
+
+
+def test_show_failed_is_wrapped_to_the_width_with_strict_json(quickstart_dir, capsys):
+    run = str(quickstart_dir / "runs/quickstart/main")
+    for width in (100, 60):
+        assert main(["show", run, "--failed", "--limit", "4", "--width", str(width)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert max(len(x) for x in lines) <= width, max(lines, key=len)
+        metrics = []
+        for i, line in enumerate(lines):
+            if line.startswith("metrics: "):
+                block = [line[len("metrics: "):]]
+                for nxt in lines[i + 1:]:
+                    if not nxt.startswith("  "):
+                        break
+                    block.append(nxt[2:])
+                metrics.append(_strict_json("".join(block)))
+        assert len(metrics) == 4
+
+
+def test_compare_uses_the_headline_names_of_run_and_md_is_only_markdown(quickstart_dir, capsys):
+    import json
+
+    run = quickstart_dir / "runs/quickstart/main"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["headline_metrics"]["apb"] == "correct"
+    assert main(["compare", str(run), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["cells"]
+    assert {(r["benchmark"], r["metric"]) for r in rows} == set(summary["headline_metrics"].items())
+    assert main(["compare", str(run), "--format", "md"]) == 0
+    md = capsys.readouterr().out.splitlines()
+    width = None
+    for line in md:
+        if not line.strip():
+            width = None
+            continue
+        assert not line.startswith((" ", "\t")), f"not Markdown (an indented line is a code block): {line!r}"
+        if line.startswith("|"):
+            cells = line.strip().strip("|").split("|")
+            width = width or len(cells)
+            assert line.rstrip().endswith("|") and len(cells) == width, line
+        assert "– [–, –]" not in line
+
