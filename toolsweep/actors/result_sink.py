@@ -272,6 +272,7 @@ class MlflowMirror:
         self._logged: dict[Any, tuple[int, str]] = {}
         self._traced: dict[Any, str] = {}
         self._names_tagged: set[Cell] = set()
+        self._found: set[Cell] = set()  # cells whose run existed when this mirror connected
         self.verify_traces = False  # sync-mlflow sets it: every cell's traces are checked, not trusted to a tag
 
     def connect(self, manifest: dict[str, Any], params: dict[str, Any]) -> None:
@@ -296,6 +297,7 @@ class MlflowMirror:
             if "mlflow.parentRunId" in r.data.tags and CELL_TAG in r.data.tags:
                 cell = tuple(r.data.tags[CELL_TAG].split("|"))
                 self.children[cell] = r.info.run_id  # type: ignore[index]
+                self._found.add(cell)  # type: ignore[arg-type]
                 self._remember(cell, r.data.tags.get(LOGGED_TAG))
                 self._traced[cell] = r.data.tags.get(TRACED_TAG, "")
         if parents:
@@ -451,9 +453,9 @@ class MlflowMirror:
             return None
         if not picked and cell not in self.children:
             return None
-        had_run = cell in self.children
         run_id = self._child(cell)
-        existing = self._traces_of_run(run_id) if had_run else {}  # a run made now holds no trace
+        # a run this process made holds no trace yet: only runs found at connect are read
+        existing = self._traces_of_run(run_id) if cell in self._found else {}
         wanted = set(picked)
         extra = [t for u, ts in existing.items() for t in (ts if u not in wanted else ts[1:])]
         for i in range(0, len(extra), 100):
