@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         "benchmarks", help="list registered benchmarks with their settings", formatter_class=raw,
         description="List every registered benchmark (built-in and from installed plugins) with its settings,\n"
         "scripted policies and metrics.\n\nexample:\n  toolsweep benchmarks\n"
-        "  toolsweep benchmarks --options '{\"data_dir\": \"../shared/datasets/traject_bench\"}'",
+        "  toolsweep benchmarks --options \"{\\\"data_dir\\\": \\\"$TOOLSWEEP_TRAJECT_DATA\\\"}\"   # TRAJECT-Bench's data",
     )
     p.add_argument("--options", help="JSON options passed to every benchmark (e.g. a data_dir)")
     p.add_argument("--verbose", "-v", action="store_true", help="describe each scripted policy")
