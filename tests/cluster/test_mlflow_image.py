@@ -73,7 +73,7 @@ def test_growth_subset_and_sync_leave_the_image_of_a_clean_full_run(ray_local, t
     subset = select_subset(grown, models=["random"], settings=["small"], limit=2)
     logs: list[str] = []
     out = _run(subset, whole=grown, log=logs.append)  # nothing new to run, but a subset invocation
-    assert not [m for m in logs if "MLflow" in m], logs
+    assert not [m for m in logs if "MLflow at" in m], logs
     sync_run_dir(out.run_dir.path, uri)
 
     clean_uri = f"sqlite:///{tmp_path / 'clean.db'}"
@@ -102,7 +102,7 @@ def test_a_subset_run_adds_its_units_and_keeps_the_whole_record(ray_local, tmp_p
     logs: list[str] = []
     out = _run(subset, whole=grown, log=logs.append)
     assert out.done == 2  # the subset's new units: random/small, tasks 0-1, seed 1
-    assert not [m for m in logs if "MLflow" in m], logs
+    assert not [m for m in logs if "MLflow at" in m], logs
     after = _summary(out.run_dir)
     assert set(after["cells"]) == set(before["cells"])  # every cell, not the subset's one
     assert after["cells"][("random", "small")][0] == before["cells"][("random", "small")][0] + 2
