@@ -143,7 +143,8 @@ def test_text_table_shows_scaled_values_with_their_intervals():
     assert "answered=19 timeout=1" in text
     assert "agent_format_error=12" in text
     lines = text.splitlines()
-    assert lines[0] == "== apb" and "== toolmaze" in lines
+    assert lines[0].startswith("value [low, high] = the estimate and its 95% CI")
+    assert lines[2] == "== apb" and "== toolmaze" in lines
     hard = next(line for line in lines if "hard" in line)
     assert "95.0 [85.0, 100.0]" in hard and "—" in hard  # undefined itcr shows as a dash
     assert "success (%)" in text and "f1 (%)" in text

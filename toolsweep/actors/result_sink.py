@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,44 @@ MIRROR_REST = 2.0
 TRACED_TAG = "toolsweep.traced"  # which episodes of a cell have a trace (see actors/traces.py)
 LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """Whether MLflow could not be reached at all (no answer, refused, timed out), as opposed to an
+    answer that refused what was sent or a fault in the mirror itself; looks through the causes MLflow
+    and requests wrap it in."""
+    import socket
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (ConnectionError, TimeoutError, socket.timeout, urllib.error.URLError)):
+            return True
+        if type(exc).__module__.split(".")[0] in ("requests", "urllib3") and any(
+                word in type(exc).__name__ for word in ("Connection", "Timeout", "MaxRetry", "NewConnection")):
+            return True
+        if "Max retries exceeded" in str(exc) or "Failed to establish a new connection" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
+def mlflow_trouble(exc: BaseException) -> str:
+    """What went wrong with MLflow, in the words that say what to fix: only a connection failure is
+    "unreachable"; refused credentials and the mirror's own faults are named as what they are."""
+    # MLflow maps a 401/403 answer (JSON or not) to an error code that reads back as that status.
+    status = getattr(exc, "get_http_status_code", lambda: None)()
+    if status in (401, 403):
+        return ("refused the sweep's credentials (a server with authentication: set MLFLOW_TRACKING_USERNAME "
+                "and MLFLOW_TRACKING_PASSWORD to a user that may write)")
+    if is_connection_failure(exc):
+        return "is unreachable"
+    if isinstance(status, int) and status >= 400:
+        return f"answered HTTP {status} to the mirror (the server refused a request)"
+    from_mlflow = type(exc).__module__.startswith(("mlflow", "sqlalchemy", "sqlite3"))
+    if from_mlflow:
+        return "refused a request of the mirror (the store is reachable; see the error)"
+    return "could not be mirrored to: the mirror failed (a toolsweep fault, not the store's; please report it)"
 
 
 def resolve_tracking_uri(explicit: str | None) -> str:
@@ -133,21 +172,38 @@ def manifest_tags(manifest: dict[str, Any]) -> list[Any]:
     return tags
 
 
-def headline_metrics(summaries: list[dict[str, Any]]) -> dict[str, float]:
-    """Each cell's headline metric (its benchmark's first) with its interval, for the sweep's parent run:
-    `<model>/<benchmark>/<setting>/<metric>` (and `_ci_low`, `_ci_high`), so one run compares them all."""
+def headline_metrics(summaries: list[dict[str, Any]], headlines: dict[str, str] | None = None) -> dict[str, float]:
+    """Each cell's headline metric (its benchmark's, from summary.json's `headline_metrics`; else the
+    cell's first) with its interval, for the sweep's parent run: `<model>/<benchmark>/<setting>/<metric>`
+    (and `_ci_low`, `_ci_high`), so one run compares them all."""
     out: dict[str, float] = {}
     for s in summaries:
         metrics = s.get("metrics") or {}
         if not metrics:
             continue
-        name, stats = next(iter(metrics.items()))
+        name = (headlines or {}).get(s["benchmark"])
+        if name not in metrics:
+            name = next(iter(metrics))
+        stats = metrics[name]
         key = f"{s['model']}/{s['benchmark']}/{s['setting']}/{name}"
         for suffix, field in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
             v = stats.get(field)
             if isinstance(v, (int, float)) and math.isfinite(v):
                 out[key + suffix] = float(v)
     return out
+
+def cell_description(cell: Cell, params: dict[str, Any], docs: dict[str, str]) -> str:
+    """A cell run's description (MLflow shows it on the run's page): what the cell is and what each of
+    its `setting.<name>` params means."""
+    model, benchmark, setting = cell
+    lines = [f"Model **{model}** on benchmark **{benchmark}**, setting **{setting}**.", ""]
+    if params:
+        lines.append("Setting parameters (the `setting.*` params):")
+        for name, value in params.items():
+            doc = docs.get(name)
+            lines.append(f"- `setting.{name}` = `{json.dumps(value, default=str)}`" + (f": {doc}" if doc else ""))
+    return "\n".join(lines)[:4900]
+
 
 def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -> dict[Cell, Path]:
     """Write each cell's episodes to `out/<i>/episodes.parquet` in one pass over the run directory;
@@ -176,6 +232,15 @@ def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -
     return folders  # type: ignore[return-value]
 
 
+def _flush_traces() -> None:
+    """Wait until the traces logged so far are in the store (MLflow exports them asynchronously)."""
+    import mlflow
+
+    flush = getattr(mlflow, "flush_trace_async_logging", None)
+    if flush is not None:
+        flush(terminate=False)
+
+
 class MlflowMirror:
     """Mirrors cells of one run directory into MLflow: experiment = sweep, a parent run per sweep
     run, a nested child run per (model, benchmark, setting). Finds existing runs on resume."""
@@ -187,8 +252,11 @@ class MlflowMirror:
         run_id: str,
         setting_params: dict[tuple[str, str], dict[str, Any]] | None = None,
         traces_per_cell: int = 5,
+        param_docs: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.tracking_uri = tracking_uri
+        # benchmark -> {setting parameter: what it means}, for the cell run's description
+        self.param_docs = param_docs or {}
         self.traces_per_cell = traces_per_cell
         self.experiment = experiment
         self.run_id = run_id
@@ -204,6 +272,8 @@ class MlflowMirror:
         self._logged: dict[Any, tuple[int, str]] = {}
         self._traced: dict[Any, str] = {}
         self._names_tagged: set[Cell] = set()
+        self._found: set[Cell] = set()  # cells whose run existed when this mirror connected
+        self.verify_traces = False  # sync-mlflow sets it: every cell's traces are checked, not trusted to a tag
 
     def connect(self, manifest: dict[str, Any], params: dict[str, Any]) -> None:
         """Open (or find again) the parent run. Raises when MLflow cannot be reached."""
@@ -227,6 +297,7 @@ class MlflowMirror:
             if "mlflow.parentRunId" in r.data.tags and CELL_TAG in r.data.tags:
                 cell = tuple(r.data.tags[CELL_TAG].split("|"))
                 self.children[cell] = r.info.run_id  # type: ignore[index]
+                self._found.add(cell)  # type: ignore[arg-type]
                 self._remember(cell, r.data.tags.get(LOGGED_TAG))
                 self._traced[cell] = r.data.tags.get(TRACED_TAG, "")
         if parents:
@@ -256,6 +327,8 @@ class MlflowMirror:
                     "model": model,
                     "benchmark": benchmark,
                     "setting": setting,
+                    "mlflow.note.content": cell_description(
+                        cell, self.setting_params.get((benchmark, setting), {}), self.param_docs.get(benchmark, {})),
                 },
             )
             self.children[cell] = run.info.run_id
@@ -319,13 +392,22 @@ class MlflowMirror:
         Episodes stream: one pass over the part files splits them by cell, so memory holds one part."""
         if run_dir.summary_path.exists():
             summary = read_summary(run_dir.summary_path)  # the record, so a re-sync logs the same values
-            self.log_composites({**headline_metrics(summary.get("cells", [])), **(summary.get("composites") or {})})
+            self.log_composites({**headline_metrics(summary.get("cells", []), summary.get("headline_metrics")), **(summary.get("composites") or {})})
         for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
             if path.exists():
                 self.client.log_artifact(self.parent_id, str(path))
         for plot in sorted(run_dir.plots_dir.glob("*.svg")):
             self.client.log_artifact(self.parent_id, str(plot), "plots")
         wanted = {(s["model"], s["benchmark"], s["setting"]): s for s in summaries}
+        traced: list[tuple[Cell, str]] = []
+        if self.traces_per_cell > 0:
+            import mlflow
+
+            # the trace exporter writes to the process's tracking URI, asynchronously: point it at ours;
+            # its queue is waited for twice in all (before reading the runs' traces, after logging new
+            # ones), not per cell: each wait costs about a second
+            mlflow.set_tracking_uri(self.tracking_uri)
+            _flush_traces()
         with tempfile.TemporaryDirectory() as tmp:
             files = split_episodes_by_cell(run_dir, set(wanted), Path(tmp))
             for cell, s in wanted.items():
@@ -342,35 +424,68 @@ class MlflowMirror:
                 if self.traces_per_cell > 0:
                     import pyarrow.parquet as pq
 
-                    self._log_traces(cell, pq.read_table(folder / "episodes.parquet"))
+                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"))
+                    if digest is not None:
+                        traced.append((cell, digest))
+        if traced:
+            from mlflow.entities import RunTag
 
-    def _log_traces(self, cell: Cell, rows: Any) -> None:
-        """Transcripts of the cell's failures and a few of its answered episodes, once per set."""
-        from mlflow.entities import RunTag
+            _flush_traces()
+            for cell, digest in traced:
+                if self._traced.get(cell) != digest:
+                    self.client.log_batch(self.children[cell], tags=[RunTag(TRACED_TAG, digest)])
+                self._traced[cell] = digest
 
+    def _log_traces(self, cell: Cell, rows: Any) -> str | None:
+        """Transcripts of the cell's failures and a few of its answered episodes: the cell's run ends up
+        holding exactly one trace of each picked episode and none other. When the pick changes (the
+        run directory grew) only the episodes without a trace are logged, and traces of episodes no
+        longer picked, or second copies, are deleted; with `verify_traces` (sync-mlflow) the run's
+        traces are checked even when its tag says they are current. Returns the pick's digest when
+        the run's traces were brought up to date (the caller tags the run once they are flushed)."""
         from toolsweep.actors.traces import log_episode_trace, pick_episodes, traced_digest
         from toolsweep.evaluator.rundir import row_to_result
 
         ids = rows.column("unit_id").to_pylist()
         picked = pick_episodes(list(zip(ids, rows.column("termination").to_pylist())), self.traces_per_cell)
         digest = traced_digest(picked)
-        if not picked or self._traced.get(cell) == digest:
-            return
+        if self._traced.get(cell) == digest and not self.verify_traces:
+            return None
+        if not picked and cell not in self.children:
+            return None
         run_id = self._child(cell)
+        # a run this process made holds no trace yet: only runs found at connect are read
+        existing = self._traces_of_run(run_id) if cell in self._found else {}
+        wanted = set(picked)
+        extra = [t for u, ts in existing.items() for t in (ts if u not in wanted else ts[1:])]
+        for i in range(0, len(extra), 100):
+            self.client.delete_traces(self._experiment_id, trace_ids=extra[i : i + 100])
         index = {u: i for i, u in enumerate(ids)}
-        import mlflow
-
-        # the trace exporter writes to the process's tracking URI, asynchronously: point it at ours
-        # and wait for the queue before saying the traces are there
-        mlflow.set_tracking_uri(self.tracking_uri)
         for unit_id in picked:
+            if unit_id in existing:
+                continue
             row = rows.slice(index[unit_id], 1).to_pylist()[0]
             log_episode_trace(self.client, self._experiment_id, run_id, row_to_result(row), row.get("finished_at"))
-        flush = getattr(mlflow, "flush_trace_async_logging", None)
-        if flush is not None:
-            flush(terminate=False)
-        self.client.log_batch(run_id, tags=[RunTag(TRACED_TAG, digest)])
-        self._traced[cell] = digest
+        return digest
+
+    def _traces_of_run(self, run_id: str) -> dict[str, list[str]]:
+        """{unit id: trace ids, oldest first} of the traces a cell's run holds (those logged by this
+        process are in the store once `_flush_traces` returned)."""
+        out: dict[str, list[tuple[int, str]]] = {}
+        token = None
+        while True:
+            page = self.client.search_traces(
+                locations=[self._experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{run_id}'",
+                max_results=500, include_spans=False, page_token=token,
+            )
+            for t in page:
+                unit = t.info.tags.get("toolsweep.unit_id")
+                if unit:
+                    out.setdefault(unit, []).append((int(t.info.request_time or 0), t.info.trace_id))
+            token = page.token
+            if not token:
+                break
+        return {u: [tid for _, tid in sorted(ts)] for u, ts in out.items()}
 
     def finish(self, status: str) -> None:
         for run_id in self.children.values():
@@ -393,7 +508,10 @@ class ResultSink:
         seed: int = 0,
         flush_interval_s: float = 2.0,
         log: Any = None,
+        unit_ids: UnitIds | None = None,
     ) -> None:
+        """`unit_ids`: the units the record describes (the whole config's, also for a subset run); the
+        live table mirrors only their episodes, so MLflow never shows a cell the final summary has not."""
         self.run_dir = run_dir
         self.writer = EpisodeWriter(run_dir, background=True)  # a part is written off the scheduler's loop
         self.specs_for = specs_for
@@ -406,10 +524,17 @@ class ResultSink:
         # The live table feeds the MLflow mirror and nothing else: without a mirror it is not kept
         # (every episode would cost the driver memory that no one reads).
         self.table: CellTable | None = None
+        self.unit_ids = unit_ids
         if mirror is not None:
             self.table = CellTable()
             columns = ["model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]
-            for part in run_dir.iter_tables(columns=columns):  # a part at a time: a resumed million-row run stays small
+            for part in run_dir.iter_tables(columns=["unit_id", *columns]):  # a part at a time: a resumed million-row run stays small
+                if unit_ids is not None:
+                    import pyarrow as pa
+
+                    from toolsweep.evaluator.rundir import unit_id_digests
+
+                    part = part.filter(pa.array(unit_ids.contains(unit_id_digests(part.column("unit_id")))))
                 self.table.add_columns({name: part.column(name).to_pylist() for name in columns})
         self._dirty: set[Cell] = set(self.table.cells) if self.table is not None else set()
         self._table_lock = threading.Lock()
@@ -434,7 +559,8 @@ class ResultSink:
         with self._table_lock:
             if self.table is not None:
                 for r in fresh:
-                    self._dirty.add(self.table.add_result(r))
+                    if self.unit_ids is None or r.unit.unit_id in self.unit_ids:
+                        self._dirty.add(self.table.add_result(r))
         return fresh
 
     def end_run(self) -> None:
@@ -457,7 +583,7 @@ class ResultSink:
             with self._table_lock:
                 self.table, self._dirty = None, set()  # nothing will read it again
             self.log(
-                f"MLflow at {self.mirror.tracking_uri} is unreachable ({type(exc).__name__}: "
+                f"MLflow at {self.mirror.tracking_uri} {mlflow_trouble(exc)} ({type(exc).__name__}: "
                 f"{str(exc)[:200]}); the sweep goes on without it. Results are safe in "
                 f"{self.run_dir.path}; mirror them later with: toolsweep sync-mlflow {self.run_dir.path}"
             )

@@ -31,6 +31,17 @@ def traced_digest(unit_ids: list[str]) -> str:
     return hashlib.sha256("|".join(sorted(unit_ids)).encode()).hexdigest()[:16]
 
 
+def trace_status(termination: str) -> Any:
+    """The trace's state says how the episode ended: OK only when the agent answered; any other end
+    (out of turns, a format error, an environment error...) is an error state whose description names
+    it, so the Traces view never shows an episode that ran out of turns as a success."""
+    from mlflow.entities import SpanStatus, SpanStatusCode
+
+    if termination == "answered":
+        return SpanStatus(SpanStatusCode.OK)  # OpenTelemetry keeps a description for errors only
+    return SpanStatus(SpanStatusCode.ERROR, f"ended as {termination}")
+
+
 def _msg(m: Message) -> dict[str, Any]:
     d: dict[str, Any] = {"role": m.role, "content": m.content or ""}
     if m.tool_calls:
@@ -45,11 +56,11 @@ def log_episode_trace(
 ) -> str:
     """One episode as a trace: the root span holds the opening messages and the outcome, a child span
     per turn the model call (inputs: what was new since its last turn; outputs: its reply), and a
-    grandchild span what the environment answered. Times are reconstructed from the recorded
-    latencies, so the timeline shows where the episode spent its time; the trace starts when the
+    span what the environment answered. Times are reconstructed from the recorded model latency and
+    environment time of each turn, so the timeline shows where the episode spent its time; the trace starts when the
     episode did (`finished_at` less its wall time), so the MLflow UI's time filters find it."""
     unit, traj = result.unit, result.trajectory
-    spent = max(result.wall_time_s, sum(max(s.usage.latency_s, 0.0) for s in traj.steps))
+    spent = max(result.wall_time_s, sum(max(s.usage.latency_s, 0.0) + max(s.usage.env_s, 0.0) for s in traj.steps))
     t = start = int(((finished_at if finished_at is not None else time.time()) - spent) * 1e9)
     opening = traj.messages[: len(traj.messages) - sum(1 + len(s.observation) for s in traj.steps)] or traj.messages[:2]
     root = client.start_trace(
@@ -77,14 +88,15 @@ def log_episode_trace(
         if step.observation:
             obs = client.start_span(name=f"turn {i}: environment", trace_id=trace_id, parent_id=root.span_id,
                                     span_type="TOOL", inputs={"message": _msg(step.reply)}, start_time_ns=t,
-                                    attributes={k: str(v)[:500] for k, v in step.info.items()})
-            t += 1000
+                                    attributes={"env_s": step.usage.env_s,
+                                                **{k: str(v)[:500] for k, v in step.info.items()}})
+            t += max(int(max(step.usage.env_s, 0.0) * 1e9), 1000)
             client.end_span(trace_id, obs.span_id, outputs={"messages": [_msg(m) for m in step.observation]},
                             end_time_ns=t)
         shown = [_msg(m) for m in step.observation]
-    status = "OK" if result.termination.value in ("answered", "max_turns") else "ERROR"
     metrics = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in result.metrics.items()}
     client.end_trace(trace_id, outputs={"termination": result.termination.value, "metrics": metrics,
                                         "error": (result.error or "")[:2000]},
-                     status=status, end_time_ns=max(t + 1000, start + int(result.wall_time_s * 1e9)))
+                     status=trace_status(result.termination.value),
+                     end_time_ns=max(t + 1000, start + int(result.wall_time_s * 1e9)))
     return trace_id

@@ -99,8 +99,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             args.config, ray_address=args.address, tracking_uri=args.tracking_uri,
             output_dir=args.output_dir, run_id=args.run_id,
         )
-        config = select_subset(config, models=_names(args.models), benchmarks=_names(args.benchmarks),
-                               settings=_names(args.settings), limit=args.limit)
         if args.no_mlflow:
             config = config.model_copy(update={"mlflow": False})
         if args.skip_preflight:
@@ -109,7 +107,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = config.model_copy(update={"scale_up_timeout_s": args.scale_up_timeout})
         if args.mlflow_wait is not None:
             config = config.model_copy(update={"mlflow_wait_s": args.mlflow_wait})
-        outcome = run_sweep(config, progress=not args.no_progress)
+        # a subset runs its units; the run directory's record goes on describing the whole config
+        subset = select_subset(config, models=_names(args.models), benchmarks=_names(args.benchmarks),
+                               settings=_names(args.settings), limit=args.limit)
+        outcome = run_sweep(subset, progress=not args.no_progress, whole=config)
     except ConfigError as err:
         return _fail_config(err)
     except RunDirectoryBusy as err:
@@ -316,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sync-mlflow", help="mirror a run directory into MLflow", formatter_class=raw,
         description="Mirror a run directory into MLflow (for runs made while MLflow was down). Replays the\n"
         "episodes in finishing order so the charts show each cell converging; safe to repeat.\n\n"
-        "example:\n  toolsweep sync-mlflow runs/quickstart/3f2a9c1b0d4e --tracking-uri http://127.0.0.1:5000",
+        "example:\n  toolsweep sync-mlflow runs/quickstart/main --tracking-uri http://127.0.0.1:5000",
     )
     p.add_argument("run_dir")
     p.add_argument("--tracking-uri", help="default: $MLFLOW_TRACKING_URI or sqlite:///mlflow.db")
@@ -326,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
         "benchmarks", help="list registered benchmarks with their settings", formatter_class=raw,
         description="List every registered benchmark (built-in and from installed plugins) with its settings,\n"
         "scripted policies and metrics.\n\nexample:\n  toolsweep benchmarks\n"
-        "  toolsweep benchmarks --options '{\"data_dir\": \"../shared/datasets/traject_bench\"}'",
+        "  toolsweep benchmarks --options \"{\\\"data_dir\\\": \\\"$TOOLSWEEP_TRAJECT_DATA\\\"}\"   # TRAJECT-Bench's data",
     )
     p.add_argument("--options", help="JSON options passed to every benchmark (e.g. a data_dir)")
     p.add_argument("--verbose", "-v", action="store_true", help="describe each scripted policy")

@@ -36,17 +36,23 @@ def collect(paths: list[str], metric: str | None) -> tuple[list[dict[str, Any]],
         run_dir = RunDirectory(path)
         summary = read_summary(run_dir.summary_path)
         label = "" if len(paths) == 1 else f"@{Path(path).parent.name}/{Path(path).name}"
+        headlines = summary.get("headline_metrics") or {}
         for cell in summary.get("cells", []):
             metrics = cell.get("metrics") or {}
-            name = metric if metric in metrics else next(iter(metrics), None)
+            # the benchmark's headline (the name `run` and report.html use), not the setting's first metric
+            default = headlines.get(cell["benchmark"])
+            name = metric if metric in metrics else default if metric is None and default in metrics \
+                else next(iter(metrics), None) if metric is None else None
             if name is None:
                 continue
             stats = metrics[name]
             rows.append({"benchmark": cell["benchmark"], "setting": cell["setting"], "model": cell["model"] + label,
                          "metric": name, "value": stats.get("value"), "ci_low": stats.get("ci_low"),
                          "ci_high": stats.get("ci_high"), "n": cell.get("n")})
+        shown = {(r["benchmark"], r["setting"], r["metric"]) for r in rows}
         for p in summary.get("paired", []):
-            if metric is None or p.get("metric") == metric:
+            # the differences of the metric shown for the cell (the headline, or --metric), not of every metric
+            if (p.get("benchmark"), p.get("setting"), p.get("metric")) in shown:
                 paired.append({**p, "model_a": p["model_a"] + label, "model_b": p["model_b"] + label})
     if metric is not None and not rows:
         raise ValueError(f"no cell has the metric {metric!r}")
@@ -87,12 +93,26 @@ def render(rows: list[dict[str, Any]], paired: list[dict[str, Any]], fmt: str) -
     else:
         widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
         lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in [head, *body]]
-    if paired:
+    defined = [p for p in paired if isinstance(p.get("value"), (int, float)) and math.isfinite(p["value"])]
+    undefined = len(paired) - len(defined)
+    if fmt == "md":
+        if defined:
+            lines += ["", "Paired differences (A − B, same tasks and seeds), in points:", "",
+                      "| benchmark | setting | metric | A | B | A − B [CI] |", "|---|---|---|---|---|---|"]
+            lines += [f"| {p['benchmark']} | {p['setting']} | {p['metric']} | {p['model_a']} | {p['model_b']} | "
+                      f"{_pct(p['value'])} [{_pct(p['ci_low'])}, {_pct(p['ci_high'])}] |" for p in defined]
+        if undefined:
+            lines += ["", f"{undefined} paired differences are undefined (no pair of episodes where both have "
+                          "the metric) and left out."]
+        return "\n".join(lines)
+    if defined:
         lines.append("")
         lines.append("paired differences (A - B, same tasks and seeds):")
-        for p in paired:
+        for p in defined:
             lines.append(f"  {p['benchmark']}/{p['setting']} {p['metric']}: {p['model_a']} - {p['model_b']} = "
                          f"{_pct(p['value'])} [{_pct(p['ci_low'])}, {_pct(p['ci_high'])}]")
+    if undefined:
+        lines.append(f"({undefined} paired differences undefined: no pair of episodes where both have the metric)")
     return "\n".join(lines)
 
 

@@ -254,6 +254,33 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: Any, source: str, where: str = "") -> Any:
+    """`${NAME}` and `${NAME:-default}` in a config's strings, from the environment: a path that
+    differs between machines (a dataset's copy) is set where the config runs, not edited into it. A
+    variable that is unset and has no default is a ConfigError naming it and the field."""
+    if isinstance(value, dict):
+        return {k: expand_env(v, source, f"{where}.{k}" if where else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v, source, f"{where}[{i}]") for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def one(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        found = os.environ.get(name)
+        if found:
+            return found
+        if default is not None:
+            return default
+        raise ConfigError(f"{source}: {where} uses ${{{name}}}, which is not set; set it (e.g. "
+                          f"`export {name}=/path/to/...`) or write the value into the config")
+
+    return _ENV_REF.sub(one, value)
+
+
 def load_config(path: str | Path, **overrides: Any) -> SweepConfig:
     """Read and validate a sweep YAML; command-line overrides win over the file."""
     path = Path(path)
@@ -267,6 +294,7 @@ def load_config(path: str | Path, **overrides: Any) -> SweepConfig:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path} must hold a mapping of fields (name, models, benchmarks, ...)")
+    raw = expand_env(raw, str(path))
     raw.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return SweepConfig.model_validate(raw)
@@ -368,6 +396,14 @@ def check_models(config: SweepConfig) -> None:
                               "`toolsweep models prepare` fetches the small test model)")
 
 
+def _benchmark_settings(entry: dict[str, Any]) -> list[str]:
+    """The setting names of a benchmark entry whose settings are "all" (its plugin is asked)."""
+    try:
+        return list(get_benchmark(entry["name"], entry.get("options") or {}).settings())
+    except Exception as exc:  # noqa: BLE001 - the plan check names the problem with the benchmark itself
+        raise ConfigError(f"benchmarks.{entry['name']}: cannot list its settings ({type(exc).__name__}: {exc})") from None
+
+
 def select_subset(config: SweepConfig, *, models: list[str] | None = None, benchmarks: list[str] | None = None,
                   settings: list[str] | None = None, limit: int | None = None) -> SweepConfig:
     """The config narrowed to some models, benchmarks, settings and the first `limit` tasks of each
@@ -385,13 +421,21 @@ def select_subset(config: SweepConfig, *, models: list[str] | None = None, bench
             raise ConfigError(f"--benchmarks: {unknown} are not in the config; it has "
                               f"{[b['name'] for b in data['benchmarks']]}")
         data["benchmarks"] = [b for b in data["benchmarks"] if b["name"] in benchmarks]
+    if settings:
+        # a setting name belongs to the benchmarks that have it: the others leave the subset, and only
+        # when none has any of them is it an error
+        kept = []
+        for entry in data["benchmarks"]:
+            own = _benchmark_settings(entry) if entry["settings"] == "all" else entry["settings"]
+            entry["settings"] = [s for s in own if s in settings]
+            if entry["settings"]:
+                kept.append(entry)
+        if not kept:
+            names = ", ".join(repr(b["name"]) for b in data["benchmarks"])
+            raise ConfigError(f"--settings: none of {settings} is a setting of the config's benchmarks ({names}); "
+                              "`toolsweep benchmarks` lists each benchmark's settings")
+        data["benchmarks"] = kept
     for entry in data["benchmarks"]:
-        if settings:
-            entry["settings"] = list(settings) if entry["settings"] == "all" else \
-                [s for s in entry["settings"] if s in settings]
-            if not entry["settings"]:
-                raise ConfigError(f"--settings: none of {settings} is among benchmark {entry['name']!r}'s settings "
-                                  "in the config")
         if limit is not None:
             if limit < 1:
                 raise ConfigError("--limit must be at least 1")

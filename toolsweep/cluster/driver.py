@@ -128,7 +128,12 @@ def finalize_run(
     `full_text` every cell's first metrics and the paper tables. With `unit_ids` (the current config's
     units: a `UnitIds`, or any set of ids), episodes of units no longer in the config stay on disk but
     out of the summary."""
-    from toolsweep.evaluator.report import format_cells_table, format_headline_table, write_html_report
+    from toolsweep.evaluator.report import (
+        format_cells_table,
+        format_headline_table,
+        headline_metric_names,
+        write_html_report,
+    )
 
     specs_for = specs_lookup(benchmarks)
     if run_dir.summary_path.exists() and "infrastructure" not in (extra or {}):
@@ -169,15 +174,16 @@ def finalize_run(
         name: list({s.name: s for st in b.settings() for s in specs_for(name, st)}.values())
         for name, b in benchmarks.items()
     }
+    summary["headline_metrics"] = headline_metric_names(cells, specs_by_benchmark)
     manifest = run_dir.read_manifest()
     by_cell = convergence_from_table(table, specs_for, confidence=config.bootstrap.confidence)
     write_plots(run_dir, cells, specs_by_benchmark, by_cell, confidence=config.bootstrap.confidence)
     convergence = {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
     write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables_by_benchmark, paired, convergence)
-    full = format_cells_table(cells, specs_by_benchmark)
+    full = format_cells_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence)
     for t in tables:
         full += "\n\n" + _format_report_table(t)
-    text = format_headline_table(cells, specs_by_benchmark)
+    text = format_headline_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence)
     if cells:
         text += "\n\n(every metric, the paper tables and the terminations: report.html, or toolsweep report --full)"
     summary["table_text"] = text  # what a re-run with nothing to do prints
@@ -301,6 +307,7 @@ class RunOutcome:
     wall_s: float = 0.0
     timeouts: dict[str, int] = field(default_factory=dict)
     terminated: bool = False
+    phase_s: dict[str, float] = field(default_factory=dict)  # seconds per phase (PhaseClock)
 
 
 class EndpointMisconfigured(RuntimeError):
@@ -366,11 +373,18 @@ def run_sweep(
     progress: bool = True,
     log: Log = _stderr,
     extra_benchmarks: dict[str, str] | None = None,
+    whole: SweepConfig | None = None,
 ) -> RunOutcome:
     """Run (or resume, or grow) a sweep end to end, as four phases: plan (no resources), provision (Ray,
     model servers, preflight, manifest), run (rollout workers, result sink, scheduler), finish (summary,
-    report, MLflow). Everything a phase starts is stopped on the way out, whatever happens."""
-    planned = plan_sweep(config, log, extra_benchmarks)
+    report, MLflow). Everything a phase starts is stopped on the way out, whatever happens.
+
+    `whole`: for a subset run (`run --models/--benchmarks/--settings/--limit`), the config the subset was
+    taken from. Only `config`'s units run, but the record (summary, report, plots, manifest, MLflow)
+    describes the whole, so a subset never replaces it."""
+    clock = PhaseClock()
+    planned = plan_sweep(config, log, extra_benchmarks, whole=whole)
+    clock.lap("plan")
     if isinstance(planned, RunOutcome):
         return planned
     _wait_for_mlflow(config, log)  # before any model server or GPU is taken
@@ -379,8 +393,60 @@ def run_sweep(
         with rollout_workers(planned, models, todo, log) as scheduler:
             # the MLflow mirror opens while the workers build their benchmarks: both take seconds
             with result_sink(planned, log) as sink:
+                clock.lap("start")
                 stats, skipped = run_units(planned, scheduler, sink, todo, progress, log, models)
-                return finish(planned, models, sink, stats, skipped)
+                clock.lap("episodes")
+                outcome = finish(planned, models, sink, stats, skipped, clock)
+    clock.lap("stop")
+    outcome.phase_s = dict(clock.laps)
+    log(f"time per phase: {clock.line()}")
+    return outcome
+
+
+class PhaseClock:
+    """Seconds spent in each phase of a run, printed at its end, so a slow finish (the summary's
+    bootstrap, the report, MLflow's traces) is seen for what it costs."""
+
+    LABELS = {"plan": "plan", "start": "Ray, models and workers", "episodes": "episodes",
+              "summary": "summary, report and plots", "mlflow": "MLflow", "stop": "shutdown"}
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + (now - self._t)
+        self._t = now
+
+    def line(self) -> str:
+        total = sum(self.laps.values())
+        parts = [f"{self.LABELS.get(k, k)} {v:.1f} s" for k, v in self.laps.items()]
+        return ", ".join(parts) + f" (total {total:.1f} s)"
+
+
+@dataclass
+class RecordScope:
+    """What the run directory's record (summary, report, plots, manifest, MLflow) describes: the
+    run's config, or for a subset run the whole config it was taken from."""
+
+    config: SweepConfig
+    benchmarks: dict[str, Any]
+    unit_ids: UnitIds
+    fingerprints: dict[str, Any]
+
+
+def record_scope(whole: SweepConfig, benchmarks: dict[str, Any]) -> RecordScope:
+    """The whole config's units and benchmarks; benchmarks the subset already loaded (same options) are
+    reused, the others loaded without their tasks being run."""
+    options = {e.name: e.options for e in whole.benchmarks}
+    loaded = {n: b for n, b in benchmarks.items() if n in options}
+    for entry in whole.benchmarks:
+        if entry.name not in loaded:
+            loaded[entry.name] = get_benchmark(entry.name, entry.options)
+    plans = resolve_plans(whole, check_endpoints=False)
+    units, fingerprints = current_units(whole, loaded, plans)
+    return RecordScope(whole, loaded, units.id_set(), fingerprints)
 
 
 @dataclass
@@ -396,9 +462,16 @@ class SweepPlan:
     extra_benchmarks: dict[str, str]
     unit_ids: UnitIds = field(default_factory=UnitIds)
     rope_reasons: dict[str, str] = field(default_factory=dict)  # why each `rope_scaling: auto` model got its rope
+    record: RecordScope | None = None
 
     def __post_init__(self) -> None:
         self.unit_ids = self.units.id_set()  # shares the unit space's digests: no copy
+        if self.record is None:
+            self.record = RecordScope(self.config, self.benchmarks, self.unit_ids, self.fingerprints)
+
+    @property
+    def is_subset(self) -> bool:
+        return self.record is not None and self.record.config is not self.config
 
     def todo(self) -> Any:
         """The units the run directory has not recorded yet (a `UnitSelection`: built when leased)."""
@@ -407,29 +480,34 @@ class SweepPlan:
 
 
 def plan_sweep(config: SweepConfig, log: Log = _stderr,
-               extra_benchmarks: dict[str, str] | None = None) -> SweepPlan | RunOutcome:
+               extra_benchmarks: dict[str, str] | None = None, *,
+               whole: SweepConfig | None = None) -> SweepPlan | RunOutcome:
     """Phase 1, no Ray and no engine: validate every benchmark, setting and policy, expand the units,
     check that the run directory can take them and that the token budgets fit. A run with nothing to
-    do ends here, with its outcome."""
+    do ends here, with its outcome. `whole`: the config a subset run was taken from (see `run_sweep`)."""
     from toolsweep.cluster.plan import check_budgets
     from toolsweep.evaluator.registry import extra_benchmarks as registered_extras
 
+    subset = whole is not None and whole.config_sha256() != config.config_sha256()  # before rope is resolved
     config, rope_reasons = resolve_rope_scaling(config, log)
-    finished = _finished_already(config, log)
-    if finished is not None:
-        return finished
+    record_config = resolve_rope_scaling(whole, lambda _m: None)[0] if subset else config
+    if not subset:
+        finished = _finished_already(config, log)
+        if finished is not None:
+            return finished
     plans = resolve_plans(config)
     benchmarks = load_benchmarks(config)
     units, fingerprints = current_units(config, benchmarks, plans)
+    record = record_scope(record_config, benchmarks) if subset else None
     run_dir = RunDirectory(config.run_path())
     if run_dir.exists():
         _check_resumable(run_dir, config, fingerprints)
-        finished = _nothing_to_do(run_dir, config, units, log)
+        finished = _nothing_to_do(run_dir, record_config, units, log)
         if finished is not None:
             return finished
     check_budgets(config, log)  # before any engine starts
     return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir,
-                     {**registered_extras(), **(extra_benchmarks or {})}, rope_reasons=rope_reasons)
+                     {**registered_extras(), **(extra_benchmarks or {})}, rope_reasons=rope_reasons, record=record)
 
 
 def resolve_rope_scaling(config: SweepConfig, log: Log) -> tuple[SweepConfig, dict[str, str]]:
@@ -560,22 +638,45 @@ def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log, models:
 
 
 def _write_manifest(plan: SweepPlan, runtime: Any, waves: Any = None) -> None:
-    """A new or changed config gets a manifest (the earlier configs kept in its history); the waves the
-    models run in are recorded as planned for this cluster."""
-    run_dir, config = plan.run_dir, plan.config
-    if run_dir.exists() and run_dir.read_manifest().get("config_sha256") == config.config_sha256():
-        if waves is not None and run_dir.read_manifest().get("waves") != waves.as_json():
-            run_dir.write_manifest({**run_dir.read_manifest(), "waves": waves.as_json()})
-        return
-    stops: dict[str, dict[str, list[str]]] = {}
-    for p in plan.plans:
-        for s in p.tasks_by_setting:
-            if seq := plan.benchmarks[p.benchmark].stop_sequences(s):
-                stops.setdefault(p.benchmark, {})[s] = seq
-    manifest = build_manifest(config, plan.fingerprints, runtime.manifest(), stops)
+    """A new or changed config gets a manifest (the earlier configs kept in its history). A subset run
+    writes the whole config's manifest and records itself in `subset_history`: the manifest never
+    holds a filtered config. The waves the models run in are recorded as planned for this cluster."""
+    run_dir, record = plan.run_dir, plan.record
+    assert record is not None
+    config = record.config
+    current = run_dir.exists() and run_dir.read_manifest().get("config_sha256") == config.config_sha256()
+    if not current:
+        stops: dict[str, dict[str, list[str]]] = {}
+        for p in (resolve_plans(config, check_endpoints=False) if plan.is_subset else plan.plans):
+            for s in p.tasks_by_setting:
+                if seq := record.benchmarks[p.benchmark].stop_sequences(s):
+                    stops.setdefault(p.benchmark, {})[s] = seq
+        models = runtime.manifest()
+        if run_dir.exists():  # a subset serves some models: the others keep what was recorded of them
+            models = {**run_dir.read_manifest().get("models", {}), **models}
+        manifest = _with_history(run_dir, build_manifest(config, record.fingerprints, models, stops))
+    else:
+        manifest = run_dir.read_manifest()
+    if plan.is_subset:
+        manifest = {**manifest, "subset_history": [*manifest.get("subset_history", []), subset_invocation(plan.config)]}
+    waves_changed = waves is not None and manifest.get("waves") != waves.as_json()
     if waves is not None:
-        manifest["waves"] = waves.as_json()
-    run_dir.write_manifest(_with_history(run_dir, manifest))
+        manifest = {**manifest, "waves": waves.as_json()}
+    if plan.is_subset or not current or waves_changed:
+        run_dir.write_manifest(manifest)
+
+
+def subset_invocation(subset: SweepConfig) -> dict[str, Any]:
+    """What a subset run ran, for the manifest's `subset_history`: its models, each benchmark's settings,
+    the task limit, and the filtered config's hash."""
+    limits = {e.tasks.limit for e in subset.benchmarks if e.tasks is not None and e.tasks.limit is not None}
+    return {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "models": [m.name for m in subset.models],
+        "benchmarks": {e.name: e.settings for e in subset.benchmarks},
+        "limit": min(limits) if limits else None,
+        "config_sha256": subset.config_sha256(),
+    }
 
 
 @contextmanager
@@ -605,9 +706,10 @@ def result_sink(plan: SweepPlan, log: Log) -> Iterator[Any]:
     from toolsweep.actors.result_sink import ResultSink
 
     config = plan.config
-    mirror = _open_mirror(config, plan.run_dir, log)
+    assert plan.record is not None
+    mirror = _open_mirror(plan.record.config, plan.run_dir, log, plan.record.benchmarks)
     sink = ResultSink(
-        plan.run_dir, specs_lookup(plan.benchmarks), mirror=mirror,
+        plan.run_dir, specs_lookup(plan.record.benchmarks), mirror=mirror, unit_ids=plan.record.unit_ids,
         live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence,
         flush_interval_s=config.mlflow_interval_s, log=log,
     )
@@ -665,19 +767,25 @@ def _run_in_waves(plan: SweepPlan, models: Models, scheduler: Any, todo: Any, ba
     return stats
 
 
-def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int) -> RunOutcome:
+def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int,
+           clock: PhaseClock | None = None) -> RunOutcome:
     """Phase 4: summary.json with full-B intervals, report.html and plots, the final MLflow state."""
+    clock = clock or PhaseClock()
     sink.end_run()  # the live table is freed before the summary builds its own
+    assert plan.record is not None  # the whole record, also after a subset run
     extra: dict[str, Any] = {"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)}
     if getattr(models.runtime, "sizing", None):
         extra["servers"] = models.runtime.sizing  # each server's in-flight cap and rope scaling, with the reason
     if models.timeline is not None and models.timeline.records:
         extra["waves"] = models.timeline.as_json()
         extra["infrastructure"]["waves"] = models.timeline.metrics()
-    cells, text = finalize_run(plan.run_dir, plan.config, plan.benchmarks, unit_ids=plan.unit_ids, extra=extra)
+    cells, text = finalize_run(plan.run_dir, plan.record.config, plan.record.benchmarks, unit_ids=plan.record.unit_ids,
+                               extra=extra)
     if models.timeline is not None and models.timeline.text():
         text += "\n\n" + models.timeline.text()
+    clock.lap("summary")
     sink.close(cells, status="KILLED" if stats and stats.interrupted else "FINISHED")
+    clock.lap("mlflow")
     return RunOutcome(
         run_dir=plan.run_dir, total_units=len(plan.units), skipped=skipped,
         done=stats.done if stats else 0, interrupted=bool(stats and stats.interrupted),
@@ -687,19 +795,15 @@ def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int)
     )
 
 
-def setting_params(config: SweepConfig) -> dict[tuple[str, str], dict[str, Any]]:
+def setting_params(config: SweepConfig, benchmarks: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     """Each (benchmark, setting)'s parameters, for the MLflow runs of its cells."""
-    return {(name, s): p for name, bench in load_benchmarks(config).items() for s, p in bench.settings().items()}
+    benchmarks = benchmarks if benchmarks is not None else load_benchmarks(config)
+    return {(name, s): p for name, bench in benchmarks.items() for s, p in bench.settings().items()}
 
 
-def _mlflow_trouble(exc: Exception) -> str:
-    """What went wrong with MLflow, in the words that say what to fix."""
-    # MLflow maps a 401/403 answer (JSON or not) to an error code that reads back as that status.
-    status = getattr(exc, "get_http_status_code", lambda: None)()
-    if status in (401, 403):
-        return ("refused the sweep's credentials (a server with authentication: set MLFLOW_TRACKING_USERNAME "
-                "and MLFLOW_TRACKING_PASSWORD to a user that may write)")
-    return "is unreachable"
+def setting_param_docs(benchmarks: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """What each benchmark's setting parameters mean (plugins written before it existed say nothing)."""
+    return {name: dict(getattr(b, "setting_param_docs", dict)()) for name, b in benchmarks.items()}
 
 
 def _wait_for_mlflow(config: SweepConfig, log: Log) -> None:
@@ -711,14 +815,16 @@ def _wait_for_mlflow(config: SweepConfig, log: Log) -> None:
         wait_for_mlflow(resolve_tracking_uri(config.tracking_uri), config.mlflow_wait_s, log)
 
 
-def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
+def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log,
+                 benchmarks: dict[str, Any] | None = None) -> Any:
     """The MLflow mirror, or None (disabled, or unreachable: then the sweep goes on without it)."""
-    from toolsweep.actors.result_sink import MlflowMirror, resolve_tracking_uri
+    from toolsweep.actors.result_sink import MlflowMirror, mlflow_trouble, resolve_tracking_uri
 
     if not config.mlflow:
         return None
     uri = resolve_tracking_uri(config.tracking_uri)
-    mirror = MlflowMirror(uri, config.name, config.resolved_run_id(), setting_params=setting_params(config),
+    mirror = MlflowMirror(uri, config.name, config.resolved_run_id(), setting_params=setting_params(config, benchmarks),
+                          param_docs=setting_param_docs(benchmarks or load_benchmarks(config)),
                           traces_per_cell=config.mlflow_traces_per_cell)
     try:
         mirror.connect(run_dir.read_manifest(), {
@@ -730,7 +836,7 @@ def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log) -> Any:
         })
     except Exception as exc:  # noqa: BLE001 - MLflow down: the sweep goes on
         log(
-            f"MLflow at {uri} {_mlflow_trouble(exc)} ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
+            f"MLflow at {uri} {mlflow_trouble(exc)} ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
             f"on without it. Mirror the results later with: toolsweep sync-mlflow {run_dir.path}"
         )
         return None

@@ -59,9 +59,11 @@ def plan_rows(config: Any, n_tasks: int = 5) -> list[dict[str, Any]]:
     from toolsweep.cluster.config import resolve_plans
     from toolsweep.evaluator.registry import get_benchmark
 
+    llms = [m for m in config.models if getattr(m, "kind", "scripted") != "scripted"]
+    if not llms:
+        return []  # nothing has a context window: no benchmark needs loading to say so
     plans = resolve_plans(config, check_endpoints=False)  # budgets need no reachable model
     options = {e.name: e.options for e in config.benchmarks}
-    llms = [m for m in config.models if getattr(m, "kind", "scripted") != "scripted"]
     rows = []
     cache: dict[tuple[str, str, str], CellBudget] = {}
     for model in llms:
@@ -167,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not rows:
-        print("no served model in the config (scripted policies have no context window)")
+        print("no served model in the config (scripted policies have no context window); "
+              f"`toolsweep validate {args.config}` checks the rest of it")
         return 0
     print(format_rows(rows))
     bad = [r for r in rows if r["verdict"] in ("cannot", "tight", "risky")]

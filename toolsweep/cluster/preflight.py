@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Send each model of a sweep config canned prompts with the benchmarks' tool schemas and "
         "report whether the replies parse into valid actions (native tool calls and JSON actions).\n\n"
         "example:\n  toolsweep preflight configs/sweeps/smollm2_cpu.yaml\n"
-        "  toolsweep preflight configs/sweeps/gpu.yaml --models qwen3-8b --json",
+        "  toolsweep preflight configs/sweeps/smollm2_cpu.yaml --models smollm2-vllm --json",
     )
     parser.add_argument("config", help="sweep YAML")
     parser.add_argument("--models", help="comma-separated model names to check (default: all)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import shutil
 import sys
 import textwrap
 from typing import Any
@@ -18,16 +20,34 @@ The same transcripts are MLflow traces on each cell's run (the Traces tab).
 
 examples:
   toolsweep show runs/quickstart/main --failed --limit 3
-  toolsweep show runs/quickstart/main --cell oracle/toolmaze/C1-P1-std --limit 1
+  toolsweep show runs/quickstart/main --cell oracle/toolmaze/C1-P0-std --limit 1
   toolsweep show runs/quickstart/main --unit 3f2a9c      # a unit id or a prefix of one
 """
 
 
-def _wrap(text: str, width: int, indent: str) -> str:
-    lines = []
+def _wrap(text: str, width: int, indent: str, first: str | None = None) -> str:
+    """Every line at most `width` characters (long words, e.g. JSON, are broken too)."""
+    lines: list[str] = []
     for line in (text or "").splitlines() or [""]:
-        lines.extend(textwrap.wrap(line, width, initial_indent=indent, subsequent_indent=indent) or [indent])
+        lead = first if first is not None and not lines else indent
+        lines.extend(textwrap.wrap(line, width, initial_indent=lead, subsequent_indent=indent) or [lead])
     return "\n".join(lines)
+
+
+def strict(value: Any) -> Any:
+    """`value` with every non-finite number as null, so it prints as strict JSON (no NaN, no Infinity)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    return value
+
+
+def terminal_width() -> int:
+    """The terminal's width (100 when the output is not a terminal)."""
+    return max(40, shutil.get_terminal_size((100, 24)).columns)
 
 
 def _message(m: Message, width: int, max_chars: int) -> str:
@@ -38,21 +58,26 @@ def _message(m: Message, width: int, max_chars: int) -> str:
     if text:
         out.append(_wrap(text, width, "  "))
     for tc in m.tool_calls or []:
-        out.append(f"  -> {tc.function.name}({tc.function.arguments[:max_chars]})")
+        out.append(_wrap(f"{tc.function.name}({tc.function.arguments[:max_chars]})", width, "     ", first="  -> "))
     return "\n".join(out)
 
 
 def transcript(result: EpisodeResult, width: int = 100, max_chars: int = 1500) -> str:
     u = result.unit
-    head = (f"== {u.model} | {u.benchmark} | {u.setting} | task {u.task_id} | seed {u.seed} | unit {u.unit_id[:12]}\n"
-            f"   ended: {result.termination.value}; {len(result.trajectory.steps)} turns; "
-            f"{result.trajectory.prompt_tokens}+{result.trajectory.completion_tokens} tokens")
-    parts = [head]
+    parts = [
+        _wrap(f"{u.model} | {u.benchmark} | {u.setting} | task {u.task_id} | seed {u.seed} | unit {u.unit_id[:12]}",
+              width, "   ", first="== "),
+        _wrap(f"ended: {result.termination.value}; {len(result.trajectory.steps)} turns; "
+              f"{result.trajectory.prompt_tokens}+{result.trajectory.completion_tokens} tokens", width, "   "),
+    ]
     parts.extend(_message(m, width, max_chars) for m in result.trajectory.messages)
-    metrics = {k: v for k, v in result.metrics.items() if "/" not in k}
-    parts.append("metrics: " + json.dumps(metrics, default=str)[:max_chars])
+    metrics = strict({k: v for k, v in result.metrics.items() if "/" not in k})
+    text = json.dumps(metrics, default=str, allow_nan=False)
+    if len(text) > max_chars:
+        text = text[:max_chars] + f" … [{len(text) - max_chars} more characters]"
+    parts.append(_wrap(text, width, "  ", first="metrics: "))
     if result.error:
-        parts.append("error: " + result.error[:max_chars])
+        parts.append(_wrap(result.error[:max_chars], width, "  ", first="error: "))
     return "\n".join(parts)
 
 
@@ -63,7 +88,11 @@ def select(rows: list[dict[str, Any]], unit: str | None, cell: str | None, faile
         parts = cell.split("/", 2)
         if len(parts) != 3:
             raise ValueError("--cell takes model/benchmark/setting, e.g. oracle/toolmaze/C1-P1-std")
+        cells = sorted({"/".join((r["model"], r["benchmark"], r["setting"])) for r in rows})
         rows = [r for r in rows if (r["model"], r["benchmark"], r["setting"]) == tuple(parts)]
+        if not rows:
+            raise ValueError(f"--cell {cell}: no such cell in the run directory; it has {', '.join(cells[:12])}"
+                             + (f" and {len(cells) - 12} more" if len(cells) > 12 else ""))
     if failed:
         rows = [r for r in rows if r["termination"] != "answered"]
     return sorted(rows, key=lambda r: r["unit_id"])
@@ -77,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cell", help="model/benchmark/setting")
     parser.add_argument("--failed", action="store_true", help="only episodes that did not end as answered")
     parser.add_argument("--limit", type=int, default=5, help="episodes to print (default 5)")
-    parser.add_argument("--width", type=int, default=100, help="wrap text at this width")
+    parser.add_argument("--width", type=int, default=None,
+                        help="wrap every line at this width (default: the terminal's width, 100 when not a terminal)")
     args = parser.parse_args(argv)
     try:
         run_dir = RunDirectory(args.run_dir)
@@ -94,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     table = run_dir.read_table()
     rows = [r for r in table.filter(_mask(table, wanted)).to_pylist()]
     for row in sorted(rows, key=lambda r: r["unit_id"]):
-        print(transcript(row_to_result(row), args.width))
+        print(transcript(row_to_result(row), max(20, args.width or terminal_width())))
         print()
     if len(chosen) > args.limit:
         print(f"({len(chosen) - args.limit} more match; --limit N shows more)")

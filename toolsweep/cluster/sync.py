@@ -11,6 +11,7 @@ from toolsweep.cluster.driver import (
     current_units,
     finalize_run,
     load_benchmarks,
+    setting_param_docs,
     setting_params,
     specs_lookup,
 )
@@ -29,7 +30,9 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
     unit_ids = current_units(config, benchmarks)[0].id_set()
     specs_for = specs_lookup(benchmarks)
     mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), config.name, config.resolved_run_id(),
-                          setting_params=setting_params(config), traces_per_cell=config.mlflow_traces_per_cell)
+                          setting_params=setting_params(config, benchmarks), traces_per_cell=config.mlflow_traces_per_cell,
+                          param_docs=setting_param_docs(benchmarks))
+    mirror.verify_traces = True  # a store an older version filled may hold second copies: remove them
     mirror.connect(run_dir.read_manifest(), {"config_sha256": config.config_sha256()})
 
     rows = sorted((r for r in run_dir.read_table(

@@ -25,6 +25,7 @@ from toolsweep.evaluator.types import (
     Step,
     TerminationReason,
     Trajectory,
+    Usage,
     WorkUnit,
 )
 
@@ -133,6 +134,7 @@ async def run_episode(
                 on_turn(trajectory)
             if len(trajectory.steps) >= max_turns:
                 return TerminationReason.MAX_TURNS
+            asked = clock()
             try:
                 reply = await policy.act(list(trajectory.messages), tools)
             except ContextExceeded as exc:
@@ -144,6 +146,7 @@ async def run_episode(
                 error = traceback.format_exc(limit=8)
                 return TerminationReason.AGENT_FORMAT_ERROR
             trajectory.messages.append(reply.message)
+            answered = clock()
             try:
                 # inline when not offloaded: a coroutine per call is a measurable share of a turn
                 obs = env.step(reply.message) if offload is False else await _call(env.step, reply.message,
@@ -153,9 +156,10 @@ async def run_episode(
                 raise
             except Exception:  # noqa: BLE001
                 error = traceback.format_exc(limit=8)
-                trajectory.steps.append(Step(reply=reply.message, usage=reply.usage))
+                trajectory.steps.append(Step(reply=reply.message, usage=_timed(reply.usage, answered - asked, clock() - answered)))
                 return TerminationReason.ENV_ERROR
-            trajectory.steps.append(Step(reply=reply.message, usage=reply.usage, observation=shown, info=obs.info))
+            trajectory.steps.append(Step(reply=reply.message, usage=_timed(reply.usage, answered - asked, clock() - answered),
+                                         observation=shown, info=obs.info))
             trajectory.messages.extend(shown)
             if obs.tools:
                 tools = obs.tools
@@ -174,6 +178,15 @@ async def run_episode(
         error = f"episode exceeded {timeout_s:.0f} s of working wall-clock time (an infrastructure guard: retried, not scored)"
         termination = TerminationReason.TIMEOUT
     return finish(termination)
+
+
+def _timed(usage: Usage, act_s: float, env_s: float) -> Usage:
+    """The turn's usage with the environment's time, and the policy's own time where the policy
+    reported no latency (a scripted policy; a served model's client measures its call itself)."""
+    update: dict[str, float] = {"env_s": max(env_s, 0.0)}
+    if usage.latency_s <= 0:
+        update["latency_s"] = max(act_s, 0.0)
+    return usage.model_copy(update=update)
 
 
 def _result(

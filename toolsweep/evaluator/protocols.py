@@ -182,6 +182,12 @@ class Benchmark(ABC):
         """What identifies the benchmark's content for the run manifest (e.g. a world hash)."""
         return {"version": self.version}
 
+    def setting_param_docs(self) -> dict[str, str]:
+        """What each setting parameter means (name -> one line), for the description of a cell's MLflow
+        run, where the parameters are listed as `setting.<name>`; parameters not described are listed
+        bare."""
+        return {}
+
     def stop_sequences(self, setting: str) -> list[str]:
         """Stop sequences the setting's text protocol needs (e.g. ReAct stops where the environment's
         observation begins, so a model cannot write its own); sent with every model request."""

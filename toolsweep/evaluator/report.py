@@ -96,6 +96,20 @@ def _metric_specs(
     return specs + [MetricSpec(name=n) for n in present if n not in known]
 
 
+def headline_metric_names(
+    cells: Sequence[Mapping[str, Any]], specs_by_benchmark: Mapping[str, Sequence[MetricSpec]]
+) -> dict[str, str]:
+    """Each benchmark's headline metric: its first metric that its cells carry. One name per benchmark,
+    used by the terminal summary, report.html, `compare` and MLflow alike (summary.json keeps it), so a
+    setting whose own first metric differs (APB's `broken`: replace) is not shown under another name."""
+    out: dict[str, str] = {}
+    for benchmark, own in _by_benchmark(cells).items():
+        specs = _metric_specs(benchmark, own, specs_by_benchmark)
+        if specs:
+            out[benchmark] = specs[0].name
+    return out
+
+
 def _header(spec: MetricSpec) -> str:
     return f"{spec.name} (%)" if spec.scale == 100 else spec.name
 
@@ -122,12 +136,14 @@ def format_cells_table(
     cells: Sequence[Mapping[str, Any]],
     specs_by_benchmark: Mapping[str, Sequence[MetricSpec]],
     max_metrics: int | None = TERMINAL_METRICS,
+    confidence: float = 0.95,
 ) -> str:
     """A plain-text table per benchmark: one row per (model, setting) cell with n, the headline
-    metrics as `value [low, high]` (scaled), and the termination counts."""
+    metrics as `value [low, high]` (scaled), and the termination counts; a first line says what the
+    brackets are."""
     if not cells:
         return "no finished episodes yet"
-    blocks = []
+    blocks = [interval_legend(confidence)]
     for benchmark, own in _by_benchmark(cells).items():
         specs = _metric_specs(benchmark, own, specs_by_benchmark)
         hidden = len(specs) - max_metrics if max_metrics is not None and len(specs) > max_metrics else 0
@@ -150,19 +166,25 @@ def format_cells_table(
     return "\n\n".join(blocks)
 
 
+def interval_legend(confidence: float) -> str:
+    """What `value [low, high]` means, said once above a terminal table."""
+    return f"value [low, high] = the estimate and its {100 * confidence:g}% CI (bootstrap over tasks)"
+
+
 TERMINAL_MODELS = 4
 """Model columns per block of the end-of-run summary (each ~22 characters): more get another block."""
 
 
 def format_headline_table(
-    cells: Sequence[Mapping[str, Any]], specs_by_benchmark: Mapping[str, Sequence[MetricSpec]]
+    cells: Sequence[Mapping[str, Any]], specs_by_benchmark: Mapping[str, Sequence[MetricSpec]],
+    confidence: float = 0.95,
 ) -> str:
     """The end-of-run summary: per benchmark its headline metric (its first), settings down and models
     across as `value [low, high]`; short and narrow enough for a terminal. Every metric, the paper
     tables and the terminations are in report.html and `toolsweep report --full`."""
     if not cells:
         return "no finished episodes yet"
-    blocks = []
+    blocks = [interval_legend(confidence)]
     for benchmark, own in _by_benchmark(cells).items():
         specs = _metric_specs(benchmark, own, specs_by_benchmark)
         if not specs:
@@ -432,7 +454,7 @@ h1{margin-bottom:4px}h2{border-bottom:2px solid #ddd;padding-bottom:4px;margin-t
 h3{margin-top:24px}
 .scroll{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;margin:8px 0 16px;font-size:14px}
-th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word;min-width:3em}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.better-a{color:#1a7f37}td.better-b{color:#9a3412}
 dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 16px;font-size:14px}
@@ -574,10 +596,29 @@ def table_has_data(table: ReportTable) -> bool:
     return any(_has_data(v) for row in table.rows for v in row[1:])
 
 
+WIDE_TABLE_COLUMNS = 12
+"""A paper table with more columns than this does not read at 1600 px (ToolMaze's Tables 21-22 have 53):
+with few rows it is shown transposed (a row per column), else split into parts of this many columns,
+each repeating the row labels."""
+
+
 def _report_table_html(table: ReportTable) -> str:
+    header = [str(c) for c in table.columns]
     rows = [[_table_cell(v) for v in r] for r in table.rows]
     note = f'<p class="note">{_e(table.note)}</p>' if table.note else ""
-    return f"<h4>{_e(table.title)}</h4>{_html_table([str(c) for c in table.columns], rows)}{note}"
+    if len(header) <= WIDE_TABLE_COLUMNS + 1 or not rows:
+        return f"<h4>{_e(table.title)}</h4>{_html_table(header, rows)}{note}"
+    if len(rows) <= WIDE_TABLE_COLUMNS:
+        labels = [text for text, _ in (r[0] for r in rows)]
+        flipped = [[(header[j], ""), *(r[j] if j < len(r) else ("", "") for r in rows)] for j in range(1, len(header))]
+        how = f'<p class="note">Transposed to read on a screen: a row per column of the paper\'s table ({len(header) - 1}).</p>'
+        return f"<h4>{_e(table.title)}</h4>{how}{_html_table([header[0], *labels], flipped)}{note}"
+    parts = []
+    for start in range(1, len(header), WIDE_TABLE_COLUMNS):
+        cols = [0, *range(start, min(start + WIDE_TABLE_COLUMNS, len(header)))]
+        parts.append(_html_table([header[j] for j in cols], [[r[j] if j < len(r) else ("", "") for j in cols] for r in rows]))
+    how = f'<p class="note">Split to read on a screen: {len(parts)} parts of at most {WIDE_TABLE_COLUMNS} columns.</p>'
+    return f"<h4>{_e(table.title)}</h4>{how}{''.join(parts)}{note}"
 
 
 def _paper_tables(tables: Sequence[ReportTable]) -> str:

@@ -112,6 +112,9 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    env_s: float = 0.0
+    """Seconds the environment took to answer the turn (its step and any consults), so a transcript's
+    timeline shows where the episode spent its time."""
 
 
 class AgentReply(BaseModel):

@@ -50,6 +50,18 @@ def _settings() -> dict[str, dict[str, Any]]:
 
 
 SETTINGS = _settings()
+SETTING_PARAM_DOCS = {
+    "kind": "the task format: holistic (the whole plan at once), stepwise (the next k steps of a plan), "
+            "extraneous_* (with distractor tools), broken (a tool fails), unsolvable, refine, efficiency",
+    "in_4209": "true: one of the paper's 4,209 main cases; false: an additional study outside that count",
+    "k": "stepwise: how many next steps the model plans",
+    "stage": "stepwise: where in the plan the prefix stops (early, middle, late)",
+    "n_e": "extraneous: how many distractor tools are added",
+    "unsolvable_type": "unsolvable: what makes the query unanswerable (conflict, info, tool, visual)",
+    "mode": "refine: who critiques the first answer and how (self/critic model, plus: with the 6 error "
+            "types, minus: a general critique; Tab. 4's Self_R+/-, Critic_R+/-)",
+    "turns": "refine: turns of the protocol (answer, critique, refined answer)",
+}
 JUDGE_VALIDATION = "judge_validation"
 
 
@@ -58,6 +70,9 @@ class APB(Benchmark):
 
     name = "apb"
     version = "1.3.0"
+
+    def setting_param_docs(self) -> dict[str, str]:
+        return dict(SETTING_PARAM_DOCS)
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
