@@ -10,6 +10,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
 from conftest import FAKE_TARGET  # noqa: E402
@@ -93,3 +95,24 @@ def test_the_verdict_follows_the_probes():
     now[0] = 0.0
     v = wait_for_endpoint(lambda: "refused", 10, clock=lambda: now[0], sleep=sleep)
     assert v.state == "exhausted" and v.outage_s == 10
+
+
+@pytest.mark.slow
+def test_an_endpoint_down_for_a_minute_costs_no_unit_and_the_run_exits_0(ray_local, tmp_path):
+    import json
+
+    from toolsweep.cluster.cli import main
+
+    with FakeOpenAIServer(delay_s=0.05) as server:
+        server.default = adder
+        cfg = config(tmp_path, server.base_url, budget_s=300)
+        path = tmp_path / "sweep.yaml"
+        path.write_text(json.dumps(cfg.model_dump(mode="json")))
+        outage = outage_during(server, down_s=60.0, after_requests=10)
+        code = main(["run", str(path), "--no-progress"])
+        outage.join()
+    from toolsweep.evaluator.rundir import RunDirectory
+
+    assert code == 0
+    assert len(RunDirectory(cfg.run_path()).finished_unit_ids()) == N_TASKS
+    assert not (cfg.run_path() / "failures.jsonl").exists() or not (cfg.run_path() / "failures.jsonl").read_text()
