@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import asyncio
 import json
 import re
@@ -275,7 +277,9 @@ def test_react_dynamic_re_retrieves_from_the_thought(bench):
     assert "Available tools for the next step" in pol.seen[1][-1].content
     assert thoughts[0] in pol.seen[1][-1].content.split("Available tools for the next step")[1]
     static = bench.make_env(t.task_id, "par-simple/retrieval/react-static", 0)
-    assert len(env.retrieved) > len(static.pool) and r.metrics["retrieval_rate"] >= static.result()["retrieval_rate"]
+    assert len(env.retrieved) > len(static.pool)
+    # the paper defines no retrieval rate for retrieval driven by the agent's own thoughts
+    assert math.isnan(r.metrics["retrieval_rate"]) and static.result()["retrieval_rate"] >= 0.0
 
 
 # -- placeholders, dependencies, Acc (spec §9 15, 17) ------------------------------------------------

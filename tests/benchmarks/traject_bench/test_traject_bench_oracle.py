@@ -95,7 +95,8 @@ def test_retrieval_rate_of_the_oracle_reflects_the_pool(bench):
     ids = bench.tasks("par-simple/domain/direct")[::50]
     dom = run_oracle(bench, "par-simple/domain/direct", ids)
     ret = run_oracle(bench, "par-simple/retrieval/direct", ids)
-    assert all(r.metrics["retrieval_rate"] == 1.0 for r in dom)
+    # the paper defines a retrieval rate only where a top-k is retrieved (Table 4), not for a whole pool
+    assert all(math.isnan(r.metrics["retrieval_rate"]) for r in dom)
     rr = [r.metrics["retrieval_rate"] for r in ret]
     assert all(0.0 <= x <= 1.0 for x in rr) and sum(rr) / len(rr) < 1.0  # retrieval misses some gold tools
 

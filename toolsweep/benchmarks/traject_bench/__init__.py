@@ -47,6 +47,7 @@ from toolsweep.benchmarks.traject_bench.policies import (
     oracle_policy,
     random_policy,
 )
+from toolsweep.benchmarks.traject_bench.metrics import paper_mode
 from toolsweep.benchmarks.traject_bench.replay import Replayer
 from toolsweep.benchmarks.traject_bench.retrieval import ToolRetriever
 from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
@@ -68,10 +69,13 @@ class TrajectBench(Benchmark):
             description="Folder with the benchmark's public data (tools/, parallel/, sequential/): "
             "the `public_data/` folder of PengfeiHePower/TRAJECT-Bench.",
         )
-        paper_compat: bool = Field(
+        paper_compat: bool | Literal["off", "exact", "corrected"] = Field(
             False,
-            description="Set-based EM/Inclusion and one Usage pair per shared tool name, as the "
-            "authors' scoring code (caps an oracle below 1 on trajectories that repeat a tool).",
+            description="'exact' (or true): EM, Inclusion, Usage and retrieval rate exactly as the authors' "
+            "scoring code computes them (set EM/Inclusion, first-occurrence Usage pairs, raw names, literal "
+            "placeholders, native calls' arguments unread; see official.py). 'corrected': the same metric "
+            "shapes with this project's corrected readings (docs/traject_bench.md lists every deviation). "
+            "'off' (or false): multiset EM/Inclusion and pooled Usage.",
         )
         retrieval_k: int = Field(20, gt=0, description="Tools retrieved per retrieval (paper: 20).")
         fixed_k: int = Field(20, gt=0, description="Pool size of the fixed-k pool.")
@@ -105,7 +109,8 @@ class TrajectBench(Benchmark):
         if o.data_dir is None:
             raise DataLayoutError(f"traject_bench: option `data_dir` is required; {EXPECTED_LAYOUT}")
         self.dataset: Dataset = load_dataset(o.data_dir, strict=o.strict)
-        key = (str(self.dataset.data_dir), o.paper_compat, o.breakdowns)
+        self.paper_mode = paper_mode(o.paper_compat)
+        key = (str(self.dataset.data_dir), self.paper_mode, o.breakdowns)
         ctx = _contexts.get(key)
         if ctx is None:
             ds = self.dataset
@@ -114,7 +119,7 @@ class TrajectBench(Benchmark):
                 dataset=ds,
                 replayer=Replayer(ds),
                 retriever=ToolRetriever(lambda name, domain, ds=ds: ds.tool_def(name, domain).description),
-                paper_compat=o.paper_compat,
+                paper_compat=self.paper_mode,
                 breakdown_domains=tuple(ds.domains) if o.breakdowns else (),
                 breakdown_lengths=tuple(lengths) if o.breakdowns else (),
             )
@@ -228,7 +233,7 @@ class TrajectBench(Benchmark):
     # -- metrics -------------------------------------------------------------------------------------
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         seq = None if setting is None else self.spec(setting).split == "seq"
-        if self.options.paper_compat:
+        if self.paper_mode != "off":
             out = [
                 MetricSpec(name="em", description="Exact match of tool names: sets for parallel tasks (authors' code)"),
                 MetricSpec(name="inclusion", description="Distinct gold tools included / gold list length (authors' code)"),

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from toolsweep.benchmarks.traject_bench.data import Task, canon_name
+from toolsweep.benchmarks.traject_bench.official import score_exact
 from toolsweep.benchmarks.traject_bench.replay import (
     is_blank,
     names_tool,
@@ -41,14 +42,19 @@ ACC_THRESHOLD = 0.8
 @dataclass
 class PredCall:
     """One predicted call. `split_known` is False for native function calls, whose arguments carry
-    no required/optional split: their Usage compares the merged parameter set."""
+    no required/optional split: their Usage compares the merged parameter set (`paper_compat:
+    exact` scores them as the authors' scripts do, see official.py). `raw_name` keeps the name as
+    the agent spelled it; `name` is its whitespace-collapsed identity."""
 
     name: str
     required: list[tuple[str, Any]] = field(default_factory=list)
     optional: list[tuple[str, Any]] = field(default_factory=list)
     split_known: bool = True
+    raw_name: str = ""
 
     def __post_init__(self) -> None:
+        if not self.raw_name:
+            self.raw_name = str(self.name)
         self.name = canon_name(self.name)
 
 
@@ -335,66 +341,91 @@ def fact_recall(task: Task, answer: str) -> float:
 # --------------------------------------------------------------------------------------------------
 
 
+PAPER_MODES = ("off", "exact", "corrected")
+
+
+def paper_mode(paper_compat: bool | str) -> str:
+    """The scoring mode of a `paper_compat` option: "off" (this benchmark's multiset readings),
+    "exact" (the authors' code, official.py; `true` means this) or "corrected" (the authors' metric
+    shapes with the corrected readings of docs/traject_bench.md)."""
+    if paper_compat is True:
+        return "exact"
+    if paper_compat is False or paper_compat is None:
+        return "off"
+    if paper_compat not in PAPER_MODES:
+        raise ValueError(f"traject_bench: paper_compat must be one of {PAPER_MODES} (or true = 'exact', "
+                         f"false = 'off'), not {paper_compat!r}")
+    return paper_compat
+
+
 def score_episode(
     task: Task,
     pred: list[PredCall],
     final_answer: str,
     retrieved: set[str] | None,
     *,
-    paper_compat: bool = False,
+    paper_compat: bool | str = False,
+    retrieved_raw: set[str] | None = None,
 ) -> dict[str, float]:
-    """Every per-episode number of spec §4 (Usage as numerator/denominator pairs)."""
+    """Every per-episode number of spec §4 (Usage as numerator/denominator pairs).
+
+    `retrieved` (whitespace-collapsed names) / `retrieved_raw` (as the tool files spell them): the
+    tools retrieved for the query, None where the paper defines no retrieval rate."""
+    mode = paper_mode(paper_compat)
     gold_names = [c.name for c in task.calls]
     pred_names = [c.name for c in pred]
     g_mult, p_mult = Counter(gold_names), Counter(pred_names)
     n_gold = len(gold_names)
+    if retrieved is not None and retrieved_raw is None:
+        retrieved_raw = retrieved
+    exact = score_exact(task, pred, retrieved_raw if retrieved is not None else None) if mode == "exact" else None
 
-    if task.sequential:
+    if exact is not None:
+        em, inclusion = exact["em"], exact["inclusion"]
+    elif task.sequential:
         em = float(pred_names == gold_names)
-    elif paper_compat:
+    elif mode == "corrected":
         em = float(set(pred_names) == set(gold_names))
     else:
         em = float(p_mult == g_mult)
-    if paper_compat:
-        inclusion = len(set(pred_names) & set(gold_names)) / max(1, n_gold)
-    else:
-        inclusion = sum((p_mult & g_mult).values()) / max(1, n_gold)
+    if exact is None:
+        if mode == "corrected":
+            inclusion = len(set(pred_names) & set(gold_names)) / max(1, n_gold)
+        else:
+            inclusion = sum((p_mult & g_mult).values()) / max(1, n_gold)
 
     bound = bound_params(task)
-    pairs = pair_calls(pred, task, lenient=True, paper_compat=paper_compat)
-    usage_num = sum(params_equal(pred[pj], task.calls[gi], bound.get(gi)) for gi, pj in pairs)
-    if bound and any(
-        placeholder_target(raw) is not None for c in pred for form in _forms(c)[:2] for _, _, raw in form
-    ):
-        strict_pairs = pair_calls(pred, task, lenient=False, paper_compat=paper_compat)
-        strict_num = sum(params_equal(pred[pj], task.calls[gi]) for gi, pj in strict_pairs)
-    else:  # without placeholders the two scorings coincide
-        strict_pairs, strict_num = pairs, usage_num
+    multiset_pairs = pair_calls(pred, task, lenient=True)
+    if exact is not None:
+        pairs = exact["_pairs"]
+        usage_num = int(exact["usage_num"])
+        strict_pairs, strict_num = pairs, usage_num  # the authors' comparison is literal already
+    else:
+        pairs = multiset_pairs if mode == "off" else pair_calls(pred, task, lenient=True, paper_compat=True)
+        usage_num = sum(params_equal(pred[pj], task.calls[gi], bound.get(gi)) for gi, pj in pairs)
+        if bound and any(
+            placeholder_target(raw) is not None for c in pred for form in _forms(c)[:2] for _, _, raw in form
+        ):
+            strict_pairs = pair_calls(pred, task, lenient=False, paper_compat=mode == "corrected")
+            strict_num = sum(params_equal(pred[pj], task.calls[gi]) for gi, pj in strict_pairs)
+        else:  # without placeholders the two scorings coincide
+            strict_pairs, strict_num = pairs, usage_num
 
     if task.sequential:
         order_lcs = _lcs(pred_names, gold_names) / max(1, n_gold)
-        if task.bindings:
-            at = dict(pairs)
-            ok = 0
-            for b in task.bindings:
-                pi, pj = at.get(b.src), at.get(b.dst)
-                if pi is None or pj is None or not pi < pj:
-                    continue
-                gold_v = task.calls[b.dst].args().get(b.param)
-                pv = dict(_clean(pred[pj].required + pred[pj].optional)).get(b.param)
-                if pv is not None and value_equal(pv, gold_v, task.calls[b.src].name):
-                    ok += 1
-            dep_sat = ok / len(task.bindings)
-        else:
-            dep_sat = NAN
+        # dep_sat (a diagnostic of this benchmark) pairs calls as the mode's Usage does: "exact" with
+        # the authors' first-occurrence pairs (an oracle that repeats a tool misses bindings), the
+        # other modes with multiset pairs.
+        dep_sat = _dep_sat(task, pred, pairs if exact is not None else multiset_pairs)
     else:
         order_lcs = dep_sat = NAN
 
     gold_set = set(gold_names)
     r = (sum(1 for n in pred_names if n in gold_set) / len(pred_names)) if pred_names else 0.0
     q = (
-        sum(param_overlap(pred[pj], task.calls[gi], bound.get(gi)) for gi, pj in pairs) / len(pairs)
-        if pairs
+        sum(param_overlap(pred[pj], task.calls[gi], bound.get(gi)) for gi, pj in multiset_pairs)
+        / len(multiset_pairs)
+        if multiset_pairs
         else 0.0
     )
     c = sum((p_mult & g_mult).values()) / max(1, n_gold)
@@ -406,7 +437,9 @@ def score_episode(
     answered = recall >= ACC_THRESHOLD and precision >= MIN_FACT_PRECISION and not is_raw_output(task, answer)
     if retrieved is None or not gold_set:
         rr = NAN
-    elif paper_compat:  # the authors' retrieval_rate: distinct gold tools retrieved / gold list length
+    elif exact is not None:
+        rr = exact["retrieval_rate"]
+    elif mode == "corrected":  # the authors' formula: distinct gold tools retrieved / gold list length
         rr = len(gold_set & retrieved) / n_gold
     else:
         rr = len(gold_set & retrieved) / len(gold_set)
@@ -427,16 +460,34 @@ def score_episode(
         "n_pred_calls": float(len(pred)),
         "n_gold_calls": float(n_gold),
     }
-    if paper_compat:
+    if mode != "off":
         # The authors' Usage is a mean over queries of each query's share of equal pairs; a query
         # with no shared tool is left out (their scripts skip an empty list).
         out["usage"] = usage_num / len(pairs) if pairs else NAN
         # this benchmark's multiset readings, under their own names
-        ms = score_episode(task, pred, final_answer, retrieved, paper_compat=False)
+        ms = score_episode(task, pred, final_answer, retrieved, paper_compat="off")
         out.update({"em_multiset": ms["em"], "inclusion_multiset": ms["inclusion"],
                     "usage_multiset_num": ms["usage_num"], "usage_multiset_den": ms["usage_den"]})
         out["retrieval_rate_distinct"] = ms["retrieval_rate"]
     return out
+
+
+def _dep_sat(task: Task, pred: list[PredCall], pairs: list[tuple[int, int]]) -> float:
+    """Share of gold bindings (src -> dst, param) whose paired calls run in order with the gold value
+    (or a placeholder naming the source tool) in the bound parameter."""
+    if not task.bindings:
+        return NAN
+    at = dict(pairs)
+    ok = 0
+    for b in task.bindings:
+        pi, pj = at.get(b.src), at.get(b.dst)
+        if pi is None or pj is None or not pi < pj:
+            continue
+        gold_v = task.calls[b.dst].args().get(b.param)
+        pv = dict(_clean(pred[pj].required + pred[pj].optional)).get(b.param)
+        if pv is not None and value_equal(pv, gold_v, task.calls[b.src].name):
+            ok += 1
+    return ok / len(task.bindings)
 
 
 def is_nan(x: float) -> bool:

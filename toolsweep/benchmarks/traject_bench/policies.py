@@ -8,6 +8,7 @@ import math
 import random
 from typing import Any
 
+from toolsweep.benchmarks.traject_bench.data import canon_name
 from toolsweep.benchmarks.traject_bench.environment import REACT_METHODS, TEXT_METHODS, TrajectEnv
 from toolsweep.evaluator.types import AgentReply, FunctionCall, Message, ToolCall
 
@@ -56,7 +57,7 @@ class _Scripted:
                     ToolCall(
                         id=f"call_{i}_{j}",
                         function=FunctionCall(
-                            name=env.aliases.to_alias[c["tool name"]],
+                            name=env.aliases.to_alias[canon_name(c["tool name"])],
                             arguments=json.dumps(args, ensure_ascii=False),
                         ),
                     )
