@@ -214,6 +214,7 @@ def main() -> None:
     agree = {m: Counter() for m in args.modes}
     total = Counter()
     examples = {m: defaultdict(list) for m in args.modes}
+    by_source = {m: Counter() for m in args.modes}
     t0 = time.perf_counter()
     n_ep = 0
     for setting in settings:
@@ -248,6 +249,8 @@ def main() -> None:
                         mine = ours.get(k, math.nan)
                         same = (math.isnan(v) and math.isnan(mine)) or (not math.isnan(v) and not math.isnan(mine) and abs(v - mine) < 1e-9)
                         agree[mode][k] += same
+                        if not same:
+                            by_source[mode][(k, pol_name, spec.method)] += 1
                         if not same and len(examples[mode][k]) < args.examples:
                             examples[mode][k].append(f"{setting} {pol_name} {tid}: official {v:.3f}, here {mine:.3f}")
                 for k in off:
@@ -257,6 +260,9 @@ def main() -> None:
     for k in ("em", "inclusion", "usage", "retrieval_rate"):
         if total[k]:
             print(f"{k:<16}{total[k]:>9}" + "".join(f"{agree[m][k]:>11} ({100 * agree[m][k] / total[k]:5.1f}%)" for m in args.modes))
+    for m in args.modes:
+        for (k, pol, method), n in sorted(by_source[m].items()):
+            print(f"  [{m}] {k} differs in {n} episodes of policy {pol}, method {method}")
     for m in args.modes:
         for k, ex in examples[m].items():
             for e in ex:

@@ -562,7 +562,7 @@ class TrajectEnv:
         out["format_errors"] = float(self.format_errors)
         if self.judge and self.judged:
             out.update(self.judged)
-            out["acc_agreement"] = float(out["acc_llm"] == out["acc"])
+            out["acc_agreement"] = float(out["acc_llm"] == out["answer_facts"])
             out["traj_satisfy_abs_diff"] = abs(out["traj_satisfy_llm"] - out["traj_satisfy_proxy"])
         cat = self.ctx.dataset.catalog
         out["uses_synthesized_tool"] = float(any(cat[c.name].synthesized for c in self.task.calls))
@@ -571,12 +571,12 @@ class TrajectEnv:
         )
         for d in self.ctx.breakdown_domains:
             mine = d == self.task.domain
-            for key in ("em", "inclusion", "acc", "traj_satisfy_proxy"):
+            for key in ("em", "inclusion", "answer_facts", "traj_satisfy_proxy"):
                 out[f"{key}/{d}"] = out[key] if mine else nan
             out[f"usage_num/{d}"] = out["usage_num"] if mine else 0.0
             out[f"usage_den/{d}"] = out["usage_den"] if mine else 0.0
         for n in self.ctx.breakdown_lengths:
             mine = n == self.task.n
-            for key in ("em", "inclusion", "acc"):
+            for key in ("em", "inclusion", "answer_facts"):
                 out[f"{key}/n={n}"] = out[key] if mine else nan
         return out

@@ -1,20 +1,26 @@
 """TRAJECT-Bench's trajectory metrics (spec §4), computed from an episode's record and the gold task.
 
-- EM: predicted tool names equal the gold ones — as multisets for parallel tasks, as ordered lists
-  for sequential tasks. `paper_compat` uses the authors' set comparison for parallel tasks.
-- `paper_compat` scores every metric it names as the authors' scripts do (set EM/Inclusion, one
-  Usage pair per shared name averaged per query, retrieval rate over the gold list's length,
-  case-insensitive country codes) and keeps the multiset readings as `*_multiset` and
-  `retrieval_rate_distinct`.
-- Inclusion: |mult(P) ∩ mult(G)| / |G| (`paper_compat`: |set(P) ∩ set(G)| / |G|, below 1 for an
-  oracle when the gold repeats a tool).
-- Usage: pairs of gold/predicted calls of the same tool (multiset-safe pairing; `paper_compat`: one
-  pair per shared name); a pair scores 1 iff the normalised required and optional parameter lists are
-  equal. Micro-averaged: the benchmark aggregates Σ scores / Σ pairs (ratio metric). `usage` accepts
-  a placeholder naming the tool the gold binds that parameter from; `usage_strict` does not.
-- order_lcs, dep_sat: order and data-flow diagnostics for sequential tasks.
-- Traj-Satisfy proxy (0-10) and Acc (fact recall >= 0.8, fact precision >= 0.2, not pasted tool
-  output): deterministic stand-ins for the paper's LLM judges. The release has no capability families, so the proxy's "capability" is the tool itself.
+Scoring modes (`paper_compat`, see `paper_mode`):
+- "off": EM over multisets for parallel tasks (ordered lists for sequential ones), Inclusion
+  |mult(P) ∩ mult(G)| / |G|, Usage pooled over multiset-safe pairs (Σ scores / Σ pairs).
+- "exact": EM, Inclusion, Usage and retrieval rate as the authors' code computes them (official.py).
+- "corrected": the authors' metric shapes (set EM/Inclusion, first-occurrence pairs, Usage a mean
+  over queries, retrieval rate over the gold list's length) with this project's readings: names
+  whitespace-collapsed, a placeholder naming the source tool accepted, native calls' arguments
+  compared, native-language country names aliased (docs/traject_bench.md has the table).
+Both paper modes keep the multiset readings as `*_multiset` and `retrieval_rate_distinct`.
+
+A pair scores 1 iff the normalised required and optional parameter lists are equal. `usage` accepts
+a placeholder naming the tool the gold binds that parameter from (except in "exact"); `usage_strict`
+does not. order_lcs, dep_sat: order and data-flow diagnostics for sequential tasks.
+
+Traj-Satisfy proxy (0-10): a gold-informed stand-in for the paper's LLM judge. Acc is the LLM
+judge's alone (`acc_llm`, judge.py): no deterministic check can tell an answer from a prose
+restatement of the tool outputs (an answer that restates every output value is a correct answer
+whenever the gold answer does the same). `answer_facts` is the deterministic diagnostic that stands
+beside it and must not be read as Acc: the answer recalls >= 80% of the gold answer's tool facts,
+>= 50% of its own numbers and ids (the query's left out) are the gold answer's, and it is not pasted
+tool output.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ Norm = tuple[tuple[str, Any, Any], ...]  # sorted (name, normalised key, raw val
 
 
 def _norm_list(params: Iterable[tuple[str, Any]]) -> Norm:
-    items = [(str(k), value_key(v), v) for k, v in params if not is_blank(v)]
+    items = [(str(k).strip(), value_key(v), v) for k, v in params if not is_blank(v)]
     if len({k for k, _, _ in items}) == len(items):
         items.sort(key=_name)  # names unique: their order decides
     else:
@@ -197,7 +203,7 @@ def _lcs(a: list[str], b: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------------------------------
-# Acc proxy: recall of the gold answer's tool-grounded facts in the predicted final answer.
+# answer_facts: recall of the gold answer's tool-grounded facts in the final answer (not Acc).
 
 _NUM = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
 _TOKEN = re.compile(r"[\w:-]{4,}")
@@ -306,7 +312,7 @@ def key_facts(task: Task) -> tuple[tuple[str, str], ...]:
 
 
 _STRUCTURE = re.compile(r"\"\s*:|\{\s*\"|'\s*:\s")  # "key": / {" / 'key': markers of raw JSON or dicts
-MIN_FACT_PRECISION = 0.2
+MIN_FACT_PRECISION = 0.5
 
 
 def is_raw_output(task: Task, answer: str) -> bool:
@@ -317,14 +323,14 @@ def is_raw_output(task: Task, answer: str) -> bool:
 
 
 def fact_precision(task: Task, answer: str) -> float:
-    """Share of the answer's numbers and identifiers that the gold answer or the query contains: an
-    answer that lists every value the tools returned is not the answer (the paper's judge checks factual
-    consistency with the gold answer, not only coverage)."""
-    tokens = _numbers(answer) + _ids(answer)
+    """Share of the answer's numbers and identifiers that the gold answer uses. Values the query
+    itself contains are left out of both counts: restating the query neither helps nor hurts. An
+    answer that restates every value the tools returned is mostly values the gold answer leaves out."""
+    q = set(_numbers(task.query)) | set(_ids(task.query))
+    tokens = [t for t in _numbers(answer) + _ids(answer) if t not in q]
     if not tokens:
         return 1.0
-    known = set(_numbers(task.final_answer)) | set(_ids(task.final_answer)) | set(_numbers(task.query)) | set(
-        _ids(task.query))
+    known = set(_numbers(task.final_answer)) | set(_ids(task.final_answer))
     return sum(1 for t in tokens if t in known) / len(tokens)
 
 
@@ -455,7 +461,7 @@ def score_episode(
         "traj_satisfy_proxy": proxy,
         "fact_recall": recall,
         "fact_precision": precision,
-        "acc": float(answered),
+        "answer_facts": float(answered),
         "retrieval_rate": rr,
         "n_pred_calls": float(len(pred)),
         "n_gold_calls": float(n_gold),
