@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import asyncio
 import json
 import re
@@ -195,7 +197,7 @@ def test_direct_parse_failure_retries_once_then_ends_as_format_error(bench):
     env, r = play(bench, s, t.task_id, pol)
     assert r.termination == TerminationReason.AGENT_FORMAT_ERROR
     assert "could not be parsed" in pol.seen[1][-1].content
-    assert r.metrics["em"] == r.metrics["inclusion"] == r.metrics["acc"] == 0.0
+    assert r.metrics["em"] == r.metrics["inclusion"] == r.metrics["answer_facts"] == 0.0
     assert r.metrics["format_errors"] == 2 and r.metrics["usage_den"] == 0
 
 
@@ -241,7 +243,7 @@ def test_native_turn_cap_ends_the_episode(bench):
     msg = Message(role="assistant", tool_calls=[ToolCall(id="x", function=FunctionCall(name=env.aliases.to_alias[c.name], arguments=json.dumps(c.args())))])
     env2, r = play(bench, s, t.task_id, Replies(msg))
     assert r.termination == TerminationReason.MAX_TURNS and r.num_turns == 8
-    assert r.metrics["n_pred_calls"] == 8 and r.metrics["acc"] == 0.0
+    assert r.metrics["n_pred_calls"] == 8 and r.metrics["answer_facts"] == 0.0
 
 
 def test_react_invalid_actions_are_observations_and_the_cap_is_eight(bench):
@@ -275,7 +277,9 @@ def test_react_dynamic_re_retrieves_from_the_thought(bench):
     assert "Available tools for the next step" in pol.seen[1][-1].content
     assert thoughts[0] in pol.seen[1][-1].content.split("Available tools for the next step")[1]
     static = bench.make_env(t.task_id, "par-simple/retrieval/react-static", 0)
-    assert len(env.retrieved) > len(static.pool) and r.metrics["retrieval_rate"] >= static.result()["retrieval_rate"]
+    assert len(env.retrieved) > len(static.pool)
+    # the paper defines no retrieval rate for retrieval driven by the agent's own thoughts
+    assert math.isnan(r.metrics["retrieval_rate"]) and static.result()["retrieval_rate"] >= 0.0
 
 
 # -- placeholders, dependencies, Acc (spec §9 15, 17) ------------------------------------------------
@@ -344,7 +348,7 @@ def test_a_wrong_argument_loses_the_recorded_output_and_its_facts(bench):
     _, r_bad = play(bench, s, t.task_id, lambda e: PlanThenEcho(e, bad))
     assert r_bad.metrics["em"] == 1.0 and r_bad.metrics["usage_num"] == r_good.metrics["usage_num"] - 1
     assert r_bad.metrics["fact_recall"] < r_good.metrics["fact_recall"]
-    assert r_bad.metrics["acc"] == 0.0
+    assert r_bad.metrics["answer_facts"] == 0.0
 
 
 # -- policies and report -------------------------------------------------------------------------------
@@ -382,8 +386,9 @@ def test_report_tables_follow_the_papers_layout(bench):
                                       [r.termination.value for r in res], specs, n_resamples=200))  # fmt: skip
     tables = bench.report_tables(cells)
     par = next(t for t in tables if t.title.startswith("TRAJECT-Bench parallel, pool=domain, method=direct"))
-    assert par.columns == ["Model", "S-EM", "S-Inclusion", "S-Usage", "S-Traj-Satisfy*", "S-Acc",
-                           "H-EM", "H-Inclusion", "H-Usage", "H-Traj-Satisfy*", "H-Acc"]  # fmt: skip
+    # without an LLM judge there is no Acc column: the deterministic answer check is labelled for what it is
+    assert par.columns == ["Model", "S-EM", "S-Inclusion", "S-Usage", "S-Traj-Satisfy*", "S-Answer-facts (not Acc)",
+                           "H-EM", "H-Inclusion", "H-Usage", "H-Traj-Satisfy*", "H-Answer-facts (not Acc)"]  # fmt: skip
     oracle_row = next(r for r in par.rows if r[0] == "oracle")
     assert oracle_row[1:] == [1.0, 1.0, 1.0, 10.0, 1.0] * 2
     seq = next(t for t in tables if t.title.startswith("TRAJECT-Bench sequential, pool=domain, method=direct"))

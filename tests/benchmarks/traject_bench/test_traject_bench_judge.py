@@ -68,7 +68,7 @@ def test_the_judge_sees_the_query_gold_answer_and_prediction_and_its_verdict_cou
     result, env = play(judged, "oracle", {"judge": judge})
     m = result.metrics
     assert (m["acc_llm"], m["traj_satisfy_llm"], m["judge_unreadable"]) == (1.0, 8.0, 0.0)
-    assert m["acc_agreement"] == float(m["acc"] == 1.0)
+    assert m["acc_agreement"] == float(m["answer_facts"] == 1.0)
     assert m["traj_satisfy_abs_diff"] == pytest.approx(abs(8.0 - m["traj_satisfy_proxy"]))
     acc_q, traj_q = judge.asked
     assert env.task.query in acc_q and env.task.final_answer.strip() in acc_q and env.final_answer.strip() in acc_q
@@ -84,7 +84,7 @@ def test_a_lenient_judge_shows_up_as_disagreement_with_the_proxy(judged):
     yes = Judge({"match": True}, {"score": 10})
     result, _ = play(judged, "echo_outputs", {"judge": yes})
     m = result.metrics
-    assert m["acc"] == 0.0 and m["acc_llm"] == 1.0 and m["acc_agreement"] == 0.0
+    assert m["answer_facts"] == 0.0 and m["acc_llm"] == 1.0 and m["acc_agreement"] == 0.0
 
 
 def test_nothing_to_judge_is_decided_without_the_judge(judged):
@@ -111,7 +111,7 @@ def test_the_judge_is_a_helper_of_its_own_setting_fingerprint_and_tables(judged,
     assert "acc_llm" not in {s.name for s in plain.metrics(SETTING)}
     est = {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6}
     cell = {"model": "m", "benchmark": "traject_bench", "setting": SETTING, "n": 10,
-            "metrics": {k: est for k in ("em", "inclusion", "usage", "acc", "acc_llm", "traj_satisfy_llm",
+            "metrics": {k: est for k in ("em", "inclusion", "usage", "answer_facts", "acc_llm", "traj_satisfy_llm",
                                          "traj_satisfy_proxy", "acc_agreement", "traj_satisfy_abs_diff",
                                          "judge_unreadable")}}
     tables = {t.title: t for t in judged.report_tables([cell])}
@@ -121,3 +121,14 @@ def test_the_judge_is_a_helper_of_its_own_setting_fingerprint_and_tables(judged,
     assert judge.rows[0][:6] == ["m", SETTING, 10, 0.5, 0.5, 50.0]
     plain_tables = [t.title for t in plain.report_tables([cell])]
     assert not any("LLM judge" in t for t in plain_tables)
+
+
+def test_without_a_judge_no_column_is_labelled_acc(plain):
+    # the deterministic answer check is a diagnostic a prose echo can partly pass: never shown as Acc
+    names = {s.name for s in plain.metrics(SETTING)}
+    assert "acc" not in names and "answer_facts" in names
+    est = {"value": 0.5, "ci_low": 0.4, "ci_high": 0.6}
+    cell = {"model": "m", "benchmark": "traject_bench", "setting": SETTING, "n": 10,
+            "metrics": {k: est for k in ("em", "inclusion", "usage", "answer_facts", "traj_satisfy_proxy")}}
+    paper = next(t for t in plain.report_tables([cell]) if "Table 2" in t.title)
+    assert not any(c.endswith("-Acc") for c in paper.columns) and "S-Answer-facts (not Acc)" in paper.columns

@@ -82,7 +82,7 @@ def score(t: Task, pred: list[PredCall], answer: str | None = None, **kw) -> dic
 def test_oracle_scores_one_everywhere_including_repeated_tools(which, par, seq):
     t = par if which == "par" else seq
     m = score(t, [pred_of(c) for c in t.calls])
-    assert m["em"] == m["inclusion"] == m["acc"] == m["fact_recall"] == 1.0
+    assert m["em"] == m["inclusion"] == m["answer_facts"] == m["fact_recall"] == 1.0
     assert m["usage_num"] == m["usage_den"] == len(t.calls)  # every occurrence of a repeated tool paired
     assert m["usage_strict_num"] == m["usage_strict_den"] == len(t.calls)
     assert m["traj_satisfy_proxy"] == pytest.approx(10.0)
@@ -150,7 +150,7 @@ def test_key_facts_are_tool_grounded_values_of_the_gold_answer(par):
 def test_empty_prediction(which, par, seq):
     t = par if which == "par" else seq
     m = score(t, [], answer="")
-    assert m["em"] == m["inclusion"] == m["acc"] == m["traj_satisfy_proxy"] == 0.0
+    assert m["em"] == m["inclusion"] == m["answer_facts"] == m["traj_satisfy_proxy"] == 0.0
     assert m["usage_num"] == m["usage_den"] == 0.0  # contributes no pairs, no division by zero
 
 
@@ -295,8 +295,28 @@ def test_pasted_tool_outputs_are_not_an_answer(par):
     # Before, Acc was fact recall alone: raw outputs contain every fact and scored Acc = 1.
     calls = [pred_of(c) for c in par.calls]
     pasted = "\n".join(c.output for c in par.calls)
-    assert score(par, calls, pasted)["fact_recall"] == 1.0 and score(par, calls, pasted)["acc"] == 0.0
+    assert score(par, calls, pasted)["fact_recall"] == 1.0 and score(par, calls, pasted)["answer_facts"] == 0.0
     prose = "The hotel H-77812 is 143.5 per night; Rome will reach 29.4 and Paris 21.9."
-    assert score(par, calls, prose)["acc"] == 1.0
+    assert score(par, calls, prose)["answer_facts"] == 1.0
     dump = prose + " Also " + ", ".join(str(1000 + 7 * i) for i in range(40))  # every value the tools gave
-    assert score(par, calls, dump)["fact_precision"] < 0.2 and score(par, calls, dump)["acc"] == 0.0
+    assert score(par, calls, dump)["fact_precision"] < 0.2 and score(par, calls, dump)["answer_facts"] == 0.0
+
+
+def test_a_prose_echo_of_every_output_is_not_an_answer():
+    # The gold answer uses one value of each output; the echo restates all of them as sentences (no
+    # JSON markers). Before, precision counted the query's values as known and 20% sufficed: it passed.
+    outs = ['{"id": "H-77812", "price": 143.5, "rooms": 212, "floors": 9, "phone": "555-0190"}',
+            '{"temp_max": 29.4, "temp_min": 18.2, "humidity": 71, "wind": 12.5}']
+    t = task([gold("Hotels: search", [("city", "Rome")], out=outs[0]), gold("Weather: now", [("loc", "Rome")], out=outs[1])],
+             answer="Hotel H-77812 costs 143.5; Rome will reach 29.4.")
+    calls = [pred_of(c) for c in t.calls]
+    echo = ("The id is H-77812. The price is 143.5. The rooms is 212. The floors is 9. The phone is 555-0190. "
+            "The temp max is 29.4. The temp min is 18.2. The humidity is 71. The wind is 12.5.")
+    m = score(t, calls, echo)
+    assert m["fact_recall"] == 1.0 and m["answer_facts"] == 0.0 and m["fact_precision"] < 0.5
+    # restating the query's own numbers does not buy precision: they count neither way
+    t2 = task(list(t.calls), answer=t.final_answer)
+    object.__setattr__(t2, "query", "Budget 450.75 per night, arriving 2025-10-10, reference 88231")
+    padded = echo + " You asked about 450.75, 2025-10-10 and 88231."
+    assert score(t2, calls, padded)["fact_precision"] == score(t2, calls, echo)["fact_precision"] < 0.5
+    assert score(t, calls, "Hotel H-77812 is 143.5 a night and Rome tops out at 29.4.")["answer_facts"] == 1.0

@@ -58,7 +58,7 @@ def check(results, sequential: bool) -> None:
         usage_den += m["usage_den"]
         ok = (
             r.termination == TerminationReason.ANSWERED
-            and m["em"] == m["inclusion"] == m["acc"] == 1.0
+            and m["em"] == m["inclusion"] == m["answer_facts"] == 1.0
             and m["usage_num"] == m["usage_den"] == m["n_gold_calls"]
             and m["usage_strict_num"] == m["usage_strict_den"]
             and m["traj_satisfy_proxy"] == pytest.approx(10.0)
@@ -67,7 +67,7 @@ def check(results, sequential: bool) -> None:
             and (not sequential or (m["order_lcs"] == 1.0 and (math.isnan(m["dep_sat"]) or m["dep_sat"] == 1.0)))
         )
         if not ok:
-            bad.append((r.unit.task_id, r.termination.value, {k: m.get(k) for k in ("em", "inclusion", "usage_num", "usage_den", "acc")}, r.error))
+            bad.append((r.unit.task_id, r.termination.value, {k: m.get(k) for k in ("em", "inclusion", "usage_num", "usage_den", "answer_facts")}, r.error))
     assert not bad, f"{len(bad)} of {len(results)} oracle episodes imperfect, e.g. {bad[:3]}"
     assert usage_den > 0 and usage_num / usage_den == 1.0
 
@@ -95,7 +95,8 @@ def test_retrieval_rate_of_the_oracle_reflects_the_pool(bench):
     ids = bench.tasks("par-simple/domain/direct")[::50]
     dom = run_oracle(bench, "par-simple/domain/direct", ids)
     ret = run_oracle(bench, "par-simple/retrieval/direct", ids)
-    assert all(r.metrics["retrieval_rate"] == 1.0 for r in dom)
+    # the paper defines a retrieval rate only where a top-k is retrieved (Table 4), not for a whole pool
+    assert all(math.isnan(r.metrics["retrieval_rate"]) for r in dom)
     rr = [r.metrics["retrieval_rate"] for r in ret]
     assert all(0.0 <= x <= 1.0 for x in rr) and sum(rr) / len(rr) < 1.0  # retrieval misses some gold tools
 
@@ -121,4 +122,5 @@ def test_the_paper_grid_config_scores_as_the_paper():
 
     config = yaml.safe_load((REPO / "configs" / "sweeps" / "traject_bench.yaml").read_text())
     options = next(b["options"] for b in config["benchmarks"] if b["name"] == "traject_bench")
-    assert options["paper_compat"] is True
+    assert options["paper_compat"] == "exact"
+    assert TrajectBench(data_dir=str(DATA), paper_compat=options["paper_compat"]).paper_mode == "exact"

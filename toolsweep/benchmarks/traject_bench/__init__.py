@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolsweep.benchmarks.traject_bench.bounds import ADVERSARY_CEILINGS, loosest_ceilings
 from toolsweep.benchmarks.traject_bench.data import (
     EXPECTED_LAYOUT,
     SPLITS,
@@ -43,10 +44,13 @@ from toolsweep.benchmarks.traject_bench.policies import (
     SCRIPTED,
     all_tools_policy,
     echo_outputs_policy,
+    keyword_policy,
     no_tools_policy,
+    prose_echo_policy,
     oracle_policy,
     random_policy,
 )
+from toolsweep.benchmarks.traject_bench.metrics import paper_mode
 from toolsweep.benchmarks.traject_bench.replay import Replayer
 from toolsweep.benchmarks.traject_bench.retrieval import ToolRetriever
 from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
@@ -58,7 +62,7 @@ _contexts: dict[tuple[str, bool], Context] = {}
 
 class TrajectBench(Benchmark):
     name: ClassVar[str] = "traject_bench"
-    version: ClassVar[str] = "1.2"
+    version: ClassVar[str] = "1.3"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -68,10 +72,13 @@ class TrajectBench(Benchmark):
             description="Folder with the benchmark's public data (tools/, parallel/, sequential/): "
             "the `public_data/` folder of PengfeiHePower/TRAJECT-Bench.",
         )
-        paper_compat: bool = Field(
+        paper_compat: bool | Literal["off", "exact", "corrected"] = Field(
             False,
-            description="Set-based EM/Inclusion and one Usage pair per shared tool name, as the "
-            "authors' scoring code (caps an oracle below 1 on trajectories that repeat a tool).",
+            description="'exact' (or true): EM, Inclusion, Usage and retrieval rate exactly as the authors' "
+            "scoring code computes them (set EM/Inclusion, first-occurrence Usage pairs, raw names, literal "
+            "placeholders, native calls' arguments unread; see official.py). 'corrected': the same metric "
+            "shapes with this project's corrected readings (docs/traject_bench.md lists every deviation). "
+            "'off' (or false): multiset EM/Inclusion and pooled Usage.",
         )
         retrieval_k: int = Field(20, gt=0, description="Tools retrieved per retrieval (paper: 20).")
         fixed_k: int = Field(20, gt=0, description="Pool size of the fixed-k pool.")
@@ -105,7 +112,8 @@ class TrajectBench(Benchmark):
         if o.data_dir is None:
             raise DataLayoutError(f"traject_bench: option `data_dir` is required; {EXPECTED_LAYOUT}")
         self.dataset: Dataset = load_dataset(o.data_dir, strict=o.strict)
-        key = (str(self.dataset.data_dir), o.paper_compat, o.breakdowns)
+        self.paper_mode = paper_mode(o.paper_compat)
+        key = (str(self.dataset.data_dir), self.paper_mode, o.breakdowns)
         ctx = _contexts.get(key)
         if ctx is None:
             ds = self.dataset
@@ -114,7 +122,7 @@ class TrajectBench(Benchmark):
                 dataset=ds,
                 replayer=Replayer(ds),
                 retriever=ToolRetriever(lambda name, domain, ds=ds: ds.tool_def(name, domain).description),
-                paper_compat=o.paper_compat,
+                paper_compat=self.paper_mode,
                 breakdown_domains=tuple(ds.domains) if o.breakdowns else (),
                 breakdown_lengths=tuple(lengths) if o.breakdowns else (),
             )
@@ -198,15 +206,27 @@ class TrajectBench(Benchmark):
         return {**SCRIPTED, **EXPLOITS}
 
     def exploit_policies(self) -> list[ExploitPolicy]:
-        """Pasting the tools' raw outputs is not an answer (Acc); no tools solve nothing; calling every
-        visible tool is never an exact match."""
+        """Every adversary with the loosest of its per-cell bounds (bounds.py has them per split; the
+        per-cell check is tests/benchmarks/traject_bench/test_traject_bench_adversaries.py)."""
+        # fixed-k pools hold every gold tool among k = 20: calling them all, or the top few, is not
+        # the no-model floor of the paper's pools and has its own level; the bounds leave them out
+        # for the two pool-driven policies.
+        not_fixed = [s for s in self.settings() if self.spec(s).pool != "fixed-k"]
         return [
-            ExploitPolicy(name="echo_outputs", description=EXPLOITS["echo_outputs"], ceilings={"acc": 0.1}),
-            ExploitPolicy(name="no_tools", description=EXPLOITS["no_tools"],
-                          ceilings={"em": 0.0, "inclusion": 0.0, "acc": 0.0, "traj_satisfy_proxy": 0.0}),
-            ExploitPolicy(name="all_tools", description=EXPLOITS["all_tools"],
-                          ceilings={"em": 0.0, "acc": 0.0, "traj_satisfy_proxy": 7.0}),
+            ExploitPolicy(name=name, description=EXPLOITS[name], ceilings=loosest_ceilings(name),
+                          settings=not_fixed if name in ("all_tools", "keyword") else None,
+                          # a rate of a few passes per 100 tasks: checked on every setting's sample
+                          # pooled here, per cell on larger samples in the adversary tests
+                          pooled=name in ("prose_echo", "prose_echo_query", "echo_outputs"))
+            for name in ADVERSARY_CEILINGS
         ]
+
+    def baseline_policy(self) -> str:
+        """Call everything: the strongest policy here that reads neither the gold nor uses a model
+        (Inclusion near 1 and the highest Traj-Satisfy* of the no-model policies, above the keyword
+        retriever in every cell measured; Usage, a share of the pairs each makes, is alike for both);
+        Inclusion and Usage read against its floor."""
+        return "all_tools"
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, TrajectEnv):
@@ -215,7 +235,9 @@ class TrajectBench(Benchmark):
             return oracle_policy(env)
         if name == "random":
             return random_policy(env, seed)
-        exploits = {"echo_outputs": echo_outputs_policy, "no_tools": no_tools_policy, "all_tools": all_tools_policy}
+        exploits = {"echo_outputs": echo_outputs_policy, "no_tools": no_tools_policy, "all_tools": all_tools_policy,
+                    "keyword": keyword_policy, "prose_echo": prose_echo_policy,
+                    "prose_echo_query": lambda e: prose_echo_policy(e, with_query_numbers=True)}
         if name in exploits:
             return exploits[name](env)
         return super().make_scripted_policy(name, env, seed)
@@ -228,7 +250,7 @@ class TrajectBench(Benchmark):
     # -- metrics -------------------------------------------------------------------------------------
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         seq = None if setting is None else self.spec(setting).split == "seq"
-        if self.options.paper_compat:
+        if self.paper_mode != "off":
             out = [
                 MetricSpec(name="em", description="Exact match of tool names: sets for parallel tasks (authors' code)"),
                 MetricSpec(name="inclusion", description="Distinct gold tools included / gold list length (authors' code)"),
@@ -251,9 +273,11 @@ class TrajectBench(Benchmark):
             MetricSpec(name="usage_strict", kind="ratio", numerator="usage_strict_num",
                        denominator="usage_strict_den", description="Usage with placeholders never equal"),
             MetricSpec(name="traj_satisfy_proxy", description="Deterministic Traj-Satisfy proxy, 0-10"),
-            MetricSpec(name="acc", description="Final answer recalls >= 80% of the gold answer's tool facts, "
-                       "is not pasted tool output, and >= 20% of its numbers and ids are the gold answer's"),
-            MetricSpec(name="fact_precision", description="Share of the answer's numbers and ids in the gold answer"),
+            MetricSpec(name="answer_facts", description="NOT the paper's Acc (that is acc_llm, the LLM judge's): "
+                       "the final answer recalls >= 80% of the gold answer's tool facts, >= 50% of its numbers and "
+                       "ids (the query's left out) are the gold answer's, and it is not pasted tool output"),
+            MetricSpec(name="fact_precision", description="Share of the answer's numbers and ids (the query's left "
+                       "out) in the gold answer"),
             MetricSpec(name="fact_recall", description="Share of gold answer facts in the final answer"),
             MetricSpec(name="retrieval_rate", description="Share of gold tools among the tools shown (paper_compat: "
                        "distinct gold tools shown / gold list length, the authors' code)"),
@@ -270,7 +294,7 @@ class TrajectBench(Benchmark):
                 MetricSpec(name="acc_llm", description="Acc as the LLM judge decides it (paper §4.1)"),
                 MetricSpec(name="traj_satisfy_llm", description="Traj-Satisfy, 0-10, as the LLM judge scores it "
                            "(rubric bands; query and predicted tools only, no gold)"),
-                MetricSpec(name="acc_agreement", description="Share of episodes where the judge's Acc equals the proxy's"),
+                MetricSpec(name="acc_agreement", description="Share of episodes where the judge's Acc equals answer_facts"),
                 MetricSpec(name="traj_satisfy_abs_diff", higher_is_better=False,
                            description="Mean |judge - proxy| Traj-Satisfy per episode"),
                 MetricSpec(name="judge_unreadable", higher_is_better=False,
@@ -282,12 +306,12 @@ class TrajectBench(Benchmark):
                 MetricSpec(name="dep_sat", description="Share of gold data-flow bindings satisfied (sequential)"),
             ]
         for d in self.ctx.breakdown_domains:
-            for key in ("em", "inclusion", "acc", "traj_satisfy_proxy"):
+            for key in ("em", "inclusion", "answer_facts", "traj_satisfy_proxy"):
                 out.append(MetricSpec(name=f"{key}/{d}", description=f"{key}, domain {d} only"))
             out.append(MetricSpec(name=f"usage/{d}", kind="ratio", numerator=f"usage_num/{d}",
                                   denominator=f"usage_den/{d}", description=f"usage, domain {d} only"))
         for n in self.ctx.breakdown_lengths:
-            for key in ("em", "inclusion", "acc"):
+            for key in ("em", "inclusion", "answer_facts"):
                 out.append(MetricSpec(name=f"{key}/n={n}", description=f"{key}, gold trajectories of {n} calls"))
         return out
 

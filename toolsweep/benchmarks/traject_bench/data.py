@@ -160,6 +160,11 @@ class ToolDef:
     required: tuple[Param, ...]
     optional: tuple[Param, ...]
     synthesized: bool = False
+    raw_name: str = ""  # the tool file's own spelling (the authors' scripts compare names unchanged)
+
+    @property
+    def shown_name(self) -> str:
+        return self.raw_name or self.name
 
     def visible(self) -> dict[str, Any]:
         """The fields the paper's prompts show, in its order."""
@@ -174,7 +179,7 @@ class ToolDef:
             "parent tool name": self.parent,
             "required_parameters": plist(self.required),
             "optional_parameters": plist(self.optional),
-            "tool name": self.name,
+            "tool name": self.shown_name,  # as the authors' prompt shows it (the file's spelling)
             "tool description": self.description,
             "API name": self.api_name,
             "domain name": self.domain,
@@ -189,6 +194,7 @@ class GoldCall:
     optional: tuple[tuple[str, Any], ...]
     output: str
     next_param: str = ""
+    raw_name: str = ""  # the trajectory file's own spelling (may differ from the tool file's)
 
     def args(self) -> dict[str, Any]:
         return {k: v for k, v in (*self.required, *self.optional)}
@@ -196,7 +202,7 @@ class GoldCall:
     def as_call(self) -> dict[str, Any]:
         """The call in the paper's trajectory JSON format."""
         return {
-            "tool name": self.name,
+            "tool name": self.raw_name or self.name,
             "required_parameters": [{"name": k, "value": v} for k, v in self.required],
             "optional_parameters": [{"name": k, "value": v} for k, v in self.optional],
         }
@@ -381,6 +387,7 @@ def _build(root: Path) -> Dataset:
                 domain=r.domain_name or d,
                 required=_params(r.required_parameters),
                 optional=_params(r.optional_parameters),
+                raw_name=r.tool_name,
             )
             if name not in catalog:
                 catalog[name] = tool
@@ -412,13 +419,14 @@ def _build(root: Path) -> Dataset:
                             optional=tuple((p.name, p.value) for p in c.optional),
                             output=_output_text(c.executed_output),
                             next_param=nxt.strip(),
+                            raw_name=c.tool_name,
                         )
                     )
                     if name not in pools[d]:
                         pools[d].append(name)
                     if name not in catalog:
                         info = gold_only.setdefault(
-                            name, {"domain": d, "desc": c.tool_description or "", "req": {}, "opt": {}}
+                            name, {"domain": d, "desc": c.tool_description or "", "req": {}, "opt": {}, "raw": c.tool_name}
                         )
                         for p in c.required:
                             info["req"].setdefault(p.name, []).append(p.value)
@@ -456,6 +464,7 @@ def _build(root: Path) -> Dataset:
             required=tuple(Param(k, _infer_type(v), "", None) for k, v in req.items()),
             optional=tuple(Param(k, _infer_type(v), "", None) for k, v in opt.items()),
             synthesized=True,
+            raw_name=info["raw"],
         )
 
     all_pool: list[str] = []

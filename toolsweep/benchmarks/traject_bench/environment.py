@@ -72,6 +72,13 @@ class SettingSpec:
     answer_phase: bool = True
     turns_from_gold: bool = False
 
+    @property
+    def defines_retrieval_rate(self) -> bool:
+        """The paper reports a retrieval rate only for a top-k retrieved from the query (Table 4; the
+        authors' scripts compute it for retrieval pools, once per query). A whole pool shows every
+        tool, and react-dynamic retrieves from the agent's own thoughts: no rate there."""
+        return self.pool in RETRIEVAL_POOLS and self.method != "react-dynamic"
+
     def params(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "split": self.split,
@@ -98,7 +105,7 @@ class Context:
     dataset: Dataset
     replayer: Replayer
     retriever: ToolRetriever
-    paper_compat: bool = False
+    paper_compat: str = "off"  # "off" | "exact" | "corrected" (metrics.paper_mode)
     breakdown_domains: tuple[str, ...] = ()
     breakdown_lengths: tuple[int, ...] = ()
     render_cache: dict[tuple[str, ...], str] = field(default_factory=dict)
@@ -506,7 +513,9 @@ class TrajectEnv:
                 self.pred.append(PredCall(name=name, split_known=False))
                 status = "bad_arguments"
             else:
-                out = self._execute(PredCall(name=name, required=list(args.items()), split_known=False))
+                shown = self.ctx.dataset.tool_def(name, self.task.domain).shown_name
+                out = self._execute(PredCall(name=name, required=list(args.items()), split_known=False,
+                                             raw_name=shown))
                 status = self.executed[-1][3]
             statuses.append({"tool": name or tc.function.name, "status": status})
             msgs.append(Message(role="tool", tool_call_id=tc.id, content=out, name=tc.function.name))
@@ -542,13 +551,18 @@ class TrajectEnv:
     # -- scoring -------------------------------------------------------------------------------------
     def result(self) -> dict[str, float]:
         nan = float("nan")
+        shown = self.retrieved if self.spec.defines_retrieval_rate else None
+        raw = None
+        if shown is not None:
+            ds = self.ctx.dataset
+            raw = {ds.tool_def(n, self.task.domain).shown_name for n in shown}
         out = score_episode(
-            self.task, self.pred, self.final_answer, self.retrieved, paper_compat=self.ctx.paper_compat
+            self.task, self.pred, self.final_answer, shown, paper_compat=self.ctx.paper_compat, retrieved_raw=raw
         )
         out["format_errors"] = float(self.format_errors)
         if self.judge and self.judged:
             out.update(self.judged)
-            out["acc_agreement"] = float(out["acc_llm"] == out["acc"])
+            out["acc_agreement"] = float(out["acc_llm"] == out["answer_facts"])
             out["traj_satisfy_abs_diff"] = abs(out["traj_satisfy_llm"] - out["traj_satisfy_proxy"])
         cat = self.ctx.dataset.catalog
         out["uses_synthesized_tool"] = float(any(cat[c.name].synthesized for c in self.task.calls))
@@ -557,12 +571,12 @@ class TrajectEnv:
         )
         for d in self.ctx.breakdown_domains:
             mine = d == self.task.domain
-            for key in ("em", "inclusion", "acc", "traj_satisfy_proxy"):
+            for key in ("em", "inclusion", "answer_facts", "traj_satisfy_proxy"):
                 out[f"{key}/{d}"] = out[key] if mine else nan
             out[f"usage_num/{d}"] = out["usage_num"] if mine else 0.0
             out[f"usage_den/{d}"] = out["usage_den"] if mine else 0.0
         for n in self.ctx.breakdown_lengths:
             mine = n == self.task.n
-            for key in ("em", "inclusion", "acc"):
+            for key in ("em", "inclusion", "answer_facts"):
                 out[f"{key}/n={n}"] = out[key] if mine else nan
         return out

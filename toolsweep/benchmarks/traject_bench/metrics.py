@@ -1,20 +1,26 @@
 """TRAJECT-Bench's trajectory metrics (spec §4), computed from an episode's record and the gold task.
 
-- EM: predicted tool names equal the gold ones — as multisets for parallel tasks, as ordered lists
-  for sequential tasks. `paper_compat` uses the authors' set comparison for parallel tasks.
-- `paper_compat` scores every metric it names as the authors' scripts do (set EM/Inclusion, one
-  Usage pair per shared name averaged per query, retrieval rate over the gold list's length,
-  case-insensitive country codes) and keeps the multiset readings as `*_multiset` and
-  `retrieval_rate_distinct`.
-- Inclusion: |mult(P) ∩ mult(G)| / |G| (`paper_compat`: |set(P) ∩ set(G)| / |G|, below 1 for an
-  oracle when the gold repeats a tool).
-- Usage: pairs of gold/predicted calls of the same tool (multiset-safe pairing; `paper_compat`: one
-  pair per shared name); a pair scores 1 iff the normalised required and optional parameter lists are
-  equal. Micro-averaged: the benchmark aggregates Σ scores / Σ pairs (ratio metric). `usage` accepts
-  a placeholder naming the tool the gold binds that parameter from; `usage_strict` does not.
-- order_lcs, dep_sat: order and data-flow diagnostics for sequential tasks.
-- Traj-Satisfy proxy (0-10) and Acc (fact recall >= 0.8, fact precision >= 0.2, not pasted tool
-  output): deterministic stand-ins for the paper's LLM judges. The release has no capability families, so the proxy's "capability" is the tool itself.
+Scoring modes (`paper_compat`, see `paper_mode`):
+- "off": EM over multisets for parallel tasks (ordered lists for sequential ones), Inclusion
+  |mult(P) ∩ mult(G)| / |G|, Usage pooled over multiset-safe pairs (Σ scores / Σ pairs).
+- "exact": EM, Inclusion, Usage and retrieval rate as the authors' code computes them (official.py).
+- "corrected": the authors' metric shapes (set EM/Inclusion, first-occurrence pairs, Usage a mean
+  over queries, retrieval rate over the gold list's length) with this project's readings: names
+  whitespace-collapsed, a placeholder naming the source tool accepted, native calls' arguments
+  compared, native-language country names aliased (docs/traject_bench.md has the table).
+Both paper modes keep the multiset readings as `*_multiset` and `retrieval_rate_distinct`.
+
+A pair scores 1 iff the normalised required and optional parameter lists are equal. `usage` accepts
+a placeholder naming the tool the gold binds that parameter from (except in "exact"); `usage_strict`
+does not. order_lcs, dep_sat: order and data-flow diagnostics for sequential tasks.
+
+Traj-Satisfy proxy (0-10): a gold-informed stand-in for the paper's LLM judge. Acc is the LLM
+judge's alone (`acc_llm`, judge.py): no deterministic check can tell an answer from a prose
+restatement of the tool outputs (an answer that restates every output value is a correct answer
+whenever the gold answer does the same). `answer_facts` is the deterministic diagnostic that stands
+beside it and must not be read as Acc: the answer recalls >= 80% of the gold answer's tool facts,
+>= 50% of its own numbers and ids (the query's left out) are the gold answer's, and it is not pasted
+tool output.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from toolsweep.benchmarks.traject_bench.data import Task, canon_name
+from toolsweep.benchmarks.traject_bench.official import score_exact
 from toolsweep.benchmarks.traject_bench.replay import (
     is_blank,
     names_tool,
@@ -41,14 +48,19 @@ ACC_THRESHOLD = 0.8
 @dataclass
 class PredCall:
     """One predicted call. `split_known` is False for native function calls, whose arguments carry
-    no required/optional split: their Usage compares the merged parameter set."""
+    no required/optional split: their Usage compares the merged parameter set (`paper_compat:
+    exact` scores them as the authors' scripts do, see official.py). `raw_name` keeps the name as
+    the agent spelled it; `name` is its whitespace-collapsed identity."""
 
     name: str
     required: list[tuple[str, Any]] = field(default_factory=list)
     optional: list[tuple[str, Any]] = field(default_factory=list)
     split_known: bool = True
+    raw_name: str = ""
 
     def __post_init__(self) -> None:
+        if not self.raw_name:
+            self.raw_name = str(self.name)
         self.name = canon_name(self.name)
 
 
@@ -60,7 +72,7 @@ Norm = tuple[tuple[str, Any, Any], ...]  # sorted (name, normalised key, raw val
 
 
 def _norm_list(params: Iterable[tuple[str, Any]]) -> Norm:
-    items = [(str(k), value_key(v), v) for k, v in params if not is_blank(v)]
+    items = [(str(k).strip(), value_key(v), v) for k, v in params if not is_blank(v)]
     if len({k for k, _, _ in items}) == len(items):
         items.sort(key=_name)  # names unique: their order decides
     else:
@@ -191,7 +203,7 @@ def _lcs(a: list[str], b: list[str]) -> int:
 
 
 # --------------------------------------------------------------------------------------------------
-# Acc proxy: recall of the gold answer's tool-grounded facts in the predicted final answer.
+# answer_facts: recall of the gold answer's tool-grounded facts in the final answer (not Acc).
 
 _NUM = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?")
 _TOKEN = re.compile(r"[\w:-]{4,}")
@@ -300,7 +312,7 @@ def key_facts(task: Task) -> tuple[tuple[str, str], ...]:
 
 
 _STRUCTURE = re.compile(r"\"\s*:|\{\s*\"|'\s*:\s")  # "key": / {" / 'key': markers of raw JSON or dicts
-MIN_FACT_PRECISION = 0.2
+MIN_FACT_PRECISION = 0.5
 
 
 def is_raw_output(task: Task, answer: str) -> bool:
@@ -311,14 +323,14 @@ def is_raw_output(task: Task, answer: str) -> bool:
 
 
 def fact_precision(task: Task, answer: str) -> float:
-    """Share of the answer's numbers and identifiers that the gold answer or the query contains: an
-    answer that lists every value the tools returned is not the answer (the paper's judge checks factual
-    consistency with the gold answer, not only coverage)."""
-    tokens = _numbers(answer) + _ids(answer)
+    """Share of the answer's numbers and identifiers that the gold answer uses. Values the query
+    itself contains are left out of both counts: restating the query neither helps nor hurts. An
+    answer that restates every value the tools returned is mostly values the gold answer leaves out."""
+    q = set(_numbers(task.query)) | set(_ids(task.query))
+    tokens = [t for t in _numbers(answer) + _ids(answer) if t not in q]
     if not tokens:
         return 1.0
-    known = set(_numbers(task.final_answer)) | set(_ids(task.final_answer)) | set(_numbers(task.query)) | set(
-        _ids(task.query))
+    known = set(_numbers(task.final_answer)) | set(_ids(task.final_answer))
     return sum(1 for t in tokens if t in known) / len(tokens)
 
 
@@ -335,66 +347,91 @@ def fact_recall(task: Task, answer: str) -> float:
 # --------------------------------------------------------------------------------------------------
 
 
+PAPER_MODES = ("off", "exact", "corrected")
+
+
+def paper_mode(paper_compat: bool | str) -> str:
+    """The scoring mode of a `paper_compat` option: "off" (this benchmark's multiset readings),
+    "exact" (the authors' code, official.py; `true` means this) or "corrected" (the authors' metric
+    shapes with the corrected readings of docs/traject_bench.md)."""
+    if paper_compat is True:
+        return "exact"
+    if paper_compat is False or paper_compat is None:
+        return "off"
+    if paper_compat not in PAPER_MODES:
+        raise ValueError(f"traject_bench: paper_compat must be one of {PAPER_MODES} (or true = 'exact', "
+                         f"false = 'off'), not {paper_compat!r}")
+    return paper_compat
+
+
 def score_episode(
     task: Task,
     pred: list[PredCall],
     final_answer: str,
     retrieved: set[str] | None,
     *,
-    paper_compat: bool = False,
+    paper_compat: bool | str = False,
+    retrieved_raw: set[str] | None = None,
 ) -> dict[str, float]:
-    """Every per-episode number of spec §4 (Usage as numerator/denominator pairs)."""
+    """Every per-episode number of spec §4 (Usage as numerator/denominator pairs).
+
+    `retrieved` (whitespace-collapsed names) / `retrieved_raw` (as the tool files spell them): the
+    tools retrieved for the query, None where the paper defines no retrieval rate."""
+    mode = paper_mode(paper_compat)
     gold_names = [c.name for c in task.calls]
     pred_names = [c.name for c in pred]
     g_mult, p_mult = Counter(gold_names), Counter(pred_names)
     n_gold = len(gold_names)
+    if retrieved is not None and retrieved_raw is None:
+        retrieved_raw = retrieved
+    exact = score_exact(task, pred, retrieved_raw if retrieved is not None else None) if mode == "exact" else None
 
-    if task.sequential:
+    if exact is not None:
+        em, inclusion = exact["em"], exact["inclusion"]
+    elif task.sequential:
         em = float(pred_names == gold_names)
-    elif paper_compat:
+    elif mode == "corrected":
         em = float(set(pred_names) == set(gold_names))
     else:
         em = float(p_mult == g_mult)
-    if paper_compat:
-        inclusion = len(set(pred_names) & set(gold_names)) / max(1, n_gold)
-    else:
-        inclusion = sum((p_mult & g_mult).values()) / max(1, n_gold)
+    if exact is None:
+        if mode == "corrected":
+            inclusion = len(set(pred_names) & set(gold_names)) / max(1, n_gold)
+        else:
+            inclusion = sum((p_mult & g_mult).values()) / max(1, n_gold)
 
     bound = bound_params(task)
-    pairs = pair_calls(pred, task, lenient=True, paper_compat=paper_compat)
-    usage_num = sum(params_equal(pred[pj], task.calls[gi], bound.get(gi)) for gi, pj in pairs)
-    if bound and any(
-        placeholder_target(raw) is not None for c in pred for form in _forms(c)[:2] for _, _, raw in form
-    ):
-        strict_pairs = pair_calls(pred, task, lenient=False, paper_compat=paper_compat)
-        strict_num = sum(params_equal(pred[pj], task.calls[gi]) for gi, pj in strict_pairs)
-    else:  # without placeholders the two scorings coincide
-        strict_pairs, strict_num = pairs, usage_num
+    multiset_pairs = pair_calls(pred, task, lenient=True)
+    if exact is not None:
+        pairs = exact["_pairs"]
+        usage_num = int(exact["usage_num"])
+        strict_pairs, strict_num = pairs, usage_num  # the authors' comparison is literal already
+    else:
+        pairs = multiset_pairs if mode == "off" else pair_calls(pred, task, lenient=True, paper_compat=True)
+        usage_num = sum(params_equal(pred[pj], task.calls[gi], bound.get(gi)) for gi, pj in pairs)
+        if bound and any(
+            placeholder_target(raw) is not None for c in pred for form in _forms(c)[:2] for _, _, raw in form
+        ):
+            strict_pairs = pair_calls(pred, task, lenient=False, paper_compat=mode == "corrected")
+            strict_num = sum(params_equal(pred[pj], task.calls[gi]) for gi, pj in strict_pairs)
+        else:  # without placeholders the two scorings coincide
+            strict_pairs, strict_num = pairs, usage_num
 
     if task.sequential:
         order_lcs = _lcs(pred_names, gold_names) / max(1, n_gold)
-        if task.bindings:
-            at = dict(pairs)
-            ok = 0
-            for b in task.bindings:
-                pi, pj = at.get(b.src), at.get(b.dst)
-                if pi is None or pj is None or not pi < pj:
-                    continue
-                gold_v = task.calls[b.dst].args().get(b.param)
-                pv = dict(_clean(pred[pj].required + pred[pj].optional)).get(b.param)
-                if pv is not None and value_equal(pv, gold_v, task.calls[b.src].name):
-                    ok += 1
-            dep_sat = ok / len(task.bindings)
-        else:
-            dep_sat = NAN
+        # dep_sat (a diagnostic of this benchmark) pairs calls as the mode's Usage does: "exact" with
+        # the authors' first-occurrence pairs (an oracle that repeats a tool misses bindings), the
+        # other modes with multiset pairs.
+        dep_sat = _dep_sat(task, pred, pairs if exact is not None else multiset_pairs)
     else:
         order_lcs = dep_sat = NAN
 
     gold_set = set(gold_names)
     r = (sum(1 for n in pred_names if n in gold_set) / len(pred_names)) if pred_names else 0.0
     q = (
-        sum(param_overlap(pred[pj], task.calls[gi], bound.get(gi)) for gi, pj in pairs) / len(pairs)
-        if pairs
+        sum(param_overlap(pred[pj], task.calls[gi], bound.get(gi)) for gi, pj in multiset_pairs)
+        / len(multiset_pairs)
+        if multiset_pairs
         else 0.0
     )
     c = sum((p_mult & g_mult).values()) / max(1, n_gold)
@@ -406,7 +443,9 @@ def score_episode(
     answered = recall >= ACC_THRESHOLD and precision >= MIN_FACT_PRECISION and not is_raw_output(task, answer)
     if retrieved is None or not gold_set:
         rr = NAN
-    elif paper_compat:  # the authors' retrieval_rate: distinct gold tools retrieved / gold list length
+    elif exact is not None:
+        rr = exact["retrieval_rate"]
+    elif mode == "corrected":  # the authors' formula: distinct gold tools retrieved / gold list length
         rr = len(gold_set & retrieved) / n_gold
     else:
         rr = len(gold_set & retrieved) / len(gold_set)
@@ -422,21 +461,39 @@ def score_episode(
         "traj_satisfy_proxy": proxy,
         "fact_recall": recall,
         "fact_precision": precision,
-        "acc": float(answered),
+        "answer_facts": float(answered),
         "retrieval_rate": rr,
         "n_pred_calls": float(len(pred)),
         "n_gold_calls": float(n_gold),
     }
-    if paper_compat:
+    if mode != "off":
         # The authors' Usage is a mean over queries of each query's share of equal pairs; a query
         # with no shared tool is left out (their scripts skip an empty list).
         out["usage"] = usage_num / len(pairs) if pairs else NAN
         # this benchmark's multiset readings, under their own names
-        ms = score_episode(task, pred, final_answer, retrieved, paper_compat=False)
+        ms = score_episode(task, pred, final_answer, retrieved, paper_compat="off")
         out.update({"em_multiset": ms["em"], "inclusion_multiset": ms["inclusion"],
                     "usage_multiset_num": ms["usage_num"], "usage_multiset_den": ms["usage_den"]})
         out["retrieval_rate_distinct"] = ms["retrieval_rate"]
     return out
+
+
+def _dep_sat(task: Task, pred: list[PredCall], pairs: list[tuple[int, int]]) -> float:
+    """Share of gold bindings (src -> dst, param) whose paired calls run in order with the gold value
+    (or a placeholder naming the source tool) in the bound parameter."""
+    if not task.bindings:
+        return NAN
+    at = dict(pairs)
+    ok = 0
+    for b in task.bindings:
+        pi, pj = at.get(b.src), at.get(b.dst)
+        if pi is None or pj is None or not pi < pj:
+            continue
+        gold_v = task.calls[b.dst].args().get(b.param)
+        pv = dict(_clean(pred[pj].required + pred[pj].optional)).get(b.param)
+        if pv is not None and value_equal(pv, gold_v, task.calls[b.src].name):
+            ok += 1
+    return ok / len(task.bindings)
 
 
 def is_nan(x: float) -> bool:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from toolsweep.benchmarks.traject_bench import TrajectBench
 
 COLS = (("em", "EM"), ("inclusion", "Inclusion"), ("usage", "Usage"),
-        ("traj_satisfy_proxy", "Traj-Satisfy*"), ("acc", "Acc"))  # fmt: skip
+        ("traj_satisfy_proxy", "Traj-Satisfy*"), ("answer_facts", "Answer-facts (not Acc)"))  # fmt: skip
 
 JUDGED_COLS = (("em", "EM"), ("inclusion", "Inclusion"), ("usage", "Usage"),
                ("traj_satisfy_llm", "Traj-Satisfy"), ("acc_llm", "Acc"))  # fmt: skip
@@ -30,9 +30,10 @@ JUDGED_NOTE = (
 )
 
 NOTE = (
-    "Traj-Satisfy* and Acc are deterministic proxies of the paper's LLM judges (gold-informed "
-    "0-10 score; recall of the gold answer's tool facts >= 0.8). Tools are replayed from the "
-    "release's recordings; retrieval is BM25 (the paper's dense retrievers need weights)."
+    "Traj-Satisfy* is a deterministic, gold-informed proxy of the paper's LLM judge (0-10). Acc needs "
+    "the LLM judge (option judge: llm:<model>); Answer-facts is a deterministic diagnostic, not Acc "
+    "(a prose restatement of the tool outputs can pass it). Tools are replayed from the release's "
+    "recordings; retrieval is BM25 (the paper's dense retrievers need weights)."
 )
 
 
@@ -95,7 +96,7 @@ def build_tables(bench: TrajectBench, cells: list[dict[str, Any]]) -> list[Repor
     if domains and mine:
         rows = []
         for c in mine:
-            for key in ("em", "inclusion", "usage", "acc"):
+            for key in ("em", "inclusion", "usage", "answer_facts"):
                 vals = [_v(c, f"{key}/{d}") for d in domains]
                 if any(v is not None for v in vals):
                     rows.append([c["model"], c["setting"], key, *vals])
@@ -125,13 +126,13 @@ def judge_table(cells: list[dict[str, Any]], judge: str) -> ReportTable:
         agree = _v(c, "acc_agreement")
         rows.append([
             c["model"], c["setting"], c.get("n"),
-            _v(c, "acc_llm"), _v(c, "acc"), None if agree is None else round(100 * agree, 1),
+            _v(c, "acc_llm"), _v(c, "answer_facts"), None if agree is None else round(100 * agree, 1),
             _v(c, "traj_satisfy_llm"), _v(c, "traj_satisfy_proxy"), _v(c, "traj_satisfy_abs_diff"),
             _v(c, "judge_unreadable"),
         ])
     return ReportTable(
         title=f"TRAJECT-Bench LLM judge ({judge}) against the deterministic proxies",
-        columns=["Model", "Setting", "n", "Acc judge", "Acc proxy", "Acc agreement %", "Traj-Sat judge",
+        columns=["Model", "Setting", "n", "Acc judge", "Answer-facts", "Acc agreement %", "Traj-Sat judge",
                  "Traj-Sat proxy", "mean |judge - proxy|", "unreadable / episode"],
         rows=rows,
         note="Acc agreement: share of episodes where the judge and the proxy decide Acc alike. The proxy "
