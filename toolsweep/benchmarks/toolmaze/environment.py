@@ -26,7 +26,7 @@ def _visible(ts: TaskSet, task: Task, distractors: tuple[str, ...]) -> tuple[tup
     (task, distractors) and kept on the task set: every episode of a task shows the same list (about
     46 tools in the domain view)."""
     cache = ts.__dict__.setdefault("_visible_cache", {})  # lives and dies with the task set
-    key = (task.task_id, distractors)
+    key = (task.task_id, tuple(task.tools_visible), distractors)  # a task edited in place is another list
     hit = cache.get(key)
     if hit is None:
         visible = list(task.tools_visible)
