@@ -41,6 +41,25 @@ def shared_dir() -> Path:
     return Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared"))
 
 
+# Tests that run Ray in this process (the session's embedded Ray, a `ray.cluster_utils.Cluster`) or
+# start Ray clusters of their own: under pytest-xdist they all run on one worker (`--dist loadgroup`),
+# so there is one embedded Ray per run, not one per worker, and no two tests' clusters meet.
+RAY_PATHS = ("tests/cluster/", "tests/k8s/test_k8s_entrypoint_local.py", "tests/models/test_models_runtime.py")
+
+
+def _repo_path(item) -> str:
+    try:
+        return Path(str(item.path)).resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return ""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "ray_local" in getattr(item, "fixturenames", ()) or _repo_path(item).startswith(RAY_PATHS):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture
 def ray_local():
     """One embedded Ray for the whole session (started on first use, ~5 s)."""

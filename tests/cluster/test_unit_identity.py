@@ -35,7 +35,7 @@ def apb_sweep(**changes) -> dict:
         "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"}, copy.deepcopy(UNDER_TEST)],
         "helpers": [copy.deepcopy(JUDGE), copy.deepcopy(CRITIC)],
         "benchmarks": [{"name": "apb", "options": {"gen_seed": 0, "grader": "llm:judge", "critic": "model:critic"},
-                        "settings": ["holistic", "refine_critic_plus"]}],
+                        "settings": ["holistic", "refine_critic_plus"], "tasks": {"limit": 20}}],
         "sampling": {"temperature": 0.0, "max_tokens": 512},
     }
     for path, value in changes.items():

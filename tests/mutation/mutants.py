@@ -37,7 +37,7 @@ PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
-T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py")
+T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
 T_COMPOSITE = ("tests/evaluator/test_composite_bootstrap.py",)
 T_SUMMARY = ("tests/evaluator/test_summary.py", "tests/evaluator/test_cell_columns.py")
 T_RUNDIR = ("tests/evaluator/test_rundir.py",)
@@ -54,9 +54,6 @@ MUTANTS: list[Mutant] = [
     Mutant("identity-helpers-ignored", IDENTITY, "unit_contexts",
            '"helpers": helpers}', '"helpers": {}}', T_IDENTITY,
            "the unit id ignores helper (judge) models: a new judge would reuse episodes the old one graded"),
-    Mutant("identity-helper-roles-dropped", IDENTITY, "unit_contexts",
-           "{role: model_identity(served[h])", "{h: model_identity(served[h])", T_IDENTITY,
-           "the id keys helpers by name, not role: swapping judge and critic would reuse episodes"),
     Mutant("identity-operational-fields-kept", IDENTITY, "model_identity",
            "exclude=set(OPERATIONAL_FIELDS)", "exclude=set()", T_IDENTITY,
            "operational settings (max_in_flight, base_url) enter the id: tuning a server reruns everything"),

@@ -130,8 +130,7 @@ def run_tests(root: Path, selection: list[str], timeout: float) -> tuple[int | N
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.setdefault("TOOLSWEEP_SHARED", str(Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared")).resolve()))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly",
-           "-o", "addopts=-m 'not tier3 and not browser'", "--no-header", "-rfE", *selection]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header", "-rfE", *selection]
     try:
         proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
