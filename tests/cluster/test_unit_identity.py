@@ -8,7 +8,6 @@ Each test compares the ids of the same sweep's units under two configs, through 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,8 +16,6 @@ from hypothesis import strategies as st
 from toolsweep.cluster.config import SweepConfig
 from toolsweep.cluster.driver import current_units, load_benchmarks
 from toolsweep.cluster.identity import unit_contexts
-
-REPO = Path(__file__).resolve().parents[2]
 
 JUDGE = {"name": "judge", "kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "Qwen/Qwen3-32B",
          "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}, "max_in_flight": 32}
@@ -124,7 +121,7 @@ names = st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1,
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(role=st.sampled_from([0, 1]), field=st.sampled_from(["model_or_path", "temperature_override"]), value=names)
+@given(role=st.sampled_from([0, 1]), field=st.sampled_from(["model_or_path", "extra_body"]), value=names)
 def test_any_answer_relevant_change_to_a_consulted_helper_changes_the_context(apb_judged, role, field, value):
     raw, benchmarks = apb_judged
     base = contexts(raw, benchmarks)
