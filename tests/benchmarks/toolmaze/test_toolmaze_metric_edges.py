@@ -120,3 +120,33 @@ def test_an_unexposed_episode_has_no_recovery_rate_and_no_cost(bench):
         assert result.metrics["exposed"] == 0.0 and result.metrics["tsr"] == 1.0
         assert math.isnan(result.metrics["prr"]) and math.isnan(result.metrics["c_rec"])
         assert result.metrics["rc"] == 0.0
+
+
+def test_passing_a_corrupted_value_on_fails_the_task_even_when_the_path_completes(bench):
+    # Implicit faults return a plausible wrong value. The oracle notices and retries (a success);
+    # the same trajectory with one extra lookup that carries the corrupted value on is a propagation,
+    # and the task fails although every node is then done right.
+    from toolsweep.benchmarks.toolmaze.metrics import corrupted_values
+
+    judged = 0
+    for setting in ("C1-P3-std", "C2-P3-std", "C3-P3-std"):
+        for task_id in bench.tasks(setting)[:6]:
+            env, result, oracle = play(bench, setting, task_id, "oracle")
+            bad = corrupted_values(env.task, env.profile, env.calls)
+            if result.metrics["exposed"] != 1.0 or not bad:
+                continue
+            assert (result.metrics["tsr"], result.metrics["propagated"]) == (1.0, 0.0)  # the positive control
+            k, _, value = bad[0]
+            faulty = env.engine.faulty_tools()
+            lookup = next(t for t in sorted(env.visible)
+                          if t not in faulty and env.ts.corpus.tools[t].category != ACTION)
+            replay, seen = [], 0
+            for m in oracle.replies:
+                replay.append(m)
+                seen += len(m.tool_calls or [])
+                if seen == k + 1:
+                    replay.append(call(lookup, {"query": value}, "carry"))
+            _, r2, _ = play(bench, setting, task_id, Script(replay))
+            assert (r2.metrics["propagated"], r2.metrics["tsr"]) == (1.0, 0.0), (setting, task_id)
+            judged += 1
+    assert judged >= 12
