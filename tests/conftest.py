@@ -62,11 +62,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def ray_local():
-    """One embedded Ray for the whole session (started on first use, ~5 s)."""
+    """One embedded Ray for the whole session (started on first use, ~5 s). `address="local"`: a new
+    instance of its own, never the machine's latest `ray start` cluster (which a plain `ray.init()`
+    joins, and then refuses num_cpus: "When connecting to an existing cluster ...")."""
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield ray
 
 
