@@ -46,7 +46,10 @@ T_BLAME = ("tests/cluster/test_failure_matrix.py::test_a_400_after_the_model_has
 T_EXPLOITS = ("tests/evaluator/test_exploits.py",)
 T_TOOLMAZE = ("tests/benchmarks/toolmaze/test_toolmaze_metric_edges.py",)
 T_APB = ("tests/benchmarks/apb/test_apb_grade_boundaries.py",)
-T_PLANBENCH = ("tests/benchmarks/planbench_xl/test_planbench_xl_episodes.py",)
+PB = "tests/benchmarks/planbench_xl/test_planbench_xl_episodes.py::"
+T_PLANBENCH_GROUNDING = (PB + "test_a_guessed_value_is_never_used_or_credited", PB + "test_grounding_rules")
+T_PLANBENCH_TARGET = (PB + "test_fig11_default_payment_method_trap_is_not_a_correct_answer",)
+T_PLANBENCH_METRICS = (PB + "test_worked_example_metrics", PB + "test_oracle_solves_all_327_tasks")
 T_TRAJECT = ("tests/benchmarks/traject_bench/test_traject_bench_metrics.py",)
 
 MUTANTS: list[Mutant] = [
@@ -208,13 +211,13 @@ MUTANTS: list[Mutant] = [
            "a non-trivial E5 graded 0.8"),
     # ------------------------------------------------------------------ PlanBench-XL
     Mutant("planbench-credit-without-grounding", PLANBENCH_ENV, "PlanBenchEnv._answer",
-           "correct = match and reached and grounded", "correct = match and reached", T_PLANBENCH,
+           "correct = match and reached and grounded", "correct = match and reached", T_PLANBENCH_GROUNDING,
            "a guessed gold value (never obtained from a trusted call) earns credit"),
     Mutant("planbench-credit-without-target", PLANBENCH_ENV, "PlanBenchEnv._answer",
-           "correct = match and reached and grounded", "correct = match and grounded", T_PLANBENCH,
+           "correct = match and reached and grounded", "correct = match and grounded", T_PLANBENCH_TARGET,
            "credit without reaching the target datatype"),
     Mutant("planbench-egt-precision-denominator", PLANBENCH, "episode_metrics",
-           "len(ex & task.d_gt) / len(ex)", "len(ex & task.d_gt) / len(task.d_gt)", T_PLANBENCH,
+           "len(ex & task.d_gt) / len(ex)", "len(ex & task.d_gt) / len(task.d_gt)", T_PLANBENCH_METRICS,
            "EGT precision divided by the ground truth's size (a recall)"),
     # ------------------------------------------------------------------ TRAJECT-Bench
     Mutant("traject-order-ignored", TRAJECT, "score_episode",
