@@ -32,6 +32,7 @@ POLICY = "toolsweep/models/policy.py"
 EXPLOITS = "toolsweep/evaluator/exploits.py"
 TOOLMAZE = "toolsweep/benchmarks/toolmaze/metrics.py"
 APB_GRADER = "toolsweep/benchmarks/apb/grader.py"
+APB_METRICS = "toolsweep/benchmarks/apb/metrics.py"
 PLANBENCH_ENV = "toolsweep/benchmarks/planbench_xl/environment.py"
 PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
@@ -46,6 +47,7 @@ T_BLAME = ("tests/cluster/test_failure_matrix.py::test_a_400_after_the_model_has
 T_EXPLOITS = ("tests/evaluator/test_exploits.py",)
 T_TOOLMAZE = ("tests/benchmarks/toolmaze/test_toolmaze_metric_edges.py",)
 T_APB = ("tests/benchmarks/apb/test_apb_grade_boundaries.py",)
+T_APB_TABLES = ("tests/benchmarks/apb/test_apb_aggregation.py",)
 PB = "tests/benchmarks/planbench_xl/test_planbench_xl_episodes.py::"
 T_PLANBENCH_GROUNDING = (PB + "test_a_guessed_value_is_never_used_or_credited", PB + "test_grounding_rules")
 T_PLANBENCH_TARGET = (PB + "test_fig11_default_payment_method_trap_is_not_a_correct_answer",)
@@ -209,6 +211,21 @@ MUTANTS: list[Mutant] = [
     Mutant("apb-stepwise-trivial-only-ignored", APB_GRADER, "stepwise_grade",
            'if flags == {"E5"} and trivial_only:', 'if flags == {"E5"}:', T_APB,
            "a non-trivial E5 graded 0.8"),
+    Mutant("apb-calibration-frr-sign", APB_METRICS, "calibration",
+           "0.5 * (trr + (1.0 - frr))", "0.5 * (trr + frr)", T_APB_TABLES,
+           "false refusals raise calibration"),
+    Mutant("apb-extraneous-e2-halves-swapped", APB_METRICS, "extraneous_composite",
+           'out["E2-H"] = s["E2"]', 'out["E2-H"] = h["E2"]', T_APB_TABLES,
+           "E2-H taken from the holistic half (the paper's labels read literally, against its data)"),
+    Mutant("apb-robustness-delta-swapped", APB_METRICS, "extraneous_robustness",
+           '"Delta": cr_e - base_cr', '"Delta": base_cr - cr_e', T_APB_TABLES,
+           "the extraneous-tools drop reported with the wrong sign"),
+    Mutant("apb-over-correction-inverted", APB_METRICS, "refinement_summary",
+           "(1 - sum(right) / len(right))", "(sum(right) / len(right))", T_APB_TABLES,
+           "over-correction reads as the share of right answers kept right"),
+    Mutant("apb-common-cost-over-all-cases", APB_METRICS, "efficiency_costs",
+           "{t for t, (ok, _) in r.items() if ok}", "{t for t, (ok, _) in r.items()}", T_APB_TABLES,
+           "C_com averaged over every case instead of the cases every model solved"),
     # ------------------------------------------------------------------ PlanBench-XL
     Mutant("planbench-credit-without-grounding", PLANBENCH_ENV, "PlanBenchEnv._answer",
            "correct = match and reached and grounded", "correct = match and reached", T_PLANBENCH_GROUNDING,
@@ -227,6 +244,10 @@ MUTANTS: list[Mutant] = [
            "inclusion = sum((p_mult & g_mult).values()) / max(1, n_gold)",
            "inclusion = sum((p_mult | g_mult).values()) / max(1, n_gold)", T_TRAJECT,
            "extra calls raise inclusion"),
+    Mutant("traject-precision-over-gold", TRAJECT, "score_episode",
+           "sum(1 for n in pred_names if n in gold_set) / len(pred_names)",
+           "sum(1 for n in pred_names if n in gold_set) / max(1, n_gold)", T_TRAJECT,
+           "tool precision divided by the gold count: extra calls cost nothing"),
     Mutant("traject-dependency-order-ignored", TRAJECT, "score_episode",
            "if pi is None or pj is None or not pi < pj:", "if pi is None or pj is None:", T_TRAJECT,
            "a dependency satisfied by a call made before its source counts"),
