@@ -1,4 +1,4 @@
-"""Shared test setup: loopback-only Ray, one thread per op, the fake benchmark, one embedded Ray."""
+"""Shared test setup: loopback-only Ray, one thread per op, the fake benchmark, one embedded Ray (also\nunder pytest-xdist)."""
 
 from __future__ import annotations
 
@@ -42,22 +42,21 @@ def shared_dir() -> Path:
 
 
 # Tests that run Ray in this process (the session's embedded Ray, a `ray.cluster_utils.Cluster`) or
-# start Ray clusters of their own: under pytest-xdist they all run on one worker (`--dist loadgroup`),
-# so there is one embedded Ray per run, not one per worker, and no two tests' clusters meet.
+# start Ray clusters of their own: under pytest-xdist (`-n auto`) they all run on one worker, so there
+# is one embedded Ray per run, not one per worker, and no two tests' clusters meet. (pytest-xdist's own
+# `--dist loadgroup` does not group under pytest 9, whose node ids it can no longer suffix.)
 RAY_PATHS = ("tests/cluster/", "tests/k8s/test_k8s_entrypoint_local.py", "tests/models/test_models_runtime.py")
 
 
-def _repo_path(item) -> str:
-    try:
-        return Path(str(item.path)).resolve().relative_to(REPO).as_posix()
-    except ValueError:
-        return ""
+def pytest_xdist_make_scheduler(config, log):
+    """Every Ray test in one scope (one worker, in collection order); every other test on its own."""
+    from xdist.scheduler import LoadScopeScheduling
 
+    class RayTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "ray" if nodeid.startswith(RAY_PATHS) else nodeid
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if "ray_local" in getattr(item, "fixturenames", ()) or _repo_path(item).startswith(RAY_PATHS):
-            item.add_marker(pytest.mark.xdist_group("ray"))
+    return RayTestsTogether(config, log)
 
 
 @pytest.fixture
