@@ -1,4 +1,5 @@
-"""Shared test setup: loopback-only Ray, one thread per op, the fake benchmark, one embedded Ray (also\nunder pytest-xdist)."""
+"""Shared test setup: loopback-only Ray, one thread per op, the fake benchmark, one embedded Ray (also
+under pytest-xdist)."""
 
 from __future__ import annotations
 
