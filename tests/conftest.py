@@ -1,4 +1,5 @@
-"""Shared test setup: loopback-only Ray, one thread per op, the fake benchmark, one embedded Ray."""
+"""Shared test setup: loopback-only Ray, one thread per op, the fake benchmark, one embedded Ray (also
+under pytest-xdist)."""
 
 from __future__ import annotations
 
@@ -41,13 +42,32 @@ def shared_dir() -> Path:
     return Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared"))
 
 
+# Tests that run Ray in this process (the session's embedded Ray, a `ray.cluster_utils.Cluster`) or
+# start Ray clusters of their own: under pytest-xdist (`-n auto`) they all run on one worker, so there
+# is one embedded Ray per run, not one per worker, and no two tests' clusters meet. (pytest-xdist's own
+# `--dist loadgroup` does not group under pytest 9, whose node ids it can no longer suffix.)
+RAY_PATHS = ("tests/cluster/", "tests/k8s/test_k8s_entrypoint_local.py", "tests/models/test_models_runtime.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Every Ray test in one scope (one worker, in collection order); every other test on its own."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class RayTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "ray" if nodeid.startswith(RAY_PATHS) else nodeid
+
+    return RayTestsTogether(config, log)
+
+
 @pytest.fixture
 def ray_local():
-    """One embedded Ray for the whole session (started on first use, ~5 s)."""
+    """One embedded Ray for the whole session (started on first use, ~5 s). `address="local"`: a new
+    instance of its own, never the machine's latest `ray start` cluster (which a plain `ray.init()`
+    joins, and then refuses num_cpus: "When connecting to an existing cluster ...")."""
     import ray
 
     if not ray.is_initialized():
-        # "local": a new Ray of its own, never a `ray start` cluster that happens to run on the machine
         ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield ray
 

@@ -4,7 +4,6 @@ that neither recurses nor goes quadratic on hostile replies, negated refusal wor
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -56,15 +55,45 @@ def test_deeply_nested_json_does_not_crash_the_grader(bench):
         assert not res.correct
 
 
-def test_parsing_is_linear_on_stray_braces():
-    def cost(n: int) -> float:
-        t0 = time.perf_counter()
-        assert extract_json('{"x' * n)[1] is False
-        return time.perf_counter() - t0
+def _parse_work(text: str) -> int:
+    """The work `extract_json` does on `text`, counted rather than timed (so it reads the same on a
+    loaded machine): the grader's Python lines executed plus the characters handed to the JSON
+    decoder (from the start index to the end, as `raw_decode` may scan them all)."""
+    import sys
 
-    small, large = cost(2000), cost(20000)
-    assert large < 0.5  # was ~0.45 s per 60 KB reply and quadratic
-    assert large < 40 * max(small, 1e-4)
+    from toolsweep.benchmarks.apb import grader
+
+    work = 0
+    original = json.JSONDecoder.raw_decode
+
+    def counted(self, s, idx=0):
+        nonlocal work
+        work += len(s) - idx
+        return original(self, s, idx)
+
+    def tracer(frame, event, arg):
+        nonlocal work
+        if frame.f_code.co_filename != grader.__file__:
+            return None
+        if event == "line":
+            work += 1
+        return tracer
+
+    json.JSONDecoder.raw_decode = counted
+    sys.settrace(tracer)
+    try:
+        assert extract_json(text)[1] is False
+    finally:
+        sys.settrace(None)
+        json.JSONDecoder.raw_decode = original
+    return work
+
+
+def test_parsing_is_linear_on_stray_braces():
+    # Was ~0.45 s per 60 KB reply and quadratic: each stray brace started a decode to the end.
+    small, large = _parse_work('{"x' * 2000), _parse_work('{"x' * 20000)
+    assert large <= 12 * small  # ten times the input: ~10x the work, where quadratic would be ~100x
+    assert _parse_work("[" * 20000 + "x") <= 12 * _parse_work("[" * 2000 + "x")
 
 
 def test_parser_still_finds_the_answer_inside_prose_and_broken_wrappers():

@@ -1,0 +1,254 @@
+"""The declared mutants: one realistic one-line bug each, in a function that decides a metric, a grade,
+a unit id, a dedup, an interval or a blame, and the tests that must fail on it.
+
+`original` must occur exactly once in `function` of `file` (the check fails otherwise, so this list
+stays in step with the code); `tests` are pytest arguments, kept narrow so the whole check stays within
+CI's time. Run with `python -m tests.mutation.run` (see there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    file: str
+    function: str
+    original: str
+    mutated: str
+    tests: tuple[str, ...]
+    why: str
+
+
+IDENTITY = "toolsweep/cluster/identity.py"
+STATS = "toolsweep/evaluator/stats.py"
+SUMMARY = "toolsweep/evaluator/summary.py"
+RUNDIR = "toolsweep/evaluator/rundir.py"
+FAILURES = "toolsweep/evaluator/failures.py"
+CLIENT = "toolsweep/models/client.py"
+POLICY = "toolsweep/models/policy.py"
+EXPLOITS = "toolsweep/evaluator/exploits.py"
+TOOLMAZE = "toolsweep/benchmarks/toolmaze/metrics.py"
+APB_GRADER = "toolsweep/benchmarks/apb/grader.py"
+APB_METRICS = "toolsweep/benchmarks/apb/metrics.py"
+PLANBENCH_ENV = "toolsweep/benchmarks/planbench_xl/environment.py"
+PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
+TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
+
+T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
+T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
+T_COMPOSITE = ("tests/evaluator/test_composite_bootstrap.py",)
+T_SUMMARY = ("tests/evaluator/test_summary.py", "tests/evaluator/test_cell_columns.py")
+T_RUNDIR = ("tests/evaluator/test_rundir_dedup.py", "tests/evaluator/test_rundir.py")
+T_FAILURES = ("tests/models/test_models_failure_classes.py", "tests/models/test_models_client.py")
+T_BLAME = ("tests/cluster/test_failure_matrix.py::test_a_400_after_the_model_has_spoken_is_the_agents_error",)
+T_EXPLOITS = ("tests/evaluator/test_exploits.py",)
+T_TOOLMAZE = ("tests/benchmarks/toolmaze/test_toolmaze_metric_edges.py",)
+T_APB = ("tests/benchmarks/apb/test_apb_grade_rubric.py", "tests/benchmarks/apb/test_apb_grade_boundaries.py")
+T_APB_TABLES = ("tests/benchmarks/apb/test_apb_aggregation.py",)
+PB = "tests/benchmarks/planbench_xl/test_planbench_xl_episodes.py::"
+T_PLANBENCH_GROUNDING = (PB + "test_a_guessed_value_is_never_used_or_credited", PB + "test_grounding_rules")
+T_PLANBENCH_TARGET = (PB + "test_fig11_default_payment_method_trap_is_not_a_correct_answer",)
+T_PLANBENCH_METRICS = (PB + "test_worked_example_metrics", PB + "test_oracle_solves_all_327_tasks")
+T_TRAJECT = ("tests/benchmarks/traject_bench/test_traject_bench_metrics.py",)
+
+MUTANTS: list[Mutant] = [
+    # ------------------------------------------------------------------ unit ids
+    Mutant("identity-helpers-ignored", IDENTITY, "unit_contexts",
+           '"helpers": helpers}', '"helpers": {}}', T_IDENTITY,
+           "the unit id ignores helper (judge) models: a new judge would reuse episodes the old one graded"),
+    Mutant("identity-operational-fields-kept", IDENTITY, "model_identity",
+           "exclude=set(OPERATIONAL_FIELDS)", "exclude=set()", T_IDENTITY,
+           "operational settings (max_in_flight, base_url) enter the id: tuning a server reruns everything"),
+    Mutant("identity-engine-args-filter-flipped", IDENTITY, "model_identity",
+           "if k not in OPERATIONAL_ENGINE_ARGS", "if k in OPERATIONAL_ENGINE_ARGS", T_IDENTITY,
+           "the engine args kept are the operational ones: a changed max_model_len reuses episodes"),
+    Mutant("identity-benchmark-fingerprint-dropped", IDENTITY, "unit_contexts",
+           '"benchmark": fingerprints.get(name)', '"benchmark": None', T_IDENTITY,
+           "the benchmark's content does not enter the id: new tasks data would reuse old episodes"),
+    Mutant("identity-model-dropped", IDENTITY, "unit_contexts",
+           '{"model": mine,', '{"model": None,', T_IDENTITY,
+           "the model's own sampling-relevant config does not enter the id"),
+    # ------------------------------------------------------------------ intervals and paired differences
+    Mutant("paired-entered-from-a-only", STATS, "paired_difference",
+           "entered = entered_a[ia] & entered_b[ib]", "entered = entered_a[ia]", T_STATS,
+           "a cell enters the paired difference when A defines the metric, whatever B did"),
+    Mutant("paired-entered-from-b-only", STATS, "paired_difference",
+           "entered = entered_a[ia] & entered_b[ib]", "entered = entered_b[ib]", T_STATS,
+           "a cell enters the paired difference when B defines the metric, whatever A did"),
+    Mutant("paired-operands-swapped", STATS, "paired_difference",
+           "return stat_a(t, d) - stat_b(t, d)", "return stat_b(t, d) - stat_a(t, d)", T_STATS,
+           "B minus A reported as A minus B"),
+    Mutant("paired-cells-union", STATS, "paired_difference",
+           "sorted(index_a.keys() & index_b.keys())", "sorted(index_a.keys() | index_b.keys())", T_STATS,
+           "cells only one model ran are paired"),
+    Mutant("interval-alpha-not-halved", STATS, "_percentile_interval",
+           "[100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)]", "[100.0 * alpha, 100.0 * (1.0 - alpha)]",
+           T_STATS, "a 90% interval labelled 95%"),
+    Mutant("interval-undefined-resamples-kept", STATS, "_percentile_interval",
+           "finite = stats[np.isfinite(stats)]", "finite = stats", T_STATS,
+           "resamples where a ratio is undefined poison the interval"),
+    Mutant("confidence-bounds-inclusive", STATS, "_check_options",
+           "if not 0.0 < confidence < 1.0:", "if not 0.0 <= confidence <= 1.0:", T_STATS,
+           "confidence 1.0 or 0.0 accepted (an interval of everything or of nothing)"),
+    Mutant("entered-any-key", STATS, "_spec_columns",
+           "np.logical_and.reduce(", "np.logical_or.reduce(", T_STATS,
+           "an episode enters a ratio when one of its keys is defined"),
+    Mutant("mean-counts-excluded-episodes", STATS, "_metric_statistic",
+           "if entered.all():", "if entered.any():", T_STATS,
+           "a mean divides by every drawn episode, also those where the metric is undefined"),
+    Mutant("ratio-undefined-is-zero", STATS, "_ratio",
+           "num / np.where(den != 0, den, 1.0), np.nan)", "num / np.where(den != 0, den, 1.0), 0.0)",
+           T_STATS, "a ratio with a zero denominator reads as 0 instead of undefined"),
+    Mutant("composite-paired-draws-independent", STATS, "composite_estimate",
+           "idx = shared if paired else rng.integers", "idx = rng.integers", T_COMPOSITE,
+           "a paired composite resamples each stratum on its own"),
+    Mutant("composite-undefined-counted", STATS, "_cluster_totals",
+           "np.add.at(counts, idx[defined], 1.0)", "np.add.at(counts, idx, 1.0)", T_COMPOSITE,
+           "undefined values count in a composite's denominator"),
+    # ------------------------------------------------------------------ cell summaries
+    Mutant("summary-unscored-enter-metrics", SUMMARY, "CellEpisodes.add",
+           "return  # infrastructure failures never enter a metric", "pass", T_SUMMARY,
+           "an infrastructure failure enters the metrics as an episode"),
+    Mutant("summary-extend-unscored-any-to-all", SUMMARY, "CellEpisodes.extend",
+           "if any(t in _UNSCORED for t in terminations):", "if all(t in _UNSCORED for t in terminations):",
+           T_SUMMARY, "read from a part, infrastructure failures enter the metrics unless every row is one"),
+    Mutant("summary-paired-one-empty-side", SUMMARY, "CellTable.paired",
+           "if ea.n == 0 or eb.n == 0:", "if ea.n == 0 and eb.n == 0:", T_SUMMARY + T_STATS,
+           "a model with no scored episode is compared with one"),
+    # ------------------------------------------------------------------ dedup in the run directory
+    Mutant("rundir-dedup-across-parts-dropped", RUNDIR, "RunDirectory.iter_tables",
+           "keep = first_occurrences(digests) & ~seen.contains(digests)", "keep = first_occurrences(digests)",
+           T_RUNDIR, "a unit recorded in two parts is read twice"),
+    Mutant("rundir-dedup-within-part-dropped", RUNDIR, "RunDirectory.iter_tables",
+           "keep = first_occurrences(digests) & ~seen.contains(digests)", "keep = ~seen.contains(digests)",
+           T_RUNDIR, "a unit recorded twice in one part (or log) is read twice"),
+    Mutant("writer-once-only-guard-dropped", RUNDIR, "EpisodeWriter.append",
+           "if recorded or result.unit_id in self._in_log:", "if recorded:", T_RUNDIR,
+           "the writer records a unit twice within its write-ahead log"),
+    Mutant("writer-parts-guard-dropped", RUNDIR, "EpisodeWriter.append",
+           "if recorded or result.unit_id in self._in_log:", "if result.unit_id in self._in_log:", T_RUNDIR,
+           "the writer records again a unit already in a part"),
+    Mutant("writer-fold-dedup-dropped", RUNDIR, "EpisodeWriter._fold_logs",
+           "keep = first_occurrences(digests) & ~self._in_parts.contains(digests)",
+           "keep = first_occurrences(digests)", T_RUNDIR,
+           "a killed writer's log is folded into a part with units already in the parts"),
+    # ------------------------------------------------------------------ failure classification and blame
+    Mutant("failures-400-retried", FAILURES, "classify_status",
+           "if 400 <= status < 500:", "if 400 < status < 500:", T_FAILURES,
+           "a 400 is classified as a server error and retried"),
+    Mutant("failures-500-not-retried", FAILURES, "classify_status",
+           "if 400 <= status < 500:", "if 400 <= status <= 500:", T_FAILURES,
+           "a 500 is classified as the request's fault and never retried"),
+    Mutant("failures-403-retried", FAILURES, "classify_status",
+           "if status in (401, 403):", "if status == 401:", T_FAILURES,
+           "a 403 (bad key) is not a configuration error: every unit fails one by one"),
+    Mutant("failures-context-overflow-is-request", FAILURES, "classify_status",
+           'return "context" if _CONTEXT.search(body) else "request"', 'return "request"', T_FAILURES,
+           "a context overflow is treated as a rejected request, not the agent's scored overflow"),
+    Mutant("client-404-retried", CLIENT, "OpenAIClient._post",
+           "if is_config(cause):", 'if cause == "auth":', T_FAILURES,
+           "an unknown model (404) is retried as infrastructure instead of stopping the run"),
+    Mutant("client-request-error-retried", CLIENT, "OpenAIClient._post",
+           'if cause == "request":', 'if cause == "request" and status != 400:', T_FAILURES,
+           "a 400 rejected request is retried"),
+    Mutant("blame-first-request-400-on-agent", POLICY, "LLMPolicy.act",
+           'if any(m.role == "assistant" for m in messages):', "if messages:", T_BLAME,
+           "a 400 on the first request (nothing of the model's in it) is scored as the agent's error"),
+    # ------------------------------------------------------------------ exploit bounds
+    Mutant("exploit-ceiling-flipped", EXPLOITS, "bound_violations",
+           "if math.isfinite(v) and v > ceiling + 1e-12:", "if math.isfinite(v) and v < ceiling + 1e-12:",
+           T_EXPLOITS, "an exploit under its ceiling is reported, one over it passes"),
+    Mutant("exploit-floor-dropped", EXPLOITS, "bound_violations",
+           "if math.isfinite(v) and v < floor - 1e-12:", "if False:", T_EXPLOITS,
+           "floors are never checked"),
+    Mutant("exploit-ratio-as-mean", EXPLOITS, "aggregate",
+           'if spec.kind == "ratio":', 'if spec.kind == "ratio_of_means":', T_EXPLOITS,
+           "a ratio metric aggregated as a mean of its own key"),
+    # ------------------------------------------------------------------ ToolMaze
+    Mutant("toolmaze-side-effects-ignored", TOOLMAZE, "judge",
+           "success = (bool(complete) and not propagated and actions_ok) or aborted_ok",
+           "success = (bool(complete) and not propagated) or aborted_ok", T_TOOLMAZE,
+           "success without 'no wrong side effect': a junk Action call on top of the oracle path passes"),
+    Mutant("toolmaze-propagation-ignored", TOOLMAZE, "judge",
+           "success = (bool(complete) and not propagated and actions_ok) or aborted_ok",
+           "success = (bool(complete) and actions_ok) or aborted_ok", T_TOOLMAZE,
+           "a corrupted value passed on downstream still counts as success"),
+    Mutant("toolmaze-recovery-window-edge", TOOLMAZE, "judge",
+           "k < c.idx <= k + RECOVERY_WINDOW", "k < c.idx < k + RECOVERY_WINDOW", T_TOOLMAZE,
+           "a recovery on the window's last call is not counted"),
+    Mutant("toolmaze-recovery-window-past-edge", TOOLMAZE, "judge",
+           "k < c.idx <= k + RECOVERY_WINDOW", "k < c.idx <= k + RECOVERY_WINDOW + 1", T_TOOLMAZE,
+           "a recovery one call past the window is counted"),
+    Mutant("toolmaze-cost-off-by-one", TOOLMAZE, "judge",
+           "c = sum(1 for x in calls if x.idx >= first)", "c = sum(1 for x in calls if x.idx > first)",
+           T_TOOLMAZE, "the recovery cost leaves out the perturbed call itself"),
+    Mutant("toolmaze-prr-unexposed-as-failure", TOOLMAZE, "Verdict.metrics",
+           '"prr": float(self.recovered) if self.exposed else NAN', '"prr": float(self.recovered)',
+           T_TOOLMAZE, "an episode never exposed to a fault counts as a failed recovery"),
+    # ------------------------------------------------------------------ APB
+    Mutant("apb-holistic-0.7-exclusive", APB_GRADER, "holistic_grade",
+           'if "E1" not in flags and c >= 0.7:', 'if "E1" not in flags and c > 0.7:', T_APB,
+           "coverage exactly 0.7 graded 0.4 instead of 0.6"),
+    Mutant("apb-holistic-0.9-exclusive", APB_GRADER, "holistic_grade",
+           "u == 1 and c >= 0.9 and goal_satisfied", "u == 1 and c > 0.9 and goal_satisfied", T_APB,
+           "coverage exactly 0.9 with one offending item graded 0.6 instead of 0.8"),
+    Mutant("apb-holistic-0.4-exclusive", APB_GRADER, "holistic_grade",
+           'if "E1" not in flags and c >= 0.4:', 'if "E1" not in flags and c > 0.4:', T_APB,
+           "coverage exactly 0.4 graded 0.2 instead of 0.4"),
+    Mutant("apb-holistic-zero-coverage-credit", APB_GRADER, "holistic_grade",
+           "if c > 0:", "if c >= 0:", T_APB, "zero coverage earns 0.2"),
+    Mutant("apb-holistic-one-item-or-fewer", APB_GRADER, "holistic_grade",
+           "u == 1 and c >= 0.9", "u <= 1 and c >= 0.9", T_APB,
+           "0.8 given with no offending item identified"),
+    Mutant("apb-holistic-e6-ignored", APB_GRADER, "holistic_grade",
+           '"E1" not in flags and "E6" not in flags and u == 1', '"E1" not in flags and u == 1', T_APB,
+           "a hallucinated-argument flag (E6) still reaches 0.8"),
+    Mutant("apb-stepwise-two-majors", APB_GRADER, "stepwise_grade",
+           "if len(major) >= 2:", "if len(major) > 2:", T_APB, "two major errors graded 0.2 instead of 0"),
+    Mutant("apb-stepwise-trivial-only-ignored", APB_GRADER, "stepwise_grade",
+           'if flags == {"E5"} and trivial_only:', 'if flags == {"E5"}:', T_APB,
+           "a non-trivial E5 graded 0.8"),
+    Mutant("apb-calibration-frr-sign", APB_METRICS, "calibration",
+           "0.5 * (trr + (1.0 - frr))", "0.5 * (trr + frr)", T_APB_TABLES,
+           "false refusals raise calibration"),
+    Mutant("apb-extraneous-e2-halves-swapped", APB_METRICS, "extraneous_composite",
+           'out["E2-H"] = s["E2"]', 'out["E2-H"] = h["E2"]', T_APB_TABLES,
+           "E2-H taken from the holistic half (the paper's labels read literally, against its data)"),
+    Mutant("apb-robustness-delta-swapped", APB_METRICS, "extraneous_robustness",
+           '"Delta": cr_e - base_cr', '"Delta": base_cr - cr_e', T_APB_TABLES,
+           "the extraneous-tools drop reported with the wrong sign"),
+    Mutant("apb-over-correction-inverted", APB_METRICS, "refinement_summary",
+           "(1 - sum(right) / len(right))", "(sum(right) / len(right))", T_APB_TABLES,
+           "over-correction reads as the share of right answers kept right"),
+    Mutant("apb-common-cost-over-all-cases", APB_METRICS, "efficiency_costs",
+           "{t for t, (ok, _) in r.items() if ok}", "{t for t, (ok, _) in r.items()}", T_APB_TABLES,
+           "C_com averaged over every case instead of the cases every model solved"),
+    # ------------------------------------------------------------------ PlanBench-XL
+    Mutant("planbench-credit-without-grounding", PLANBENCH_ENV, "PlanBenchEnv._answer",
+           "correct = match and reached and grounded", "correct = match and reached", T_PLANBENCH_GROUNDING,
+           "a guessed gold value (never obtained from a trusted call) earns credit"),
+    Mutant("planbench-credit-without-target", PLANBENCH_ENV, "PlanBenchEnv._answer",
+           "correct = match and reached and grounded", "correct = match and grounded", T_PLANBENCH_TARGET,
+           "credit without reaching the target datatype"),
+    Mutant("planbench-egt-precision-denominator", PLANBENCH, "episode_metrics",
+           "len(ex & task.d_gt) / len(ex)", "len(ex & task.d_gt) / len(task.d_gt)", T_PLANBENCH_METRICS,
+           "EGT precision divided by the ground truth's size (a recall)"),
+    # ------------------------------------------------------------------ TRAJECT-Bench
+    Mutant("traject-order-ignored", TRAJECT, "score_episode",
+           "em = float(pred_names == gold_names)", "em = float(p_mult == g_mult)", T_TRAJECT,
+           "a sequential task's exact match ignores the order of the calls"),
+    Mutant("traject-inclusion-union", TRAJECT, "score_episode",
+           "inclusion = sum((p_mult & g_mult).values()) / max(1, n_gold)",
+           "inclusion = sum((p_mult | g_mult).values()) / max(1, n_gold)", T_TRAJECT,
+           "extra calls raise inclusion"),
+    Mutant("traject-precision-over-gold", TRAJECT, "score_episode",
+           "sum(1 for n in pred_names if n in gold_set) / len(pred_names)",
+           "sum(1 for n in pred_names if n in gold_set) / max(1, n_gold)", T_TRAJECT,
+           "tool precision divided by the gold count: extra calls cost nothing"),
+    Mutant("traject-dependency-order-ignored", TRAJECT, "score_episode",
+           "if pi is None or pj is None or not pi < pj:", "if pi is None or pj is None:", T_TRAJECT,
+           "a dependency satisfied by a call made before its source counts"),
+]
