@@ -46,6 +46,10 @@ T_FAILURES = ("tests/models/test_models_failure_classes.py", "tests/models/test_
 T_BLAME = ("tests/cluster/test_failure_matrix.py::test_a_400_after_the_model_has_spoken_is_the_agents_error",)
 T_EXPLOITS = ("tests/evaluator/test_exploits.py",)
 T_TOOLMAZE = ("tests/benchmarks/toolmaze/test_toolmaze_metric_edges.py",)
+T_TOOLMAZE_MET = (
+    "tests/benchmarks/toolmaze/test_toolmaze_exploits.py::test_a_retry_counts_from_the_step_after_the_fault_not_the_same_step",
+    "tests/benchmarks/toolmaze/test_toolmaze_exploits.py::test_a_switch_counts_from_the_step_after_the_fault_at_any_later_point",
+)
 T_APB = ("tests/benchmarks/apb/test_apb_grade_rubric.py", "tests/benchmarks/apb/test_apb_grade_boundaries.py")
 T_APB_TABLES = ("tests/benchmarks/apb/test_apb_aggregation.py",)
 PB = "tests/benchmarks/planbench_xl/test_planbench_xl_episodes.py::"
@@ -60,7 +64,7 @@ MUTANTS: list[Mutant] = [
            '"helpers": helpers}', '"helpers": {}}', T_IDENTITY,
            "the unit id ignores helper (judge) models: a new judge would reuse episodes the old one graded"),
     Mutant("identity-operational-fields-kept", IDENTITY, "model_identity",
-           "exclude=set(OPERATIONAL_FIELDS)", "exclude=set()", T_IDENTITY,
+           "exclude=set(OPERATIONAL_FIELDS | HELPER_FIELDS)", "exclude=set(HELPER_FIELDS)", T_IDENTITY,
            "operational settings (max_in_flight, base_url) enter the id: tuning a server reruns everything"),
     Mutant("identity-engine-args-filter-flipped", IDENTITY, "model_identity",
            "if k not in OPERATIONAL_ENGINE_ARGS", "if k in OPERATIONAL_ENGINE_ARGS", T_IDENTITY,
@@ -176,12 +180,12 @@ MUTANTS: list[Mutant] = [
            "success = (bool(complete) and not propagated and actions_ok) or aborted_ok",
            "success = (bool(complete) and actions_ok) or aborted_ok", T_TOOLMAZE,
            "a corrupted value passed on downstream still counts as success"),
-    Mutant("toolmaze-recovery-window-edge", TOOLMAZE, "judge",
-           "k < c.idx <= k + RECOVERY_WINDOW", "k < c.idx < k + RECOVERY_WINDOW", T_TOOLMAZE,
-           "a recovery on the window's last call is not counted"),
-    Mutant("toolmaze-recovery-window-past-edge", TOOLMAZE, "judge",
-           "k < c.idx <= k + RECOVERY_WINDOW", "k < c.idx <= k + RECOVERY_WINDOW + 1", T_TOOLMAZE,
-           "a recovery one call past the window is counted"),
+    Mutant("toolmaze-recovery-same-step", TOOLMAZE, "met_then",
+           "return call.step > fault.step", "return call.step >= fault.step", T_TOOLMAZE_MET,
+           "a call made in the fault's own step (before the agent saw it) counts as handling it"),
+    Mutant("toolmaze-recovery-next-step-missed", TOOLMAZE, "met_then",
+           "return call.step > fault.step", "return call.step > fault.step + 1", T_TOOLMAZE_MET,
+           "a retry or switch in the step right after the fault is not credited"),
     Mutant("toolmaze-cost-off-by-one", TOOLMAZE, "judge",
            "c = sum(1 for x in calls if x.idx >= first)", "c = sum(1 for x in calls if x.idx > first)",
            T_TOOLMAZE, "the recovery cost leaves out the perturbed call itself"),
@@ -248,7 +252,7 @@ MUTANTS: list[Mutant] = [
            "sum(1 for n in pred_names if n in gold_set) / len(pred_names)",
            "sum(1 for n in pred_names if n in gold_set) / max(1, n_gold)", T_TRAJECT,
            "tool precision divided by the gold count: extra calls cost nothing"),
-    Mutant("traject-dependency-order-ignored", TRAJECT, "score_episode",
+    Mutant("traject-dependency-order-ignored", TRAJECT, "_dep_sat",
            "if pi is None or pj is None or not pi < pj:", "if pi is None or pj is None:", T_TRAJECT,
            "a dependency satisfied by a call made before its source counts"),
 ]
