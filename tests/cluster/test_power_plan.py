@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from conftest import FAKE_TARGET
 from toolsweep.cluster.config import SweepConfig
 from toolsweep.cluster.plan import main
 from toolsweep.cluster.power import guarded, power_rows
@@ -18,7 +19,6 @@ from toolsweep.evaluator.rundir import RunDirectory
 
 def pilot(tmp_path, rng) -> RunDirectory:
     """Two scripted models on the fake benchmark, three seeds: a real sweep's run directory."""
-    from conftest import FAKE_TARGET
     from toolsweep.cluster.driver import run_sweep
 
     cfg = SweepConfig.model_validate({

@@ -12,7 +12,6 @@ import math
 import pytest
 
 from toolsweep.benchmarks.toolmaze import ToolMaze
-from toolsweep.benchmarks.toolmaze.metrics import RECOVERY_WINDOW
 from toolsweep.benchmarks.toolmaze.tools import ACTION
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.types import AgentReply, FunctionCall, Message, ToolCall, WorkUnit
@@ -84,9 +83,11 @@ def test_a_junk_action_call_on_top_of_the_oracle_path_fails_the_task(bench):
     assert judged >= 25  # of 40 tasks
 
 
-def test_a_recovery_counts_on_the_windows_last_call_and_not_one_call_later(bench):
-    # Transient faults: the oracle retries right after the fault. Pushing the retry back with calls
-    # of an unknown tool (no effect on the world) moves it through the window.
+def test_a_recovery_counts_at_any_later_point_and_its_cost_counts_every_call_from_the_fault(bench):
+    # Transient faults: the oracle retries right after the fault. Pushing the retry back with calls of
+    # an unknown tool (no effect on the world, each in a step of its own) delays it: the recovery still
+    # counts (the paper credits the retry whenever it comes; RC charges the detour), and the recovery
+    # cost grows by exactly the calls added.
     setting, checked = "C1-P1-std", 0
     for task_id in bench.tasks(setting)[:12]:
         env, result, oracle = play(bench, setting, task_id, "oracle")
@@ -94,7 +95,7 @@ def test_a_recovery_counts_on_the_windows_last_call_and_not_one_call_later(bench
             continue
         k = next(x.idx for x in env.calls if x.perturbed)
         outcomes = {}
-        for delay in range(RECOVERY_WINDOW + 2):
+        for delay in range(5):
             replay, seen = [], 0
             for m in oracle.replies:
                 replay.append(m)
@@ -103,11 +104,7 @@ def test_a_recovery_counts_on_the_windows_last_call_and_not_one_call_later(bench
                     replay += [call("no_such_tool", {}, f"f{i}") for i in range(delay)]
             env2, r2, _ = play(bench, setting, task_id, Script(replay))
             outcomes[delay] = (r2.metrics["prr"], r2.metrics["tsr"], r2.metrics["c"])
-        retry_at = {d: k + 1 + d for d in outcomes}
-        assert [outcomes[d][0] for d in outcomes] == [1.0 if retry_at[d] <= k + RECOVERY_WINDOW else 0.0
-                                                      for d in outcomes], (task_id, outcomes)
-        assert outcomes[RECOVERY_WINDOW - 1][0] == 1.0 and outcomes[RECOVERY_WINDOW][0] == 0.0
-        assert all(o[1] == 1.0 for o in outcomes.values())  # solved either way: only PRR depends on timing
+        assert all(o[0] == 1.0 and o[1] == 1.0 for o in outcomes.values()), (task_id, outcomes)
         # the recovery cost counts every call from the faulted one (included) on
         assert [o[2] for o in outcomes.values()] == [len(env.calls) - k + d for d in outcomes]
         checked += 1
