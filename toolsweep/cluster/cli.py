@@ -52,7 +52,8 @@ examples:
 config fields (YAML): name, seeds, models[{name, kind: scripted|openai|vllm|hf, ...}],
 benchmarks[{name, options, settings, tasks: {limit|ids}, seeds}], sampling{temperature, top_p,
 max_tokens}, concurrency{workers, worker_cpus, episodes_per_worker, spares_per_worker},
-bootstrap{n_resamples, confidence}, episode_timeout_s, max_attempts, output_dir, run_id,
+bootstrap{n_resamples, confidence}, stop_when{ci_half_width, metric, max_rounds, max_seeds,
+seeds_per_round} (an adaptive sweep: rounds of added seeds, docs/adaptive.md), episode_timeout_s, max_attempts, output_dir, run_id,
 ray_address, tracking_uri, mlflow.
 """
 
@@ -104,7 +105,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = config.model_copy(update={"preflight": False})
         if args.scale_up_timeout is not None:
             config = config.model_copy(update={"scale_up_timeout_s": args.scale_up_timeout})
-        outcome = run_sweep(config, progress=not args.no_progress)
+        if config.stop_when is not None:  # an adaptive sweep: rounds of run_sweep (docs/adaptive.md)
+            from toolsweep.cluster.adaptive import run_adaptive
+
+            outcome = run_adaptive(config, progress=not args.no_progress)
+        else:
+            outcome = run_sweep(config, progress=not args.no_progress)
     except ConfigError as err:
         return _fail_config(err)
     except RunDirectoryBusy as err:
@@ -147,6 +153,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         plans = resolve_plans(config)
+        if config.stop_when is not None:
+            from toolsweep.cluster.adaptive import check_stop_when
+
+            check_stop_when(config)
     except ConfigError as err:
         return _fail_config(err)
     units = expand_units(config.name, [m.name for m in config.models], plans, config.sampling)

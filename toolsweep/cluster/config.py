@@ -126,6 +126,20 @@ class Bootstrap(_Strict):
     )
 
 
+class StopWhen(_Strict):
+    """An adaptive sweep (docs/adaptive.md): run in rounds, adding `seeds_per_round` seeds to the
+    (benchmark, setting) cells whose interval half-width is above `ci_half_width` for any model, until
+    every cell meets it or the budget is spent. Intervals are judged and reported at the confidence each
+    round spends (alpha spending over rounds), so they stay valid under this optional stopping."""
+
+    ci_half_width: float = Field(gt=0, description="Target half-width of every model's interval, in the "
+                                 "metric's own units (unscaled: 0.03 is 3 points of a 0-1 success rate).")
+    metric: str | None = Field(None, description="The metric judged; default: each setting's first metric.")
+    max_rounds: int = Field(5, ge=1, le=50, description="Rounds at most, the config as written being round 1.")
+    max_seeds: int = Field(32, ge=1, le=MAX_SEEDS, description="Seeds per cell at most, the initial ones included.")
+    seeds_per_round: int = Field(2, ge=1, le=MAX_SEEDS, description="Seeds a round adds to a cell that needs more.")
+
+
 class SweepConfig(_Strict):
     """One sweep: models × benchmarks × settings × tasks × seeds, and how to run it."""
 
@@ -169,6 +183,9 @@ class SweepConfig(_Strict):
     preflight: bool = Field(
         True, description="Before the first unit, check that each model's replies parse into valid actions."
     )
+    stop_when: StopWhen | None = Field(
+        None, description="Make the sweep adaptive: rounds of added seeds until every cell's interval is narrow "
+        "enough (ci_half_width, metric, max_rounds, max_seeds, seeds_per_round).")
     budget_check: Literal["warn", "refuse", "off"] = Field(
         "warn", description="Before engines start, compare each cell's prompt tokens with the model's context "
         "window (`toolsweep plan`): warn, refuse cells whose first prompt cannot fit, or skip the check.")
@@ -199,6 +216,22 @@ class SweepConfig(_Strict):
         scripted = [m.name for m in self.helpers if isinstance(m, ScriptedModelConfig)]
         if scripted:
             raise ValueError(f"helpers: {scripted} are scripted policies; a helper must be a served model")
+        return self
+
+    @model_validator(mode="after")
+    def _stop_when_fits(self) -> SweepConfig:
+        """The budget must leave room to grow: no benchmark may start with more seeds than max_seeds."""
+        stop = self.stop_when
+        if stop is None:
+            return self
+        for i, entry in enumerate(self.benchmarks):
+            n = len(entry.seeds or self.seeds)
+            if n > stop.max_seeds:
+                raise ValueError(f"stop_when.max_seeds is {stop.max_seeds} but benchmarks.{i} ({entry.name}) starts "
+                                 f"with {n} seeds; raise max_seeds or start with fewer seeds")
+        if stop.seeds_per_round > stop.max_seeds:
+            raise ValueError(f"stop_when.seeds_per_round ({stop.seeds_per_round}) is more than max_seeds "
+                             f"({stop.max_seeds}); lower it")
         return self
 
     def served_models(self) -> list[ModelConfig]:
