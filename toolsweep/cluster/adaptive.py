@@ -147,7 +147,7 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
     with the adaptive table appended to its text, and writes the "adaptive" section into summary.json
     (and adaptive.json beside it). A round whose units are all recorded is judged without running
     anything, so a re-run replays the same decisions and adds nothing."""
-    from toolsweep.cluster.driver import _stderr, current_units, load_benchmarks, run_sweep
+    from toolsweep.cluster.driver import _connect_ray, _stderr, current_units, load_benchmarks, run_sweep
     from toolsweep.evaluator.registry import register_benchmark
     from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, strict_json
 
@@ -173,6 +173,10 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
         recorded = run_dir.exists() and units.id_set() <= run_dir.finished_unit_ids()
         if not recorded:
             log(f"adaptive round {r}: {len(cells)} cell(s) to judge, {len(units)} units in all")
+            if "started_ray" not in last:
+                # one Ray for every round: each run_sweep finds it connected and leaves it up (an embedded
+                # Ray started and stopped once a round hung in its GCS client on a busy machine)
+                last["started_ray"] = _connect_ray(config.ray_address, log)
             outcome = run_sweep(cfg, progress=progress, log=log, extra_benchmarks=extra_benchmarks)
             last["outcome"] = outcome
             if outcome.interrupted or outcome.gave_up:
@@ -180,12 +184,19 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
         last["config"] = cfg
         return judge_run_dir(run_dir, cfg, benchmarks, cells, confidence)
 
-    result = run_rounds(initial, target=stop.ci_half_width, max_rounds=stop.max_rounds, max_seeds=stop.max_seeds,
-                        seeds_per_round=stop.seeds_per_round, alpha=alpha, measure=measure)
-    if result.reason == "stopped":
-        return last["outcome"]
-    final = last["config"]
-    outcome = run_sweep(final, progress=progress, log=log, extra_benchmarks=extra_benchmarks)
+    try:
+        result = run_rounds(initial, target=stop.ci_half_width, max_rounds=stop.max_rounds,
+                            max_seeds=stop.max_seeds, seeds_per_round=stop.seeds_per_round, alpha=alpha,
+                            measure=measure)
+        if result.reason == "stopped":
+            return last["outcome"]
+        # the last round's summary.json (a no-op when that round just ran; a re-run rebuilds it if needed)
+        outcome = run_sweep(last["config"], progress=progress, log=log, extra_benchmarks=extra_benchmarks)
+    finally:
+        if last.get("started_ray"):
+            import ray
+
+            ray.shutdown()
     section = adaptive_section(config, benchmarks, result, units_per_round)
     if outcome.interrupted or outcome.gave_up:
         return outcome
