@@ -114,3 +114,45 @@ def test_stop_when_is_validated_before_anything_starts(tmp_path):
 
     with pytest.raises(ConfigError, match="stop_when.metric: 'accuracy' is not a metric of coin.*success"):
         check_stop_when(coin_config(tmp_path, metric="accuracy"))
+
+
+# ----------------------------------------------------------------------------- the no-LLM floor as a model
+
+
+def test_policy_baseline_plays_each_benchmarks_floor_and_pairs_with_the_models(ray_local, tmp_path):
+    cfg = SweepConfig.model_validate({
+        "name": "floor", "seeds": 2,
+        "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"},
+                   {"name": "floor", "kind": "scripted", "policy": "baseline"},
+                   {"name": "coin", "kind": "scripted", "policy": "coin"}],
+        "benchmarks": [{"name": "coin", "options": {"n_tasks": 6}, "settings": ["even"]}],
+        "concurrency": {"workers": 2, "episodes_per_worker": 8}, "bootstrap": {"n_resamples": 500},
+        "output_dir": str(tmp_path / "runs"), "mlflow": False, "preflight": False,
+    })
+    out = run_sweep_with_coin(cfg)
+    eps = _episodes(out.run_dir)
+    by = {(e["model"], e["task_id"], e["seed"]): json.loads(e["metrics"])["success"] for e in eps}
+    # the floor played coin's baseline policy ("coin"): the same outcome on every (task, seed)
+    floor = {k[1:]: v for k, v in by.items() if k[0] == "floor"}
+    assert floor == {k[1:]: v for k, v in by.items() if k[0] == "coin"} and len(floor) == 12
+    assert 0 < sum(floor.values()) < 12  # not a constant: the comparison below means something
+    summary = json.loads(out.run_dir.summary_path.read_text())
+    above = [p for p in summary["paired"] if {p["model_a"], p["model_b"]} == {"oracle", "floor"}]
+    assert len(above) == 1 and above[0]["p_value"] is not None
+
+
+def run_sweep_with_coin(cfg):
+    from toolsweep.cluster.driver import run_sweep
+
+    return run_sweep(cfg, progress=False, extra_benchmarks=COIN, log=lambda m: None)
+
+
+def test_policy_baseline_is_refused_where_a_benchmark_names_no_floor(tmp_path):
+    from toolsweep.cluster.config import resolve_plans
+
+    data = coin_config(tmp_path).model_dump(mode="json")
+    data["models"] = [{"name": "floor", "kind": "scripted", "policy": "baseline"}]
+    assert resolve_plans(SweepConfig.model_validate(data), check_endpoints=False)  # coin names "coin"
+    data["benchmarks"] = [{"name": "fake", "settings": ["small"]}]
+    with pytest.raises(ConfigError, match="models.0.policy: benchmark 'fake' names no baseline"):
+        resolve_plans(SweepConfig.model_validate({**data, "stop_when": None}), check_endpoints=False)

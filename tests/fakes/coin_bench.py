@@ -66,6 +66,9 @@ class CoinBench(Benchmark):
     def scripted_policies(self) -> dict[str, str]:
         return {"oracle": "always succeeds", "coin": "succeeds as the setting's coin falls"}
 
+    def baseline_policy(self) -> str | None:
+        return "coin"
+
     def make_scripted_policy(self, name: str, env: CoinEnv, seed: int):
         if name in ("oracle", "coin"):
             return SayPolicy(name)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from toolsweep.evaluator.registry import UnknownBenchmark, available_benchmarks, get_benchmark
 from toolsweep.evaluator.sweep import BenchmarkPlan
 from toolsweep.evaluator.types import Sampling, canonical_json
-from toolsweep.models.config import ModelConfig, ScriptedModelConfig
+from toolsweep.models.config import BASELINE, ModelConfig, ScriptedModelConfig
 
 
 DEFAULT_RUN_ID = "main"
@@ -327,10 +327,18 @@ def resolve_plans(config: SweepConfig, *, check_endpoints: bool = True) -> list[
                                   "a helper must be a served model (openai, vllm, hf)")
         policies = bench.scripted_policies()
         for j, model in enumerate(config.models):
-            if isinstance(model, ScriptedModelConfig) and model.policy not in policies:
+            if isinstance(model, ScriptedModelConfig) and model.policy == BASELINE:
+                if bench.baseline_policy() not in policies:
+                    raise ConfigError(
+                        f"models.{j}.policy: benchmark {entry.name!r} names no baseline (no-LLM floor) policy "
+                        f"(baseline_policy() is {bench.baseline_policy()!r}); name one of its policies instead: "
+                        f"{', '.join(policies) or '(none)'}"
+                    )
+            elif isinstance(model, ScriptedModelConfig) and model.policy not in policies:
                 raise ConfigError(
                     f"models.{j}.policy: benchmark {entry.name!r} has no scripted policy "
                     f"{model.policy!r}; allowed: {', '.join(policies) or '(none)'}"
+                    + (f", or {BASELINE} (its no-LLM floor, {bench.baseline_policy()})" if bench.baseline_policy() else "")
                 )
         tasks_by_setting = {}
         for setting in settings:
