@@ -98,6 +98,10 @@ def test_round_configs_move_grown_cells_to_entries_of_their_own(tmp_path):
     assert entries == [(["certain"], None), (["even"], [0, 1, 2, 3])]
     assert grown.benchmarks[1].options == {"n_tasks": 10}
     assert round_config(cfg, {}).config_sha256() == cfg.config_sha256()
+    # the budget bound `validate` prints: 2 models x 2 settings x 10 tasks x min(max_seeds, 2 + 2 x 2)
+    from toolsweep.cluster.adaptive import most_units
+
+    assert most_units(cfg) == 2 * 2 * 10 * 6 and most_units(coin_config(tmp_path, max_seeds=4)) == 2 * 2 * 10 * 4
 
 
 def test_stop_when_is_validated_before_anything_starts(tmp_path):

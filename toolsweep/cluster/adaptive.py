@@ -69,6 +69,19 @@ def metric_for(config: SweepConfig, benchmarks: Mapping[str, Any], cell: Cell) -
                       f"its metrics: {', '.join(s.name for s in specs)}")
 
 
+def most_units(config: SweepConfig, plans: list[Any] | None = None) -> int:
+    """The units an adaptive sweep runs at most: every cell grown every round, up to max_seeds."""
+    stop = config.stop_when
+    plans = plans if plans is not None else resolve_plans(config, check_endpoints=False)
+    if stop is None:
+        return len(config.models) * sum(len(p.seeds) * sum(map(len, p.tasks_by_setting.values())) for p in plans)
+    total = 0
+    for p in plans:
+        seeds = min(stop.max_seeds, len(p.seeds) + (stop.max_rounds - 1) * stop.seeds_per_round)
+        total += seeds * sum(map(len, p.tasks_by_setting.values()))
+    return len(config.models) * total
+
+
 def check_stop_when(config: SweepConfig, benchmarks: Mapping[str, Any] | None = None) -> None:
     """Before anything starts: the metric exists in every cell (ConfigError naming the cell otherwise)."""
     from toolsweep.cluster.driver import load_benchmarks

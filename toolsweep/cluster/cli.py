@@ -162,6 +162,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     units = expand_units(config.name, [m.name for m in config.models], plans, config.sampling)
     cells = units.cells()
     print(f"{args.config}: valid. {len(units)} units in {len(cells)} cells; run directory {config.run_path()}")
+    if config.stop_when is not None:
+        from toolsweep.cluster.adaptive import most_units
+
+        print(f"adaptive (stop_when): round 1 runs these {len(units)} units; all rounds at most "
+              f"{most_units(config, plans)} units")
     return 0
 
 
