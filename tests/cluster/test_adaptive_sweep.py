@@ -82,7 +82,13 @@ def test_rounds_grow_only_the_wide_cell_and_a_rerun_adds_nothing(ray_local, tmp_
     assert rep["half_width"] == pytest.approx((rep["ci_high"] - rep["ci_low"]) / 2)
     assert even["met"] == (rep["half_width"] <= 0.2)
     assert "adaptive sweep:" in out.table_text and "even" in out.table_text
-    assert json.loads((out.run_dir.path / "adaptive.json").read_text()) == section
+    assert {k: v for k, v in json.loads((out.run_dir.path / "adaptive.json").read_text()).items()} == section
+
+    # `toolsweep report` rebuilds summary.json: the rounds stay in it
+    from toolsweep.cluster.cli import main
+
+    assert main(["report", str(out.run_dir.path)]) == 0
+    assert json.loads(out.run_dir.summary_path.read_text())["adaptive"] == section
 
     # a re-run replays the same decisions from the recorded episodes and runs nothing
     again = run_adaptive(cfg, progress=False, log=lambda m: None, extra_benchmarks=COIN)

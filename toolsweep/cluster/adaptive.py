@@ -211,11 +211,32 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
 
             ray.shutdown()
     section = adaptive_section(config, benchmarks, result, units_per_round)
+    section["config_sha256"] = last["config"].config_sha256()  # the last round's config: what it describes
     if outcome.interrupted or outcome.gave_up:
         return outcome
-    summary = json.loads(run_dir.summary_path.read_text())
-    summary["adaptive"] = section
-    atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
-    atomic_write_text(run_dir.path / "adaptive.json", strict_json(section, indent=2))
+    atomic_write_text(run_dir.path / ADAPTIVE_FILE, strict_json(section, indent=2))
+    attach_adaptive(run_dir)
     outcome.table_text += "\n\n" + format_adaptive(section)
     return outcome
+
+
+ADAPTIVE_FILE = "adaptive.json"
+
+
+def attach_adaptive(run_dir: Any) -> str | None:
+    """Put the run directory's adaptive.json into summary.json as its "adaptive" section when both describe
+    the same config (after a sweep, and after `toolsweep report` rebuilt the summary); returns the
+    section's text, or None when there is none for this summary."""
+    from toolsweep.evaluator.rundir import atomic_write_text, strict_json
+
+    path = run_dir.path / ADAPTIVE_FILE
+    if not path.exists() or not run_dir.summary_path.exists():
+        return None
+    section = json.loads(path.read_text())
+    summary = json.loads(run_dir.summary_path.read_text())
+    if section.get("config_sha256") != summary.get("config_sha256"):
+        return None  # the run directory grew past the adaptive sweep: its rounds describe other cells
+    if summary.get("adaptive") != section:
+        summary["adaptive"] = section
+        atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
+    return format_adaptive(section)

@@ -182,7 +182,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     benchmarks = load_benchmarks(config)
     units, _ = current_units(config, benchmarks)
     _, text = finalize_run(run_dir, config, benchmarks, unit_ids=units.id_set(), full_text=args.full)
-    print(text)
+    from toolsweep.cluster.adaptive import attach_adaptive
+
+    adaptive = attach_adaptive(run_dir)  # an adaptive sweep's rounds stay in the rebuilt summary
+    print(text + (f"\n\n{adaptive}" if adaptive else ""))
     print(f"\nwrote {run_dir.summary_path} and {run_dir.report_path}")
     return 0
 
