@@ -55,7 +55,8 @@ examples:
 config fields (YAML): name, seeds, models[{name, kind: scripted|openai|vllm|hf, ...}],
 benchmarks[{name, options, settings, tasks: {limit|ids}, seeds}], sampling{temperature, top_p,
 max_tokens}, concurrency{workers, worker_cpus, episodes_per_worker, spares_per_worker},
-bootstrap{n_resamples, confidence}, episode_timeout_s, max_attempts, output_dir, run_id,
+bootstrap{n_resamples, confidence}, stop_when{ci_half_width, metric, max_rounds, max_seeds,
+seeds_per_round} (an adaptive sweep: rounds of added seeds, docs/adaptive.md), episode_timeout_s, max_attempts, output_dir, run_id,
 ray_address, tracking_uri, mlflow.
 """
 
@@ -110,7 +111,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         # a subset runs its units; the run directory's record goes on describing the whole config
         subset = select_subset(config, models=_names(args.models), benchmarks=_names(args.benchmarks),
                                settings=_names(args.settings), limit=args.limit)
-        outcome = run_sweep(subset, progress=not args.no_progress, whole=config)
+        if config.stop_when is not None:  # an adaptive sweep: rounds of run_sweep (docs/adaptive.md)
+            from toolsweep.cluster.adaptive import run_adaptive
+
+            if args.models or args.benchmarks or args.settings or args.limit is not None:
+                raise ConfigError("an adaptive sweep (stop_when) decides its own cells and seeds: run it without "
+                                  "--models/--benchmarks/--settings/--limit, or remove stop_when to run a subset")
+            outcome = run_adaptive(config, progress=not args.no_progress)
+        else:
+            outcome = run_sweep(subset, progress=not args.no_progress, whole=config)
     except ConfigError as err:
         return _fail_config(err)
     except RunDirectoryBusy as err:
@@ -161,11 +170,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         plans = resolve_plans(config)
+        if config.stop_when is not None:
+            from toolsweep.cluster.adaptive import check_stop_when
+
+            check_stop_when(config)
     except ConfigError as err:
         return _fail_config(err)
     units = expand_units(config.name, [m.name for m in config.models], plans, config.sampling)
     cells = units.cells()
     print(f"{args.config}: valid. {len(units)} units in {len(cells)} cells; run directory {config.run_path()}")
+    if config.stop_when is not None:
+        from toolsweep.cluster.adaptive import most_units
+
+        print(f"adaptive (stop_when): round 1 runs these {len(units)} units; all rounds at most "
+              f"{most_units(config, plans)} units")
     return 0
 
 
@@ -181,7 +199,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     benchmarks = load_benchmarks(config)
     units, _ = current_units(config, benchmarks)
     _, text = finalize_run(run_dir, config, benchmarks, unit_ids=units.id_set(), full_text=args.full)
-    print(text)
+    from toolsweep.cluster.adaptive import attach_adaptive
+
+    adaptive = attach_adaptive(run_dir)  # an adaptive sweep's rounds stay in the rebuilt summary
+    print(text + (f"\n\n{adaptive}" if adaptive else ""))
     print(f"\nwrote {run_dir.summary_path} and {run_dir.report_path}")
     return 0
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from toolsweep.evaluator.registry import UnknownBenchmark, available_benchmarks, get_benchmark
 from toolsweep.evaluator.sweep import BenchmarkPlan
 from toolsweep.evaluator.types import Sampling, canonical_json
-from toolsweep.models.config import ModelConfig, ScriptedModelConfig
+from toolsweep.models.config import BASELINE, ModelConfig, ScriptedModelConfig
 
 
 DEFAULT_RUN_ID = "main"
@@ -131,6 +131,20 @@ class Bootstrap(_Strict):
     )
 
 
+class StopWhen(_Strict):
+    """An adaptive sweep (docs/adaptive.md): run in rounds, adding `seeds_per_round` seeds to the
+    (benchmark, setting) cells whose interval half-width is above `ci_half_width` for any model, until
+    every cell meets it or the budget is spent. Intervals are judged and reported at the confidence each
+    round spends (alpha spending over rounds), so they stay valid under this optional stopping."""
+
+    ci_half_width: float = Field(gt=0, description="Target half-width of every model's interval, in the "
+                                 "metric's own units (unscaled: 0.03 is 3 points of a 0-1 success rate).")
+    metric: str | None = Field(None, description="The metric judged; default: each setting's first metric.")
+    max_rounds: int = Field(5, ge=1, le=50, description="Rounds at most, the config as written being round 1.")
+    max_seeds: int = Field(32, ge=1, le=MAX_SEEDS, description="Seeds per cell at most, the initial ones included.")
+    seeds_per_round: int = Field(2, ge=1, le=MAX_SEEDS, description="Seeds a round adds to a cell that needs more.")
+
+
 class SweepConfig(_Strict):
     """One sweep: models × benchmarks × settings × tasks × seeds, and how to run it."""
 
@@ -184,6 +198,9 @@ class SweepConfig(_Strict):
     preflight: bool = Field(
         True, description="Before the first unit, check that each model's replies parse into valid actions."
     )
+    stop_when: StopWhen | None = Field(
+        None, description="Make the sweep adaptive: rounds of added seeds until every cell's interval is narrow "
+        "enough (ci_half_width, metric, max_rounds, max_seeds, seeds_per_round).")
     budget_check: Literal["warn", "refuse", "off"] = Field(
         "warn", description="Before engines start, compare each cell's prompt tokens with the model's context "
         "window (`toolsweep plan`): warn, refuse cells whose first prompt cannot fit, or skip the check.")
@@ -214,6 +231,22 @@ class SweepConfig(_Strict):
         scripted = [m.name for m in self.helpers if isinstance(m, ScriptedModelConfig)]
         if scripted:
             raise ValueError(f"helpers: {scripted} are scripted policies; a helper must be a served model")
+        return self
+
+    @model_validator(mode="after")
+    def _stop_when_fits(self) -> SweepConfig:
+        """The budget must leave room to grow: no benchmark may start with more seeds than max_seeds."""
+        stop = self.stop_when
+        if stop is None:
+            return self
+        for i, entry in enumerate(self.benchmarks):
+            n = len(entry.seeds or self.seeds)
+            if n > stop.max_seeds:
+                raise ValueError(f"stop_when.max_seeds is {stop.max_seeds} but benchmarks.{i} ({entry.name}) starts "
+                                 f"with {n} seeds; raise max_seeds or start with fewer seeds")
+        if stop.seeds_per_round > stop.max_seeds:
+            raise ValueError(f"stop_when.seeds_per_round ({stop.seeds_per_round}) is more than max_seeds "
+                             f"({stop.max_seeds}); lower it")
         return self
 
     def served_models(self) -> list[ModelConfig]:
@@ -337,10 +370,18 @@ def resolve_plans(config: SweepConfig, *, check_endpoints: bool = True) -> list[
                                   "a helper must be a served model (openai, vllm, hf)")
         policies = bench.scripted_policies()
         for j, model in enumerate(config.models):
-            if isinstance(model, ScriptedModelConfig) and model.policy not in policies:
+            if isinstance(model, ScriptedModelConfig) and model.policy == BASELINE:
+                if bench.baseline_policy() not in policies:
+                    raise ConfigError(
+                        f"models.{j}.policy: benchmark {entry.name!r} names no baseline (no-LLM floor) policy "
+                        f"(baseline_policy() is {bench.baseline_policy()!r}); name one of its policies instead: "
+                        f"{', '.join(policies) or '(none)'}"
+                    )
+            elif isinstance(model, ScriptedModelConfig) and model.policy not in policies:
                 raise ConfigError(
                     f"models.{j}.policy: benchmark {entry.name!r} has no scripted policy "
                     f"{model.policy!r}; allowed: {', '.join(policies) or '(none)'}"
+                    + (f", or {BASELINE} (its no-LLM floor, {bench.baseline_policy()})" if bench.baseline_policy() else "")
                 )
         tasks_by_setting = {}
         for setting in settings:

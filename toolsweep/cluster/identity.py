@@ -70,8 +70,12 @@ def unit_contexts(config: Any, benchmarks: dict[str, Any], fingerprints: dict[st
     for model in config.models:
         mine = model_identity(model)
         for name, bench in benchmarks.items():
+            ident = mine
+            if mine.get("kind") == "scripted" and mine.get("policy") == "baseline":
+                # the floor is the policy the benchmark names now: another baseline is another episode
+                ident = {**mine, "baseline": bench.baseline_policy()}
             helpers = {role: helper_identity(served[h]) for role, h in sorted(bench.helper_models().items())
                        if h in served}
-            out[(model.name, name)] = _short_hash({"model": mine, "benchmark": fingerprints.get(name),
+            out[(model.name, name)] = _short_hash({"model": ident, "benchmark": fingerprints.get(name),
                                                    "helpers": helpers})
     return out

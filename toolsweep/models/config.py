@@ -37,11 +37,17 @@ class _ModelBase(BaseModel):
         return per_replica * int(getattr(self, "replicas", 1))
 
 
+BASELINE = "baseline"
+"""A scripted model's `policy: baseline` is, per benchmark, that benchmark's strongest no-LLM policy
+(`Benchmark.baseline_policy`): one model in the config is the floor of every benchmark it runs on."""
+
+
 class ScriptedModelConfig(_ModelBase):
     """A benchmark's non-LLM policy (`oracle`, `random`, ...), run like any model."""
 
     kind: Literal["scripted"] = "scripted"
-    policy: str = Field(description="Scripted policy name, e.g. oracle or random (`toolsweep benchmarks`).")
+    policy: str = Field(description="Scripted policy name, e.g. oracle or random (`toolsweep benchmarks`), or "
+                        "baseline: each benchmark's strongest no-LLM policy (its floor).")
 
 
 class _LLMBase(_ModelBase):

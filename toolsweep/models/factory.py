@@ -8,6 +8,7 @@ from toolsweep.evaluator.protocols import Benchmark, Environment, Policy
 from toolsweep.evaluator.types import WorkUnit
 from toolsweep.models.client import Endpoint, client_for
 from toolsweep.models.config import (
+    BASELINE,
     HFModelConfig,
     OpenAIModelConfig,
     ScriptedModelConfig,
@@ -60,6 +61,12 @@ def _endpoint_for(model: Any, endpoints: dict[str, Any] | None) -> Endpoint:
     return spec if isinstance(spec, Endpoint) else Endpoint.model_validate(spec)
 
 
+def scripted_policy_name(policy: str, benchmark: Benchmark) -> str | None:
+    """The benchmark's policy a scripted model's `policy` names: itself, or for `baseline` the
+    benchmark's baseline policy (None when the benchmark names none)."""
+    return benchmark.baseline_policy() if policy == BASELINE else policy
+
+
 def build_policy(
     model: Any,
     benchmark: Benchmark,
@@ -71,7 +78,10 @@ def build_policy(
     reached through its endpoint (`endpoints[model.name]`, provided by the driver's ModelRuntime;
     openai and hf models work without one)."""
     if isinstance(model, ScriptedModelConfig):
-        return benchmark.make_scripted_policy(model.policy, env, unit.rng_seed)
+        name = scripted_policy_name(model.policy, benchmark)
+        if name is None:
+            raise ValueError(f"model {model.name!r}: benchmark {benchmark.name!r} names no baseline policy")
+        return benchmark.make_scripted_policy(name, env, unit.rng_seed)
     endpoint = _endpoint_for(model, endpoints)
     return LLMPolicy(
         client_for(endpoint),

@@ -1,0 +1,131 @@
+"""Units an adaptive sweep runs against a fixed design reaching the same interval widths.
+
+A grid of cells of different variance (two models each, on the same tasks) is simulated with a known
+truth: per (cell, model) the tasks' success probabilities come from a Beta (some cells certain, some
+near 0.1, some near 0.5), episodes are Bernoulli. On the same episodes:
+
+- adaptive: the rounds of `toolsweep.evaluator.adaptive.run_rounds` (2 seeds, +`--per-round` a round,
+  at most `--max-seeds`), each round judged at its spent confidence 1 - 0.05 * 6 / (pi^2 r^2);
+- fixed: one number of seeds for every cell, as a config without `stop_when` has it, the fewest that
+  bring every cell to the target at plain 95% (chosen knowing the outcome: the cheapest fixed design
+  there is, and so a lower bound on what a fixed design costs).
+
+Prints one row per simulated grid and the totals.   python bench/adaptive_units.py [--grids 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from toolsweep.evaluator.adaptive import half_width, round_confidence, run_rounds
+from toolsweep.evaluator.protocols import MetricSpec
+from toolsweep.evaluator.stats import summarize_metrics
+
+SUCCESS = MetricSpec(name="success")
+# (model a, model b) populations per cell: None = always succeeds (an oracle-like cell)
+MIXED = {
+    "certain": (None, None),
+    "certain_vs_low": (None, (1.0, 9.0)),
+    "low": ((1.0, 9.0), (2.0, 18.0)),
+    "mid_low": ((3.0, 7.0), (1.0, 9.0)),
+    "mid": ((10.0, 10.0), (6.0, 4.0)),
+    "mid_hard": ((10.0, 10.0), (10.0, 10.0)),
+    "high": ((8.0, 2.0), (18.0, 2.0)),
+    "high_certain": ((18.0, 2.0), None),
+}
+# most cells settled at once (scripted floors and oracles, a strong model at the ceiling), two open
+SETTLED = {
+    "certain": (None, None),
+    "certain_2": (None, None),
+    "certain_3": (None, None),
+    "near_1": (None, (60.0, 0.5)),
+    "near_2": ((60.0, 0.5), None),
+    "certain_4": (None, None),
+    "mid": ((10.0, 10.0), (6.0, 4.0)),
+    "low": ((1.0, 9.0), (2.0, 18.0)),
+}
+GRIDS = {"mixed": MIXED, "settled": SETTLED}
+GRID = MIXED
+
+
+def simulate_grid(rng: np.random.Generator, tasks: int, max_seeds: int) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    out = {}
+    for cell, pops in GRID.items():
+        ys = {}
+        for model, pop in zip("ab", pops):
+            p = np.ones(tasks) if pop is None else rng.beta(*pop, tasks)
+            ys[model] = (rng.random((tasks, max_seeds)) < p[:, None]).astype(float)
+        out[("sim", cell)] = ys
+    return out
+
+
+def intervals(ys: dict[str, np.ndarray], seeds: int, confidence: float, n_resamples: int, seed: int):
+    tasks = next(iter(ys.values())).shape[0]
+    ids = np.repeat(np.arange(tasks), seeds)
+    seed_col = np.tile(np.arange(seeds), tasks)
+    return {m: summarize_metrics(ids, seed_col, {"success": y[:, :seeds].ravel()}, [SUCCESS], n_resamples=n_resamples,
+                                 confidence=confidence, seed=seed)["success"] for m, y in ys.items()}
+
+
+def one_grid(rng, i, *, tasks, target, max_seeds, max_rounds, n_resamples, per_round=2):
+    data = simulate_grid(rng, tasks, max_seeds)
+
+    def measure(r, seeds, cells, conf):
+        return {c: intervals(data[c], len(seeds[c]), conf, n_resamples, i) for c in cells}
+
+    out = run_rounds({c: [0, 1] for c in data}, target=target, max_rounds=max_rounds, max_seeds=max_seeds,
+                     seeds_per_round=per_round, alpha=0.05, measure=measure)
+    adaptive_units = sum(len(s) * tasks * 2 for s in out.seeds.values())
+    met = sum(rec.met for rec in out.records.values())
+    fixed_seeds = None
+    for s in range(2, max_seeds + 1):
+        if all(half_width(e) <= target for c in data for e in intervals(data[c], s, 0.95, n_resamples, i).values()):
+            fixed_seeds = s
+            break
+    fixed_units = (fixed_seeds or max_seeds) * tasks * 2 * len(data)
+    return out, adaptive_units, met, fixed_seeds, fixed_units
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--grids", type=int, default=20)
+    ap.add_argument("--tasks", type=int, default=30)
+    ap.add_argument("--target", type=float, default=0.12)
+    ap.add_argument("--max-seeds", type=int, default=16)
+    ap.add_argument("--max-rounds", type=int, default=8)
+    ap.add_argument("--n-resamples", type=int, default=2000)
+    ap.add_argument("--per-round", type=int, default=2, help="seeds a round adds (seeds_per_round)")
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="mixed",
+                    help="mixed: cells of every variance; settled: six cells settled at once, two open")
+    args = ap.parse_args()
+    global GRID
+    GRID = GRIDS[args.grid]
+    rng = np.random.default_rng(2026)
+    print(f"grid {args.grid}: {len(GRID)} cells x 2 models x {args.tasks} tasks; target half-width {args.target}; seeds 2 (+{args.per_round} a "
+          f"round) up to {args.max_seeds}, at most {args.max_rounds} rounds")
+    print(f"{'grid':>4} {'rounds':>6} {'met':>5} {'adaptive units':>14} {'fixed seeds':>11} {'fixed units':>11} "
+          f"{'adaptive/fixed':>14}")
+    totals = np.zeros(2)
+    met_total = fixed_met = 0
+    start = time.perf_counter()
+    for i in range(args.grids):
+        out, a_units, met, f_seeds, f_units = one_grid(rng, i, tasks=args.tasks, target=args.target,
+                                                       max_seeds=args.max_seeds, max_rounds=args.max_rounds,
+                                                       n_resamples=args.n_resamples, per_round=args.per_round)
+        totals += (a_units, f_units)
+        met_total += met
+        fixed_met += len(GRID) if f_seeds is not None else 0
+        shown = f_seeds if f_seeds is not None else f">{args.max_seeds}"
+        print(f"{i:>4} {out.rounds:>6} {met:>2}/{len(GRID):<2} {a_units:>14} {shown:>11} {f_units:>11} "
+              f"{a_units / f_units:>14.2f}")
+    cells = len(GRID) * args.grids
+    print(f"total: adaptive {int(totals[0])} units ({met_total}/{cells} cells met at their spent confidence), fixed "
+          f"{int(totals[1])} units ({fixed_met}/{cells} met at 95%): adaptive/fixed = {totals[0] / totals[1]:.2f} "
+          f"({time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

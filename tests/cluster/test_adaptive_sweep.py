@@ -1,0 +1,168 @@
+"""An adaptive sweep end to end on the embedded Ray: rounds add seeds only to the cells whose interval
+was too wide (every model the same seeds), summary.json reports each cell's rounds and its interval at
+the spent confidence, and a re-run adds nothing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from test_sweep_end_to_end import make_config  # noqa: F401  (shares the session's fake registration)
+
+from toolsweep.cluster.adaptive import round_config, run_adaptive
+from toolsweep.cluster.config import ConfigError, SweepConfig, load_config
+from toolsweep.evaluator.adaptive import round_confidence
+from toolsweep.evaluator.protocols import MetricSpec
+from toolsweep.evaluator.registry import register_benchmark
+from toolsweep.evaluator.stats import summarize_metrics
+
+COIN = {"coin": "coin_bench:CoinBench"}
+register_benchmark("coin", COIN["coin"])
+
+
+def coin_config(tmp_path, **stop) -> SweepConfig:
+    return SweepConfig.model_validate({
+        "name": "adaptive",
+        "seeds": 2,
+        "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"},
+                   {"name": "coin", "kind": "scripted", "policy": "coin"}],
+        "benchmarks": [{"name": "coin", "options": {"n_tasks": 10}, "settings": ["certain", "even"]}],
+        "stop_when": {"ci_half_width": 0.2, "max_rounds": 3, "seeds_per_round": 2, "max_seeds": 6, **stop},
+        "concurrency": {"workers": 2, "episodes_per_worker": 8},
+        "bootstrap": {"n_resamples": 2000, "live_n_resamples": 200},
+        "output_dir": str(tmp_path / "runs"),
+        "mlflow": False,
+        "preflight": False,
+    })
+
+
+def _episodes(run_dir):
+    table = run_dir.read_table(columns=["model", "setting", "task_id", "seed", "metrics"])
+    return [dict(zip(table.column_names, row)) for row in zip(*(table.column(c).to_pylist() for c in table.column_names))]
+
+
+def test_rounds_grow_only_the_wide_cell_and_a_rerun_adds_nothing(ray_local, tmp_path):
+    cfg = coin_config(tmp_path)
+    out = run_adaptive(cfg, progress=False, log=lambda m: None, extra_benchmarks=COIN)
+    summary = json.loads(out.run_dir.summary_path.read_text())
+    section = summary["adaptive"]
+    cells = {c["setting"]: c for c in section["cells"]}
+    # round 1 judged both cells at its spent confidence: the certain cell is a point, the even one wide
+    assert cells["certain"]["rounds"] == 1 and cells["certain"]["seeds"] == 2 and cells["certain"]["met"]
+    assert cells["certain"]["confidence"] == pytest.approx(round_confidence(0.05, 1))
+    even = cells["even"]
+    assert even["rounds"] >= 2 and even["seeds"] == 2 + 2 * (even["rounds"] - 1)
+    assert even["confidence"] == pytest.approx(round_confidence(0.05, even["rounds"]))
+    assert section["grown_per_round"] == [[["coin", "even"]]] * (even["rounds"] - 1)
+
+    # the run directory holds exactly those seeds, for both models: paired differences stay paired
+    eps = _episodes(out.run_dir)
+    seeds: dict[tuple[str, str], set[int]] = {}
+    for e in eps:
+        seeds.setdefault((e["model"], e["setting"]), set()).add(e["seed"])
+    seeds = {k: sorted(v) for k, v in seeds.items()}
+    for model in ("oracle", "coin"):
+        assert seeds[(model, "certain")] == [0, 1]
+        assert seeds[(model, "even")] == list(range(even["seeds"]))
+    assert len(eps) == 2 * 10 * (2 + even["seeds"]) == out.total_units
+
+    # the decisions hold against the episodes themselves: round 1's even interval (seeds 0-1) was wide
+    spec = MetricSpec(name="success")
+    first = [e for e in eps if e["model"] == "coin" and e["setting"] == "even" and e["seed"] < 2]
+    y = np.array([json.loads(e["metrics"])["success"] for e in first])
+    r1 = summarize_metrics([e["task_id"] for e in first], [e["seed"] for e in first], {"success": y}, [spec],
+                           n_resamples=2000, confidence=round_confidence(0.05, 1))["success"]
+    assert (r1.ci_high - r1.ci_low) / 2 > 0.2
+    # the reported interval is the one at the stopping round's confidence, on that round's episodes
+    final = [e for e in eps if e["model"] == "coin" and e["setting"] == "even"]
+    y = np.array([json.loads(e["metrics"])["success"] for e in final])
+    rep = even["models"]["coin"]
+    assert rep["value"] == pytest.approx(y.mean())
+    assert rep["half_width"] == pytest.approx((rep["ci_high"] - rep["ci_low"]) / 2)
+    assert even["met"] == (rep["half_width"] <= 0.2)
+    assert "adaptive sweep:" in out.table_text and "even" in out.table_text
+    assert {k: v for k, v in json.loads((out.run_dir.path / "adaptive.json").read_text()).items()} == section
+
+    # `toolsweep report` rebuilds summary.json: the rounds stay in it
+    from toolsweep.cluster.cli import main
+
+    assert main(["report", str(out.run_dir.path)]) == 0
+    assert json.loads(out.run_dir.summary_path.read_text())["adaptive"] == section
+
+    # a re-run replays the same decisions from the recorded episodes and runs nothing
+    again = run_adaptive(cfg, progress=False, log=lambda m: None, extra_benchmarks=COIN)
+    assert again.done == 0 and again.total_units == out.total_units
+    assert out.run_dir.read_table(columns=["unit_id"]).num_rows == len(eps)
+    assert json.loads(again.run_dir.summary_path.read_text())["adaptive"] == section
+
+
+def test_round_configs_move_grown_cells_to_entries_of_their_own(tmp_path):
+    cfg = coin_config(tmp_path)
+    grown = round_config(cfg, {("coin", "even"): [0, 1, 2, 3], ("coin", "certain"): [0, 1]})
+    entries = [(b.settings, b.seeds) for b in grown.benchmarks]
+    assert entries == [(["certain"], None), (["even"], [0, 1, 2, 3])]
+    assert grown.benchmarks[1].options == {"n_tasks": 10}
+    assert round_config(cfg, {}).config_sha256() == cfg.config_sha256()
+    # the budget bound `validate` prints: 2 models x 2 settings x 10 tasks x min(max_seeds, 2 + 2 x 2)
+    from toolsweep.cluster.adaptive import most_units
+
+    assert most_units(cfg) == 2 * 2 * 10 * 6 and most_units(coin_config(tmp_path, max_seeds=4)) == 2 * 2 * 10 * 4
+
+
+def test_stop_when_is_validated_before_anything_starts(tmp_path):
+    with pytest.raises(ValueError, match="max_seeds is 1 but benchmarks.0"):
+        coin_config(tmp_path, max_seeds=1)
+    with pytest.raises(ValueError, match="ci_half_width"):
+        coin_config(tmp_path, ci_half_width=0)
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\nmodels: [{name: o, kind: scripted, policy: oracle}]\nbenchmarks: [{name: coin}]\n"
+                    "stop_when: {ci_half_width: 0.1, seeds_per_rounds: 2}\n")
+    with pytest.raises(ConfigError, match="stop_when.seeds_per_rounds: unknown field"):
+        load_config(path)
+    from toolsweep.cluster.adaptive import check_stop_when
+
+    with pytest.raises(ConfigError, match="stop_when.metric: 'accuracy' is not a metric of coin.*success"):
+        check_stop_when(coin_config(tmp_path, metric="accuracy"))
+
+
+# ----------------------------------------------------------------------------- the no-LLM floor as a model
+
+
+def test_policy_baseline_plays_each_benchmarks_floor_and_pairs_with_the_models(ray_local, tmp_path):
+    cfg = SweepConfig.model_validate({
+        "name": "floor", "seeds": 2,
+        "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"},
+                   {"name": "floor", "kind": "scripted", "policy": "baseline"},
+                   {"name": "coin", "kind": "scripted", "policy": "coin"}],
+        "benchmarks": [{"name": "coin", "options": {"n_tasks": 6}, "settings": ["even"]}],
+        "concurrency": {"workers": 2, "episodes_per_worker": 8}, "bootstrap": {"n_resamples": 500},
+        "output_dir": str(tmp_path / "runs"), "mlflow": False, "preflight": False,
+    })
+    out = run_sweep_with_coin(cfg)
+    eps = _episodes(out.run_dir)
+    by = {(e["model"], e["task_id"], e["seed"]): json.loads(e["metrics"])["success"] for e in eps}
+    # the floor played coin's baseline policy ("coin"): the same outcome on every (task, seed)
+    floor = {k[1:]: v for k, v in by.items() if k[0] == "floor"}
+    assert floor == {k[1:]: v for k, v in by.items() if k[0] == "coin"} and len(floor) == 12
+    assert 0 < sum(floor.values()) < 12  # not a constant: the comparison below means something
+    summary = json.loads(out.run_dir.summary_path.read_text())
+    above = [p for p in summary["paired"] if {p["model_a"], p["model_b"]} == {"oracle", "floor"}]
+    assert len(above) == 1 and above[0]["p_value"] is not None
+
+
+def run_sweep_with_coin(cfg):
+    from toolsweep.cluster.driver import run_sweep
+
+    return run_sweep(cfg, progress=False, extra_benchmarks=COIN, log=lambda m: None)
+
+
+def test_policy_baseline_is_refused_where_a_benchmark_names_no_floor(tmp_path):
+    from toolsweep.cluster.config import resolve_plans
+
+    data = coin_config(tmp_path).model_dump(mode="json")
+    data["models"] = [{"name": "floor", "kind": "scripted", "policy": "baseline"}]
+    assert resolve_plans(SweepConfig.model_validate(data), check_endpoints=False)  # coin names "coin"
+    data["benchmarks"] = [{"name": "fake", "settings": ["small"]}]
+    with pytest.raises(ConfigError, match="models.0.policy: benchmark 'fake' names no baseline"):
+        resolve_plans(SweepConfig.model_validate({**data, "stop_when": None}), check_endpoints=False)

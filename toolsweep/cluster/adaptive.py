@@ -1,0 +1,242 @@
+"""Adaptive sweeps: run in rounds, adding seeds only to the (benchmark, setting) cells whose interval is
+still wider than the config's `stop_when.ci_half_width`, until every cell meets it or the budget
+(`max_rounds`, `max_seeds`) is spent.
+
+Each round is an ordinary sweep (`run_sweep`) of a grown config: the cells that need more get a
+benchmark entry of their own with more seeds, the same for every model (paired differences stay
+paired); the run directory grows as it does for any edited config, so resume and dedup are unchanged
+and a re-run whose rounds are all recorded runs nothing.
+
+Round r is judged, and a cell that stops there is reported, at confidence 1 - alpha * 6 / (pi^2 r^2)
+(alpha spending with a union bound over rounds, `toolsweep.evaluator.adaptive`, docs/adaptive.md). The
+round logic is pure and lives there; this module builds each round's config, judges a round from the run
+directory, and runs the rounds through `run_sweep`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
+from toolsweep.evaluator.adaptive import METHOD, Cell, RoundsResult, format_adaptive, run_rounds
+from toolsweep.evaluator.stats import Estimate
+
+
+# ----------------------------------------------------------------------------- configs of the rounds
+
+
+def initial_seeds(config: SweepConfig, plans: list[Any] | None = None) -> dict[Cell, list[int]]:
+    """Every (benchmark, setting) of the config as written, with its seeds."""
+    plans = plans if plans is not None else resolve_plans(config, check_endpoints=False)
+    return {(p.benchmark, s): list(p.seeds) for p in plans for s in p.tasks_by_setting}
+
+
+def round_config(base: SweepConfig, seeds: Mapping[Cell, list[int]], plans: list[Any] | None = None) -> SweepConfig:
+    """The base config with every cell whose seeds differ from the base's moved to a benchmark entry of
+    its own (same options and task filter, its own seeds); the other cells stay in their entry."""
+    plans = plans if plans is not None else resolve_plans(base, check_endpoints=False)
+    data = base.model_dump(mode="json")
+    entries: list[dict[str, Any]] = []
+    for entry, plan in zip(data["benchmarks"], plans):
+        settings = list(plan.tasks_by_setting)
+        moved = [s for s in settings if list(seeds.get((plan.benchmark, s), plan.seeds)) != list(plan.seeds)]
+        if not moved:
+            entries.append(entry)
+            continue
+        kept = [s for s in settings if s not in moved]
+        if kept:
+            entries.append({**entry, "settings": kept})
+        for s in moved:
+            entries.append({**entry, "settings": [s], "seeds": list(seeds[(plan.benchmark, s)])})
+    data["benchmarks"] = entries
+    return SweepConfig.model_validate(data)
+
+
+def metric_for(config: SweepConfig, benchmarks: Mapping[str, Any], cell: Cell) -> Any:
+    """The MetricSpec a cell is judged on: `stop_when.metric`, or the setting's first metric."""
+    specs = list(benchmarks[cell[0]].metrics(cell[1]))
+    wanted = config.stop_when.metric if config.stop_when else None
+    if wanted is None:
+        return specs[0]
+    for spec in specs:
+        if spec.name == wanted:
+            return spec
+    raise ConfigError(f"stop_when.metric: {wanted!r} is not a metric of {cell[0]} setting {cell[1]!r}; "
+                      f"its metrics: {', '.join(s.name for s in specs)}")
+
+
+def most_units(config: SweepConfig, plans: list[Any] | None = None) -> int:
+    """The units an adaptive sweep runs at most: every cell grown every round, up to max_seeds."""
+    stop = config.stop_when
+    plans = plans if plans is not None else resolve_plans(config, check_endpoints=False)
+    if stop is None:
+        return len(config.models) * sum(len(p.seeds) * sum(map(len, p.tasks_by_setting.values())) for p in plans)
+    total = 0
+    for p in plans:
+        seeds = min(stop.max_seeds, len(p.seeds) + (stop.max_rounds - 1) * stop.seeds_per_round)
+        total += seeds * sum(map(len, p.tasks_by_setting.values()))
+    return len(config.models) * total
+
+
+def check_stop_when(config: SweepConfig, benchmarks: Mapping[str, Any] | None = None) -> None:
+    """Before anything starts: the metric exists in every cell (ConfigError naming the cell otherwise)."""
+    from toolsweep.cluster.driver import load_benchmarks
+
+    if config.stop_when is None:
+        return
+    benchmarks = benchmarks if benchmarks is not None else load_benchmarks(config)
+    for cell in initial_seeds(config):
+        metric_for(config, benchmarks, cell)
+
+
+# ----------------------------------------------------------------------------- intervals from a run directory
+
+
+def judge_run_dir(run_dir: Any, config: SweepConfig, benchmarks: Mapping[str, Any], cells: set[Cell],
+                  confidence: float) -> dict[Cell, dict[str, Estimate]]:
+    """Each cell's interval per model at `confidence`, from the episodes of `config`'s units in the run
+    directory (episodes of other units, e.g. seeds of a later round, are left out), with the summary's
+    bootstrap (same resamples count and per-cell seed)."""
+    from toolsweep.cluster.driver import current_units
+    from toolsweep.evaluator.rundir import unit_id_digests
+    from toolsweep.evaluator.stats import summarize_metrics
+    from toolsweep.evaluator.summary import CellTable, task_keys
+    from toolsweep.evaluator.types import stable_seed
+
+    units, _ = current_units(config, dict(benchmarks))
+    wanted = units.id_set()
+    table = CellTable()
+    columns = ["unit_id", "model", "benchmark", "setting", "task_id", "seed", "termination", "metrics"]
+    for part in run_dir.iter_tables(columns=columns):
+        keep = wanted.contains(unit_id_digests(part.column("unit_id")))
+        if not keep.any():
+            continue
+        part = part.filter(keep) if not keep.all() else part
+        cols = {k: part.column(k).to_pylist() for k in columns[1:]}
+        mask = [(b, s) in cells for b, s in zip(cols["benchmark"], cols["setting"])]
+        if not any(mask):
+            continue
+        table.add_columns({k: [v for v, m in zip(col, mask) if m] for k, col in cols.items()})
+    out: dict[Cell, dict[str, Estimate]] = {c: {} for c in cells}
+    for cell in sorted(cells):
+        spec = metric_for(config, benchmarks, cell)
+        for model in (m.name for m in config.models):
+            eps = table.cells.get((model, *cell))
+            if eps is None or eps.n == 0:
+                continue
+            est = summarize_metrics(task_keys(eps.task_ids), np.frombuffer(eps.seeds, dtype=np.int64),
+                                    eps.values([spec]), [spec], n_resamples=config.bootstrap.n_resamples,
+                                    confidence=confidence, seed=stable_seed(0, model, *cell))
+            out[cell][model] = est[spec.name]
+    return out
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+
+def adaptive_section(config: SweepConfig, benchmarks: Mapping[str, Any], result: RoundsResult,
+                     units_per_round: list[int]) -> dict[str, Any]:
+    """What summary.json's "adaptive" section and adaptive.json hold."""
+    stop = config.stop_when
+    assert stop is not None
+    alpha = 1.0 - config.bootstrap.confidence
+    return {
+        "method": METHOD, "alpha": alpha, "target_half_width": stop.ci_half_width,
+        "stop_when": stop.model_dump(mode="json"), "rounds": result.rounds, "reason": result.reason,
+        "grown_per_round": [[list(c) for c in g] for g in result.grown_per_round],
+        "units_per_round": units_per_round,
+        "cells": [rec.to_dict(cell, metric_for(config, benchmarks, cell).name)
+                  for cell, rec in sorted(result.records.items())],
+    }
+
+
+def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[str], None] | None = None,
+                 extra_benchmarks: dict[str, str] | None = None) -> Any:
+    """Run an adaptive sweep (`stop_when`) as rounds of `run_sweep`; returns the last round's RunOutcome
+    with the adaptive table appended to its text, and writes the "adaptive" section into summary.json
+    (and adaptive.json beside it). A round whose units are all recorded is judged without running
+    anything, so a re-run replays the same decisions and adds nothing."""
+    from toolsweep.cluster.driver import _connect_ray, _stderr, current_units, load_benchmarks, run_sweep
+    from toolsweep.evaluator.registry import register_benchmark
+    from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, strict_json
+
+    log = log or _stderr
+    stop = config.stop_when
+    if stop is None:
+        raise ValueError("run_adaptive needs a config with stop_when")
+    for name, target in (extra_benchmarks or {}).items():
+        register_benchmark(name, target)
+    base_plans = resolve_plans(config)
+    benchmarks = load_benchmarks(config)
+    check_stop_when(config, benchmarks)
+    initial = initial_seeds(config, base_plans)
+    run_dir = RunDirectory(config.run_path())
+    alpha = 1.0 - config.bootstrap.confidence
+    last: dict[str, Any] = {}
+    units_per_round: list[int] = []
+
+    def measure(r: int, seeds: dict[Cell, list[int]], cells: set[Cell], confidence: float):
+        cfg = round_config(config, seeds, base_plans)
+        units, _ = current_units(cfg, benchmarks)
+        units_per_round.append(len(units))
+        recorded = run_dir.exists() and units.id_set() <= run_dir.finished_unit_ids()
+        if not recorded:
+            log(f"adaptive round {r}: {len(cells)} cell(s) to judge, {len(units)} units in all")
+            if "started_ray" not in last:
+                # one Ray for every round: each run_sweep finds it connected and leaves it up (an embedded
+                # Ray started and stopped once a round hung in its GCS client on a busy machine)
+                last["started_ray"] = _connect_ray(config.ray_address, log)
+            outcome = run_sweep(cfg, progress=progress, log=log, extra_benchmarks=extra_benchmarks)
+            last["outcome"] = outcome
+            if outcome.interrupted or outcome.gave_up:
+                return None
+        last["config"] = cfg
+        return judge_run_dir(run_dir, cfg, benchmarks, cells, confidence)
+
+    try:
+        result = run_rounds(initial, target=stop.ci_half_width, max_rounds=stop.max_rounds,
+                            max_seeds=stop.max_seeds, seeds_per_round=stop.seeds_per_round, alpha=alpha,
+                            measure=measure)
+        if result.reason == "stopped":
+            return last["outcome"]
+        # the last round's summary.json (a no-op when that round just ran; a re-run rebuilds it if needed)
+        outcome = run_sweep(last["config"], progress=progress, log=log, extra_benchmarks=extra_benchmarks)
+    finally:
+        if last.get("started_ray"):
+            import ray
+
+            ray.shutdown()
+    section = adaptive_section(config, benchmarks, result, units_per_round)
+    section["config_sha256"] = last["config"].config_sha256()  # the last round's config: what it describes
+    if outcome.interrupted or outcome.gave_up:
+        return outcome
+    atomic_write_text(run_dir.path / ADAPTIVE_FILE, strict_json(section, indent=2))
+    attach_adaptive(run_dir)
+    outcome.table_text += "\n\n" + format_adaptive(section)
+    return outcome
+
+
+ADAPTIVE_FILE = "adaptive.json"
+
+
+def attach_adaptive(run_dir: Any) -> str | None:
+    """Put the run directory's adaptive.json into summary.json as its "adaptive" section when both describe
+    the same config (after a sweep, and after `toolsweep report` rebuilt the summary); returns the
+    section's text, or None when there is none for this summary."""
+    from toolsweep.evaluator.rundir import atomic_write_text, strict_json
+
+    path = run_dir.path / ADAPTIVE_FILE
+    if not path.exists() or not run_dir.summary_path.exists():
+        return None
+    section = json.loads(path.read_text())
+    summary = json.loads(run_dir.summary_path.read_text())
+    if section.get("config_sha256") != summary.get("config_sha256"):
+        return None  # the run directory grew past the adaptive sweep: its rounds describe other cells
+    if summary.get("adaptive") != section:
+        summary["adaptive"] = section
+        atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
+    return format_adaptive(section)
