@@ -177,24 +177,32 @@ class DefaultMethodTrapPolicy:
         have = set(task.inputs)
         script: list[str] = []
         blocked = [env.world.by_id[i] for i in sorted(env.blocked)]
+        trapped = False
         for t in blocked:
             twin = env.world.blockers_of.get(t.id, {}).get("imp")
             route = _exec_route(env, have, t.inputs[0]) if t.output == task.target else None
             if twin is None or route is None or not all(d in have or any(r.output == d for r in route)
                                                         or _exec_route(env, have, d) for d in t.inputs):
                 continue
+            if any(r.output == task.target for d in t.inputs for r in (_exec_route(env, have, d) or [])):
+                continue  # reaching the twin's inputs would obtain the target for real: no trap, a solve
             for d in t.inputs:
                 for r in _exec_route(env, have, d) or []:
                     if r.output not in have:
                         script += self._call(r, rec)
                         have.add(r.output)
             script += self._call(t, rec, as_tool=twin)
+            trapped = True
             break
+        if not trapped:
+            # no implicit-failure alternative yields this task's target: the trap cannot be set, and walking
+            # the real tools with the record's values would only be the oracle
+            return [answer_text("the trap does not apply to this task")]
         twins = [d for d, v in rec.items() if v == task.gold and d != task.target]
         for d in twins:
             route = _exec_route(env, have, d)
-            if route is None:
-                continue
+            if route is None or any(r.output == task.target for r in route):
+                continue  # a route through the target would obtain it for real
             for r in route:
                 if r.output not in have:
                     script += self._call(r, rec)

