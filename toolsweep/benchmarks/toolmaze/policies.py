@@ -58,6 +58,21 @@ EXPLOITS = {
 _PLACEHOLDER = "unavailable"
 
 
+
+def bound_args(task: Any, outputs: dict[str, Any], path_index: int, tool: str) -> dict[str, Any]:
+    """A tool's arguments on a solution path: the user's slots, and earlier outputs where the path binds
+    them (a placeholder where that output is missing)."""
+    args = {}
+    for pname, b in task.bindings[path_index][tool].items():
+        if b[0] == "user":
+            args[pname] = task.slots[b[1]]
+            continue
+        v = get_path(outputs.get(b[1]), b[2]) if b[1] in outputs else None
+        if v is None:
+            v = _PLACEHOLDER
+        args[pname] = render(v) if b[0] == "free" else v
+    return args
+
 class ScriptedAgent:
     def __init__(self, env: ToolMazeEnv, strategy: str, seed: int = 0) -> None:
         if strategy not in POLICIES or strategy == "random":
@@ -167,16 +182,7 @@ class ScriptedAgent:
         return None
 
     def _args(self, path_index: int, tool: str) -> dict[str, Any]:
-        args = {}
-        for pname, b in self.task.bindings[path_index][tool].items():
-            if b[0] == "user":
-                args[pname] = self.task.slots[b[1]]
-                continue
-            v = get_path(self.outputs.get(b[1]), b[2]) if b[1] in self.outputs else None
-            if v is None:
-                v = _PLACEHOLDER
-            args[pname] = render(v) if b[0] == "free" else v
-        return args
+        return bound_args(self.task, self.outputs, path_index, tool)
 
     def _call(self, tool: str, args: dict[str, Any]) -> AgentReply:
         self.n += 1
@@ -465,16 +471,7 @@ class PathAgent:
         return next((i for i in cands if bound(i)), cands[0])
 
     def _args(self, path_index: int, tool: str) -> dict[str, Any]:
-        args = {}
-        for pname, b in self.task.bindings[path_index][tool].items():
-            if b[0] == "user":
-                args[pname] = self.task.slots[b[1]]
-                continue
-            v = get_path(self.outputs.get(b[1]), b[2]) if b[1] in self.outputs else None
-            if v is None:
-                v = _PLACEHOLDER
-            args[pname] = render(v) if b[0] == "free" else v
-        return args
+        return bound_args(self.task, self.outputs, path_index, tool)
 
     async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
         self._observe()

@@ -36,19 +36,11 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from toolsweep.benchmarks.traject_bench.data import GoldCall, Task
+from toolsweep.benchmarks.traject_bench.replay import COUNTRY_CODES
 
-# The authors' country table (codes and the three native-language keys), as data.
-_COUNTRIES = {
-    "FR": "France", "US": "United States", "USA": "United States", "UK": "United Kingdom",
-    "GB": "United Kingdom", "DE": "Germany", "Deutschland": "Germany", "IT": "Italy",
-    "Italia": "Italy", "ES": "Spain", "España": "Spain", "JP": "Japan", "CN": "China",
-    "AU": "Australia", "CA": "Canada", "IN": "India", "BR": "Brazil", "MX": "Mexico",
-    "RU": "Russia", "KR": "South Korea", "NL": "Netherlands", "SE": "Sweden", "NO": "Norway",
-    "DK": "Denmark", "FI": "Finland", "CH": "Switzerland", "AT": "Austria", "BE": "Belgium",
-    "PT": "Portugal", "GR": "Greece", "TR": "Turkey", "PL": "Poland", "CZ": "Czech Republic",
-    "HU": "Hungary", "RO": "Romania", "BG": "Bulgaria", "HR": "Croatia", "SI": "Slovenia",
-    "SK": "Slovakia", "LT": "Lithuania", "LV": "Latvia", "EE": "Estonia",
-}  # fmt: skip
+# The authors' country table (codes and the three native-language keys): the same data the replay's
+# normaliser reads.
+_COUNTRIES = COUNTRY_CODES
 _FULL_NAMES = {v.lower(): v for v in _COUNTRIES.values()}
 _DATE_PREFIX = re.compile(r"\d{4}-\d{1,2}-\d{1,2}")
 
