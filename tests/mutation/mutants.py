@@ -73,7 +73,7 @@ MUTANTS: list[Mutant] = [
            '"benchmark": fingerprints.get(name)', '"benchmark": None', T_IDENTITY,
            "the benchmark's content does not enter the id: new tasks data would reuse old episodes"),
     Mutant("identity-model-dropped", IDENTITY, "unit_contexts",
-           '{"model": mine,', '{"model": None,', T_IDENTITY,
+           '{"model": ident,', '{"model": None,', T_IDENTITY,
            "the model's own sampling-relevant config does not enter the id"),
     # ------------------------------------------------------------------ intervals and paired differences
     Mutant("paired-entered-from-a-only", STATS, "paired_difference",
@@ -234,9 +234,11 @@ MUTANTS: list[Mutant] = [
     Mutant("planbench-credit-without-grounding", PLANBENCH_ENV, "PlanBenchEnv._answer",
            "correct = match and reached and grounded", "correct = match and reached", T_PLANBENCH_GROUNDING,
            "a guessed gold value (never obtained from a trusted call) earns credit"),
-    Mutant("planbench-credit-without-target", PLANBENCH_ENV, "PlanBenchEnv._answer",
-           "correct = match and reached and grounded", "correct = match and grounded", T_PLANBENCH_TARGET,
-           "credit without reaching the target datatype"),
+    # (`reached` is implied by `grounded` since a value counts only under the datatype it was obtained as:
+    # dropping it from `correct` is an equivalent mutant; the failure category still reads it)
+    Mutant("planbench-unreached-called-wrong-answer", PLANBENCH_ENV, "PlanBenchEnv._answer",
+           '"final_answer_wrong" if reached else', '"final_answer_wrong" if not reached else', T_PLANBENCH_TARGET,
+           "an answer given without reaching the target datatype is filed as a wrong answer (and the reverse)"),
     Mutant("planbench-egt-precision-denominator", PLANBENCH, "episode_metrics",
            "len(ex & task.d_gt) / len(ex)", "len(ex & task.d_gt) / len(task.d_gt)", T_PLANBENCH_METRICS,
            "EGT precision divided by the ground truth's size (a recall)"),
