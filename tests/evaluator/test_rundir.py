@@ -174,13 +174,17 @@ def test_a_part_that_cannot_be_written_is_raised_and_its_log_kept(tmp_path, monk
     rd = RunDirectory(tmp_path / "run")
     w = EpisodeWriter(rd, part_rows=2, background=True)
 
+    release = threading.Event()
+
     def disk_full(table, path):
+        release.wait(30)  # the part fails after the next append, whatever the thread's timing
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(rundir, "_write_part", disk_full)
     res = _results(4)
     w.append(res[:2])  # sealed: its part fails
     w.append(res[2:3])  # the open log
+    release.set()
     with pytest.raises(OSError, match="No space left"):
         w.close()
     assert [p.name for p in rd.log_paths()] == ["sealed-00000.jsonl", "pending.jsonl"]
