@@ -49,6 +49,7 @@ def shared_dir() -> Path:
 RAY_PATHS = ("tests/cluster/", "tests/k8s/test_k8s_entrypoint_local.py", "tests/models/test_models_runtime.py")
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: without it installed, pytest runs as usual
 def pytest_xdist_make_scheduler(config, log):
     """Every Ray test in one scope (one worker, in collection order); every other test on its own."""
     from xdist.scheduler import LoadScopeScheduling
