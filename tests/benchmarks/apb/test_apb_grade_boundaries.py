@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.benchmarks.apb.test_apb_grade_rubric import rubric_holistic
 from toolsweep.benchmarks.apb import APB
 from toolsweep.benchmarks.apb.tools import FINISH as FINISH_NAME
 from toolsweep.benchmarks.apb.grader import (
@@ -82,17 +83,7 @@ def test_e1_caps_the_grade_at_02_whatever_the_coverage():
     assert holistic_grade({"E1"}, 0.0, 1, False) == 0.0
 
 
-def rubric(flags: frozenset[str], c: float, u: int, goal: bool) -> float:
-    """§6.3's holistic table, written out once more as the reference for the property test."""
-    if not flags:
-        return 1.0
-    if "E1" not in flags and "E6" not in flags and u == 1 and c >= 0.9 and goal:
-        return 0.8
-    if "E1" not in flags and c >= 0.7:
-        return 0.6
-    if "E1" not in flags and c >= 0.4:
-        return 0.4
-    return 0.2 if c > 0 else 0.0
+rubric = rubric_holistic  # §6.3's holistic table, written out once as the property tests' reference
 
 
 flag_sets = st.frozensets(st.sampled_from(FLAGS))
