@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from toolsweep.actors.result_sink import ResultSink
 from toolsweep.cluster.driver import _read_cells
 from toolsweep.evaluator.protocols import MetricSpec
@@ -135,25 +137,39 @@ def test_recording_never_waits_for_the_live_summaries(tmp_path, monkeypatch):
 def test_the_live_summaries_take_at_most_a_third_of_a_core(tmp_path, monkeypatch):
     """A flush that costs more CPU than the interval between flushes (a big grid's bootstrap) is
     followed by twice its CPU time of rest, so the driver's scheduler (and, on a laptop, the workers)
-    keep two thirds of a core."""
-    import time
+    keep two thirds of a core. The mirror thread's CPU clock and its waits are recorded, not timed."""
+    import queue as queue_module
 
     from toolsweep.actors import result_sink
 
-    flushes = []
+    cpu_per_flush = iter([0.15, 0.15, 0.001, 3.2])
+    clock = {"now": 0.0}
 
     def costly_summaries(cells, **kwargs):
-        start = time.thread_time()
-        flushes.append(time.monotonic())
-        while time.thread_time() - start < 0.15:  # CPU, as a bootstrap spends it
-            pass
+        clock["now"] += next(cpu_per_flush)  # CPU, as a bootstrap spends it
         return []
 
+    class RecordingQueue:
+        """The mirror loop's stop queue: records each wait it is asked for, stops after four flushes."""
+
+        def __init__(self):
+            self.waits = []
+
+        def get(self, timeout):
+            self.waits.append(timeout)
+            if len(self.waits) > 4:
+                return True
+            raise queue_module.Empty
+
+        def put(self, item):
+            pass
+
     monkeypatch.setattr(result_sink, "summarize_cells", costly_summaries)
-    sink = ResultSink(RunDirectory(tmp_path / "run"), _specs, mirror=_Mirror(), flush_interval_s=0.01)
-    sink.start()
-    time.sleep(1.5)
-    sink.end_run()
+    sink = ResultSink(RunDirectory(tmp_path / "run"), _specs, mirror=_Mirror(), flush_interval_s=0.1)
+    sink._cpu_clock = lambda: clock["now"]
+    sink._queue = waits = RecordingQueue()
+    sink._mirror_loop()  # in this thread: four flushes, then the stop
+    # the first wait is the interval; after each flush, the larger of the interval and twice its CPU
+    assert waits.waits == pytest.approx([0.1, 0.3, 0.3, 0.1, 6.4])
+    assert result_sink.rest_after_flush(0.15, 0.1) == 0.3 and result_sink.rest_after_flush(0.1, 2.0) == 2.0
     sink.close(None)
-    assert 2 <= len(flushes) <= 5, flushes  # 9 or more back to back
-    assert all(b - a >= 0.15 + 2 * 0.15 * 0.9 for a, b in zip(flushes, flushes[1:]))

@@ -35,6 +35,16 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 PARENT_TAG = "toolsweep.run_id"
 MIRROR_REST = 2.0
 """After a live flush that took c seconds of CPU, the mirror waits at least MIRROR_REST * c before the next."""
+
+
+def rest_after_flush(cpu_spent_s: float, flush_interval_s: float) -> float:
+    """Seconds the live mirror waits after a flush that spent `cpu_spent_s` of CPU.
+
+    The live bootstrap shares the driver's cores with the scheduler (and on a laptop with the workers):
+    twelve PlanBench-XL cells cost 3.2 s of CPU a flush, more than the 2 s between flushes
+    (bench/mirror_lock.py). So it takes at most a third of a core: after c seconds of work, 2c of rest,
+    and never less than the configured interval."""
+    return max(flush_interval_s, MIRROR_REST * cpu_spent_s)
 TRACED_TAG = "toolsweep.traced"  # which episodes of a cell have a trace (see actors/traces.py)
 LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
@@ -542,6 +552,7 @@ class ResultSink:
         self._thread: threading.Thread | None = None
         self.mlflow_ok = mirror is not None
         self.closed = False
+        self._cpu_clock: Callable[[], float] = time.thread_time  # the mirror thread's own CPU time
 
     @property
     def known_unit_ids(self) -> UnitIds:
@@ -606,15 +617,12 @@ class ResultSink:
                 stop = False
             if stop:
                 return
-            cpu = time.thread_time()
+            cpu = self._cpu_clock()
             try:
                 self._flush_mirror(self.live_n_resamples)
             except Exception as exc:  # noqa: BLE001 - MLflow trouble never stops a sweep
                 self._mirror_failed(exc)
-            # The live bootstrap shares the driver's cores with the scheduler (and on a laptop with the
-            # workers): twelve PlanBench-XL cells cost 3.2 s of CPU a flush, more than the 2 s between
-            # flushes (bench/mirror_lock.py). It takes at most a third of a core: after c seconds, 2c of rest.
-            wait = max(self.flush_interval_s, MIRROR_REST * (time.thread_time() - cpu))
+            wait = rest_after_flush(self._cpu_clock() - cpu, self.flush_interval_s)
 
     def close(self, final_summaries: list[dict[str, Any]] | None, status: str = "FINISHED") -> None:
         """Flush the run directory; log final numbers and artifacts to MLflow if it is reachable.
