@@ -130,7 +130,8 @@ def judge_run_dir(run_dir: Any, config: SweepConfig, benchmarks: Mapping[str, An
                 continue
             est = summarize_metrics(task_keys(eps.task_ids), np.frombuffer(eps.seeds, dtype=np.int64),
                                     eps.values([spec]), [spec], n_resamples=config.bootstrap.n_resamples,
-                                    confidence=confidence, seed=stable_seed(0, model, *cell))
+                                    confidence=confidence, seed=stable_seed(0, model, *cell),
+                                    resample=config.bootstrap.resample)
             out[cell][model] = est[spec.name]
     return out
 
