@@ -104,7 +104,7 @@ def stopping_rule(config: SweepConfig) -> StoppingRule:
         return PairedRule(margin=stop.margin, pairs=len(model_pairs(config)), per_round=stop.seeds_per_round,
                           max_seeds=stop.max_seeds, max_rounds=stop.max_rounds, confidence_level=level)
     assert stop.ci_half_width is not None
-    return WidthRule(target=stop.ci_half_width, confidence_level=level)
+    return WidthRule(target=stop.ci_half_width, confidence_level=level, max_seeds=stop.max_seeds)
 
 
 def most_units(config: SweepConfig, plans: list[Any] | None = None) -> int:

@@ -159,6 +159,15 @@ class StoppingRule(Protocol):
     def decisions(self, estimates: Mapping[str, Estimate]) -> dict[str, str] | None:
         """What the cell's intervals decided, where the rule decides something."""
 
+    def futile(self, estimates: Mapping[str, Estimate], seeds: int) -> bool:
+        """Whether no number of seeds up to the budget can meet the rule (the cell then stops growing)."""
+
+
+def best_half_width(est: Estimate, seeds: int, max_seeds: int) -> float:
+    """The narrowest half-width `max_seeds` seeds could give: the current one shrunk as if all the
+    variance were within tasks (width ~ 1 / sqrt(seeds)); a between-task share only shrinks it less."""
+    return half_width(est) * math.sqrt(seeds / max_seeds)
+
 
 @dataclass(frozen=True)
 class WidthRule:
@@ -166,6 +175,7 @@ class WidthRule:
 
     target: float
     confidence_level: float = 0.95
+    max_seeds: int | None = None  # the budget, for `futile`; None: never futile
     method: str = WIDTH_METHOD
 
     def confidence(self, cell: Cell, initial_seeds: int) -> float:
@@ -176,6 +186,15 @@ class WidthRule:
 
     def decisions(self, estimates: Mapping[str, Estimate]) -> dict[str, str] | None:
         return None
+
+    def futile(self, estimates: Mapping[str, Estimate], seeds: int) -> bool:
+        """Some model's interval cannot reach the target by max_seeds even at the fastest shrink (its
+        between-task variance alone is too wide: the cell needs more tasks). The rule still reads only
+        widths, so stopping here keeps the intervals' nominal coverage."""
+        if self.max_seeds is None or seeds >= self.max_seeds:
+            return False
+        return any(best_half_width(e, seeds, self.max_seeds) > self.target
+                   for e in estimates.values() if math.isfinite(half_width(e)) and half_width(e) > 0)
 
 
 @dataclass(frozen=True)
@@ -204,6 +223,22 @@ class PairedRule:
     def decisions(self, estimates: Mapping[str, Estimate]) -> dict[str, str] | None:
         return {k: decision(e, self.margin) for k, e in sorted(estimates.items())}
 
+    def futile(self, estimates: Mapping[str, Estimate], seeds: int) -> bool:
+        """Some undecided pair cannot be decided by max_seeds, judged at the fastest shrink: its interval
+        could not fit inside +-margin, and its estimate lies within a quarter of that narrowest half-width
+        of 0 (it would have to grow fourfold to exclude 0). Stopping undecided never decides a sign, so this (non-
+        binding futility) cannot raise the wrong-sign error; it spends no more seeds on a pair whose
+        between-task spread needs more tasks, not seeds."""
+        if seeds >= self.max_seeds:
+            return False
+        for e in estimates.values():
+            if decision(e, self.margin) != "undecided" or not math.isfinite(half_width(e)):
+                continue
+            best = best_half_width(e, seeds, self.max_seeds)
+            if best > self.margin and abs(e.value) < best / 4:
+                return True
+        return False
+
 
 @dataclass
 class CellRecord:
@@ -216,11 +251,12 @@ class CellRecord:
     met: bool
     estimates: dict[str, Estimate]
     decisions: dict[str, str] | None = None
+    futile: bool = False  # stopped because the budget's seeds could not meet the rule (needs more tasks)
 
     def to_dict(self, cell: Cell, metric: str) -> dict[str, Any]:
         out = {
             "benchmark": cell[0], "setting": cell[1], "metric": metric, "rounds": self.rounds, "seeds": self.seeds,
-            "met": self.met, "confidence": self.confidence,
+            "met": self.met, "futile": self.futile, "confidence": self.confidence,
             "models": {m: {"value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high, "half_width": half_width(e),
                            "n": e.n} for m, e in sorted(self.estimates.items())},
         }
@@ -234,7 +270,7 @@ class RoundsResult:
     seeds: dict[Cell, list[int]]
     records: dict[Cell, CellRecord]
     rounds: int
-    reason: str  # "met", "max_rounds", "max_seeds" or "stopped" (a round did not finish)
+    reason: str  # "met", "max_rounds", "max_seeds", "futile" or "stopped" (a round did not finish)
     grown_per_round: list[list[Cell]] = field(default_factory=list)
 
 
@@ -249,8 +285,8 @@ def run_rounds(initial: Mapping[Cell, list[int]], *, rule: StoppingRule, max_rou
                seeds_per_round: int, measure: Measure) -> RoundsResult:
     """The adaptive loop. Round 1 judges every cell with its initial seeds; each later round judges only
     the cells grown for it. A cell stops at the first round it meets the rule (its record is that
-    round's intervals) or when it cannot grow (max_seeds); the loop stops when no cell grows or after
-    `max_rounds`. A cell's confidence is fixed before round 1 from its initial seeds (the rule's plan)."""
+    round's intervals), when the rule finds it futile (no seeds within the budget can meet it), or when it
+    cannot grow (max_seeds); the loop stops when no cell grows or after `max_rounds`. A cell's confidence is fixed before round 1 from its initial seeds (the rule's plan)."""
     seeds = {c: list(s) for c, s in initial.items()}
     confidence = {c: rule.confidence(c, len(s)) for c, s in seeds.items()}
     active = set(seeds)
@@ -267,12 +303,13 @@ def run_rounds(initial: Mapping[Cell, list[int]], *, rule: StoppingRule, max_rou
         for cell in sorted(active):
             est = dict(judged.get(cell, {}))
             met = not rule.needs_more(est)
+            futile = not met and rule.futile(est, len(seeds[cell]))
             records[cell] = CellRecord(rounds=r, seeds=len(seeds[cell]), confidence=confidence[cell], met=met,
-                                       estimates=est, decisions=rule.decisions(est))
-            if not met:
+                                       estimates=est, decisions=rule.decisions(est), futile=futile)
+            if not met and not futile:
                 need.add(cell)
         if not need:
-            reason = "met"
+            reason = "met" if all(rec.met for rec in records.values()) else "futile"
             break
         if r >= max_rounds:
             reason = "max_rounds"
