@@ -4,11 +4,20 @@ A grid of cells of different variance (two models each, on the same tasks) is si
 truth: per (cell, model) the tasks' success probabilities come from a Beta (some cells certain, some
 near 0.1, some near 0.5), episodes are Bernoulli. On the same episodes:
 
+Width goal (`--goal width`, stop_when.ci_half_width):
 - adaptive: the rounds of `toolsweep.evaluator.adaptive.run_rounds` (2 seeds, +`--per-round` a round,
-  at most `--max-seeds`), each round judged at its spent confidence 1 - 0.05 * 6 / (pi^2 r^2);
+  at most `--max-seeds`), every round judged at the nominal 95% (`WidthRule`); `--union-bound` judges
+  round r at 1 - 0.05 * 6 / (pi^2 r^2) instead, the method this replaced;
 - fixed: one number of seeds for every cell, as a config without `stop_when` has it, the fewest that
   bring every cell to the target at plain 95% (chosen knowing the outcome: the cheapest fixed design
   there is, and so a lower bound on what a fixed design costs).
+
+Paired goal (`--goal paired`, stop_when.paired_difference: decided, margin `--margin`):
+- adaptive: the rounds with `PairedRule` (each cell's Pocock-type boundary over its planned looks), the
+  pair's interval from `paired_interval`; units until every cell's pair is decided (or the budget);
+- fixed: the fewest seeds, the same in every cell, at which one look at plain 95% decides at least as
+  many cells as the adaptive sweep did (chosen knowing the outcome, again a lower bound): the fixed
+  design with the same power on that grid.
 
 Prints one row per simulated grid and the totals.   python bench/adaptive_units.py [--grids 20]
 """
@@ -20,7 +29,9 @@ import time
 
 import numpy as np
 
-from toolsweep.evaluator.adaptive import half_width, round_confidence, run_rounds
+import math
+
+from toolsweep.evaluator.adaptive import PairedRule, WidthRule, decision, half_width, paired_interval, run_rounds
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.stats import summarize_metrics
 
@@ -47,7 +58,20 @@ SETTLED = {
     "mid": ((10.0, 10.0), (6.0, 4.0)),
     "low": ((1.0, 9.0), (2.0, 18.0)),
 }
-GRIDS = {"mixed": MIXED, "settled": SETTLED}
+# paired comparisons as they come: two models on the same tasks, task difficulty shared (a task's
+# success probability for b is a's plus the cell's shift and a task-level U(-0.05, 0.05)); ("shift",
+# Beta of a's tasks, mean difference b - a)
+SHIFTED = {
+    "same": ("shift", (10.0, 10.0), 0.0),
+    "same_low": ("shift", (2.0, 14.0), 0.0),
+    "small": ("shift", (10.0, 10.0), 0.05),
+    "medium": ("shift", (10.0, 10.0), 0.1),
+    "medium_high": ("shift", (14.0, 6.0), -0.1),
+    "large": ("shift", (10.0, 10.0), 0.2),
+    "large_low": ("shift", (3.0, 12.0), 0.25),
+    "huge": ("shift", (6.0, 14.0), 0.4),
+}
+GRIDS = {"mixed": MIXED, "settled": SETTLED, "shifted": SHIFTED}
 GRID = MIXED
 
 
@@ -55,6 +79,14 @@ def simulate_grid(rng: np.random.Generator, tasks: int, max_seeds: int) -> dict[
     out = {}
     for cell, pops in GRID.items():
         ys = {}
+        if pops[0] == "shift":
+            _, pop, shift = pops
+            pa = rng.beta(*pop, tasks)
+            pb = np.clip(pa + shift + rng.uniform(-0.05, 0.05, tasks), 0.0, 1.0)
+            for model, p in zip("ab", (pa, pb)):
+                ys[model] = (rng.random((tasks, max_seeds)) < p[:, None]).astype(float)
+            out[("sim", cell)] = ys
+            continue
         for model, pop in zip("ab", pops):
             p = np.ones(tasks) if pop is None else rng.beta(*pop, tasks)
             ys[model] = (rng.random((tasks, max_seeds)) < p[:, None]).astype(float)
@@ -70,19 +102,50 @@ def intervals(ys: dict[str, np.ndarray], seeds: int, confidence: float, n_resamp
                                  confidence=confidence, seed=seed)["success"] for m, y in ys.items()}
 
 
-def one_grid(rng, i, *, tasks, target, max_seeds, max_rounds, n_resamples, per_round=2):
+def paired(ys: dict[str, np.ndarray], seeds: int, confidence: float):
+    tasks = next(iter(ys.values())).shape[0]
+    ids = np.repeat(np.arange(tasks), seeds)
+    seed_col = np.tile(np.arange(seeds), tasks)
+    return {"a - b": paired_interval(ids, seed_col, {"success": ys["a"][:, :seeds].ravel()}, ids, seed_col,
+                                     {"success": ys["b"][:, :seeds].ravel()}, SUCCESS, confidence)}
+
+
+def one_grid(rng, i, *, tasks, target, max_seeds, max_rounds, n_resamples, per_round=2, union_bound=False):
     data = simulate_grid(rng, tasks, max_seeds)
 
-    def measure(r, seeds, cells, conf):
-        return {c: intervals(data[c], len(seeds[c]), conf, n_resamples, i) for c in cells}
+    def measure(r, seeds, confidence):
+        level = 1 - 0.05 * 6 / (math.pi ** 2 * r * r) if union_bound else None
+        return {c: intervals(data[c], len(seeds[c]), level or conf, n_resamples, i) for c, conf in confidence.items()}
 
-    out = run_rounds({c: [0, 1] for c in data}, target=target, max_rounds=max_rounds, max_seeds=max_seeds,
-                     seeds_per_round=per_round, alpha=0.05, measure=measure)
+    rule = WidthRule(target=target, max_seeds=None if union_bound else max_seeds)
+    out = run_rounds({c: [0, 1] for c in data}, rule=rule, max_rounds=max_rounds,
+                     max_seeds=max_seeds, seeds_per_round=per_round, measure=measure)
     adaptive_units = sum(len(s) * tasks * 2 for s in out.seeds.values())
     met = sum(rec.met for rec in out.records.values())
     fixed_seeds = None
     for s in range(2, max_seeds + 1):
         if all(half_width(e) <= target for c in data for e in intervals(data[c], s, 0.95, n_resamples, i).values()):
+            fixed_seeds = s
+            break
+    fixed_units = (fixed_seeds or max_seeds) * tasks * 2 * len(data)
+    return out, adaptive_units, met, fixed_seeds, fixed_units
+
+
+def one_paired_grid(rng, i, *, tasks, margin, max_seeds, max_rounds, per_round=2, **_):
+    data = simulate_grid(rng, tasks, max_seeds)
+    rule = PairedRule(margin=margin, pairs=1, per_round=per_round, max_seeds=max_seeds, max_rounds=max_rounds)
+
+    def measure(r, seeds, confidence):
+        return {c: paired(data[c], len(seeds[c]), conf) for c, conf in confidence.items()}
+
+    out = run_rounds({c: [0, 1] for c in data}, rule=rule, max_rounds=max_rounds, max_seeds=max_seeds,
+                     seeds_per_round=per_round, measure=measure)
+    adaptive_units = sum(len(s) * tasks * 2 for s in out.seeds.values())
+    met = sum(rec.met for rec in out.records.values())
+    fixed_seeds = None
+    for s in range(2, max_seeds + 1):
+        decided = sum(decision(paired(data[c], s, 0.95)["a - b"], margin) != "undecided" for c in data)
+        if decided >= met:
             fixed_seeds = s
             break
     fixed_units = (fixed_seeds or max_seeds) * tasks * 2 * len(data)
@@ -99,12 +162,19 @@ def main() -> None:
     ap.add_argument("--n-resamples", type=int, default=2000)
     ap.add_argument("--per-round", type=int, default=2, help="seeds a round adds (seeds_per_round)")
     ap.add_argument("--grid", choices=sorted(GRIDS), default="mixed",
-                    help="mixed: cells of every variance; settled: six cells settled at once, two open")
+                    help="mixed: cells of every variance; settled: six cells settled at once, two open; shifted: "
+                    "two models on the same tasks, b = a + a cell's difference (for --goal paired)")
+    ap.add_argument("--goal", choices=["width", "paired"], default="width")
+    ap.add_argument("--margin", type=float, default=0.05, help="paired goal: the equivalence margin")
+    ap.add_argument("--union-bound", action="store_true",
+                    help="width goal: judge round r at 1 - 0.05 * 6 / (pi^2 r^2), the method this replaced")
     args = ap.parse_args()
     global GRID
     GRID = GRIDS[args.grid]
     rng = np.random.default_rng(2026)
-    print(f"grid {args.grid}: {len(GRID)} cells x 2 models x {args.tasks} tasks; target half-width {args.target}; seeds 2 (+{args.per_round} a "
+    goal = f"target half-width {args.target}" if args.goal == "width" else f"paired decided, margin {args.margin}"
+    print(f"grid {args.grid}: {len(GRID)} cells x 2 models x {args.tasks} tasks; {goal}"
+          f"{' (union bound)' if args.union_bound else ''}; seeds 2 (+{args.per_round} a "
           f"round) up to {args.max_seeds}, at most {args.max_rounds} rounds")
     print(f"{'grid':>4} {'rounds':>6} {'met':>5} {'adaptive units':>14} {'fixed seeds':>11} {'fixed units':>11} "
           f"{'adaptive/fixed':>14}")
@@ -112,18 +182,23 @@ def main() -> None:
     met_total = fixed_met = 0
     start = time.perf_counter()
     for i in range(args.grids):
-        out, a_units, met, f_seeds, f_units = one_grid(rng, i, tasks=args.tasks, target=args.target,
-                                                       max_seeds=args.max_seeds, max_rounds=args.max_rounds,
-                                                       n_resamples=args.n_resamples, per_round=args.per_round)
+        if args.goal == "width":
+            out, a_units, met, f_seeds, f_units = one_grid(
+                rng, i, tasks=args.tasks, target=args.target, max_seeds=args.max_seeds, max_rounds=args.max_rounds,
+                n_resamples=args.n_resamples, per_round=args.per_round, union_bound=args.union_bound)
+        else:
+            out, a_units, met, f_seeds, f_units = one_paired_grid(
+                rng, i, tasks=args.tasks, margin=args.margin, max_seeds=args.max_seeds, max_rounds=args.max_rounds,
+                per_round=args.per_round)
         totals += (a_units, f_units)
         met_total += met
-        fixed_met += len(GRID) if f_seeds is not None else 0
+        fixed_met += (len(GRID) if args.goal == "width" else met) if f_seeds is not None else 0
         shown = f_seeds if f_seeds is not None else f">{args.max_seeds}"
         print(f"{i:>4} {out.rounds:>6} {met:>2}/{len(GRID):<2} {a_units:>14} {shown:>11} {f_units:>11} "
               f"{a_units / f_units:>14.2f}")
     cells = len(GRID) * args.grids
-    print(f"total: adaptive {int(totals[0])} units ({met_total}/{cells} cells met at their spent confidence), fixed "
-          f"{int(totals[1])} units ({fixed_met}/{cells} met at 95%): adaptive/fixed = {totals[0] / totals[1]:.2f} "
+    print(f"total: adaptive {int(totals[0])} units ({met_total}/{cells} cells met at their confidence), fixed "
+          f"{int(totals[1])} units ({fixed_met}/{cells} {'met' if args.goal == 'width' else 'decided'} at 95%): adaptive/fixed = {totals[0] / totals[1]:.2f} "
           f"({time.perf_counter() - start:.0f} s)")
 
 

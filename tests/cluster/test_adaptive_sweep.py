@@ -1,6 +1,7 @@
 """An adaptive sweep end to end on the embedded Ray: rounds add seeds only to the cells whose interval
-was too wide (every model the same seeds), summary.json reports each cell's rounds and its interval at
-the spent confidence, and a re-run adds nothing."""
+was too wide (every model the same seeds), summary.json reports each cell's rounds, its interval and the
+method that keeps it valid, and a re-run adds nothing; a paired goal decides each model pair's sign (or
+equivalence) at its group-sequential boundary."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from test_sweep_end_to_end import make_config  # noqa: F401  (shares the session
 
 from toolsweep.cluster.adaptive import round_config, run_adaptive
 from toolsweep.cluster.config import ConfigError, SweepConfig, load_config
-from toolsweep.evaluator.adaptive import round_confidence
+from toolsweep.evaluator.adaptive import PAIRED_METHOD, WIDTH_METHOD, boundary_confidence, paired_interval
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import register_benchmark
 from toolsweep.evaluator.stats import summarize_metrics
@@ -28,7 +29,7 @@ def coin_config(tmp_path, **stop) -> SweepConfig:
         "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"},
                    {"name": "coin", "kind": "scripted", "policy": "coin"}],
         "benchmarks": [{"name": "coin", "options": {"n_tasks": 10}, "settings": ["certain", "even"]}],
-        "stop_when": {"ci_half_width": 0.2, "max_rounds": 3, "seeds_per_round": 2, "max_seeds": 6, **stop},
+        "stop_when": {"ci_half_width": 0.15, "max_rounds": 3, "seeds_per_round": 2, "max_seeds": 6, **stop},
         "concurrency": {"workers": 2, "episodes_per_worker": 8},
         "bootstrap": {"n_resamples": 2000, "live_n_resamples": 200},
         "output_dir": str(tmp_path / "runs"),
@@ -48,12 +49,14 @@ def test_rounds_grow_only_the_wide_cell_and_a_rerun_adds_nothing(ray_local, tmp_
     summary = json.loads(out.run_dir.summary_path.read_text())
     section = summary["adaptive"]
     cells = {c["setting"]: c for c in section["cells"]}
-    # round 1 judged both cells at its spent confidence: the certain cell is a point, the even one wide
+    # round 1 judged both cells at the nominal confidence (a width goal): the certain cell is a point,
+    # the even one wide
+    assert section["method"] == WIDTH_METHOD and section["resample"] == "tasks"
     assert cells["certain"]["rounds"] == 1 and cells["certain"]["seeds"] == 2 and cells["certain"]["met"]
-    assert cells["certain"]["confidence"] == pytest.approx(round_confidence(0.05, 1))
+    assert cells["certain"]["confidence"] == pytest.approx(0.95)
     even = cells["even"]
     assert even["rounds"] >= 2 and even["seeds"] == 2 + 2 * (even["rounds"] - 1)
-    assert even["confidence"] == pytest.approx(round_confidence(0.05, even["rounds"]))
+    assert even["confidence"] == pytest.approx(0.95)
     assert section["grown_per_round"] == [[["coin", "even"]]] * (even["rounds"] - 1)
 
     # the run directory holds exactly those seeds, for both models: paired differences stay paired
@@ -72,15 +75,15 @@ def test_rounds_grow_only_the_wide_cell_and_a_rerun_adds_nothing(ray_local, tmp_
     first = [e for e in eps if e["model"] == "coin" and e["setting"] == "even" and e["seed"] < 2]
     y = np.array([json.loads(e["metrics"])["success"] for e in first])
     r1 = summarize_metrics([e["task_id"] for e in first], [e["seed"] for e in first], {"success": y}, [spec],
-                           n_resamples=2000, confidence=round_confidence(0.05, 1))["success"]
-    assert (r1.ci_high - r1.ci_low) / 2 > 0.2
+                           n_resamples=2000, confidence=0.95)["success"]
+    assert (r1.ci_high - r1.ci_low) / 2 > 0.15
     # the reported interval is the one at the stopping round's confidence, on that round's episodes
     final = [e for e in eps if e["model"] == "coin" and e["setting"] == "even"]
     y = np.array([json.loads(e["metrics"])["success"] for e in final])
     rep = even["models"]["coin"]
     assert rep["value"] == pytest.approx(y.mean())
     assert rep["half_width"] == pytest.approx((rep["ci_high"] - rep["ci_low"]) / 2)
-    assert even["met"] == (rep["half_width"] <= 0.2)
+    assert even["met"] == (rep["half_width"] <= 0.15)
     assert "adaptive sweep:" in out.table_text and "even" in out.table_text
     assert {k: v for k, v in json.loads((out.run_dir.path / "adaptive.json").read_text()).items()} == section
 
@@ -95,6 +98,35 @@ def test_rounds_grow_only_the_wide_cell_and_a_rerun_adds_nothing(ray_local, tmp_
     assert again.done == 0 and again.total_units == out.total_units
     assert out.run_dir.read_table(columns=["unit_id"]).num_rows == len(eps)
     assert json.loads(again.run_dir.summary_path.read_text())["adaptive"] == section
+
+
+def test_a_paired_goal_decides_each_pair_at_its_boundary(ray_local, tmp_path):
+    cfg = coin_config(tmp_path, ci_half_width=None, paired_difference="decided", margin=0.05, baseline="coin")
+    cfg = SweepConfig.model_validate({**cfg.model_dump(mode="json"), "models": [
+        {"name": "oracle", "kind": "scripted", "policy": "oracle"}, {"name": "coin", "kind": "scripted", "policy": "coin"},
+        {"name": "coin2", "kind": "scripted", "policy": "coin"}]})
+    out = run_adaptive(cfg, progress=False, log=lambda m: None, extra_benchmarks=COIN)
+    section = json.loads(out.run_dir.summary_path.read_text())["adaptive"]
+    assert section["method"] == PAIRED_METHOD and section["pairs"] == ["oracle - coin", "coin2 - coin"]
+    cells = {c["setting"]: c for c in section["cells"]}
+    # both cells start with 2 seeds and may grow to 6 by 2 (looks at 2, 4, 6); two pairs: Bonferroni
+    level = boundary_confidence([2, 4, 6], 0.05 / 2)
+    assert all(c["confidence"] == pytest.approx(level) for c in cells.values()) and level > 0.975
+    # coin2 plays the same coin as coin on every (task, seed): a difference of exactly 0, equivalent;
+    # the oracle always succeeds where the even coin does about half the time: oracle > coin
+    assert cells["even"]["decisions"] == {"coin2 - coin": "equivalent", "oracle - coin": "a>b"}
+    assert cells["certain"]["decisions"] == {"coin2 - coin": "equivalent", "oracle - coin": "equivalent"}
+    assert all(c["met"] for c in cells.values()) and section["reason"] == "met"
+    # the reported interval is the paired interval on the episodes of the round the cell stopped in
+    eps = [e for e in _episodes(out.run_dir) if e["setting"] == "even" and e["seed"] < cells["even"]["seeds"]]
+    side = {m: [e for e in eps if e["model"] == m] for m in ("oracle", "coin")}
+    args = [a for m in ("oracle", "coin") for a in ([e["task_id"] for e in side[m]], [e["seed"] for e in side[m]],
+                                                     {"success": np.array([json.loads(e["metrics"])["success"]
+                                                                           for e in side[m]])})]
+    ref = paired_interval(*args, MetricSpec(name="success"), level)
+    rep = cells["even"]["models"]["oracle - coin"]
+    assert (rep["value"], rep["ci_low"], rep["ci_high"]) == pytest.approx((ref.value, ref.ci_low, ref.ci_high))
+    assert "a>b" in out.table_text
 
 
 def test_round_configs_move_grown_cells_to_entries_of_their_own(tmp_path):
@@ -115,6 +147,14 @@ def test_stop_when_is_validated_before_anything_starts(tmp_path):
         coin_config(tmp_path, max_seeds=1)
     with pytest.raises(ValueError, match="ci_half_width"):
         coin_config(tmp_path, ci_half_width=0)
+    with pytest.raises(ValueError, match="exactly one goal"):
+        coin_config(tmp_path, paired_difference="decided", margin=0.05)
+    with pytest.raises(ValueError, match="needs margin"):
+        coin_config(tmp_path, ci_half_width=None, paired_difference="decided")
+    with pytest.raises(ValueError, match="margin and baseline belong to paired_difference"):
+        coin_config(tmp_path, margin=0.05)
+    with pytest.raises(ValueError, match="baseline 'gpt' is not a model of this sweep"):
+        coin_config(tmp_path, ci_half_width=None, paired_difference="decided", margin=0.05, baseline="gpt")
     path = tmp_path / "bad.yaml"
     path.write_text("name: x\nmodels: [{name: o, kind: scripted, policy: oracle}]\nbenchmarks: [{name: coin}]\n"
                     "stop_when: {ci_half_width: 0.1, seeds_per_rounds: 2}\n")

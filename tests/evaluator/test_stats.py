@@ -209,8 +209,14 @@ def test_degenerate_inputs_give_nan_or_point_intervals_without_warnings():
         all_nan = summarize_metrics(["t"] * 3, [0, 1, 2], {"x": np.full(3, np.nan)}, [MEAN])["x"]
         assert all_nan.n == 0 and math.isnan(all_nan.value) and math.isnan(all_nan.ci_low)
 
-        one_task = summarize_metrics(["t"] * 4, [0, 1, 2, 3], {"x": [0.0, 1.0, 1.0, 1.0]}, [MEAN])
-        assert one_task["x"].value == 0.75 and one_task["x"].ci_low < 0.75
+        # One task: the cluster bootstrap (the default) draws that task every time, so the interval
+        # is the point (nothing is known about the spread between tasks); the two-stage draw resamples
+        # its seeds, so it shows their spread.
+        x4 = {"x": [0.0, 1.0, 1.0, 1.0]}
+        one_task = summarize_metrics(["t"] * 4, [0, 1, 2, 3], x4, [MEAN])["x"]
+        assert (one_task.value, one_task.ci_low, one_task.ci_high) == (0.75, 0.75, 0.75)
+        two_stage = summarize_metrics(["t"] * 4, [0, 1, 2, 3], x4, [MEAN], resample="tasks_then_seeds")["x"]
+        assert two_stage.value == 0.75 and two_stage.ci_low < 0.75
 
         constant = summarize_metrics(["a", "b", "c"], [0, 0, 0], {"x": [0.5, 0.5, 0.5]}, [MEAN])
         assert (constant["x"].ci_low, constant["x"].ci_high) == (0.5, 0.5)

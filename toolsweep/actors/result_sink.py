@@ -516,6 +516,7 @@ class ResultSink:
         live_n_resamples: int = 1000,
         confidence: float = 0.95,
         seed: int = 0,
+        resample: str = "tasks",
         flush_interval_s: float = 2.0,
         log: Any = None,
         unit_ids: UnitIds | None = None,
@@ -529,6 +530,7 @@ class ResultSink:
         self.live_n_resamples = live_n_resamples
         self.confidence = confidence
         self.seed = seed
+        self.resample = resample  # the bootstrap's scheme (config bootstrap.resample)
         self.flush_interval_s = flush_interval_s
         self.log = log or (lambda msg: print(msg, file=sys.stderr))
         # The live table feeds the MLflow mirror and nothing else: without a mirror it is not kept
@@ -604,7 +606,8 @@ class ResultSink:
         with self._table_lock:
             dirty, self._dirty = self._dirty, set()
             cells = self.table.snapshot(self.specs_for, only=dirty) if dirty and self.table is not None else []
-        summaries = summarize_cells(cells, n_resamples=n_resamples, confidence=self.confidence, seed=self.seed)
+        summaries = summarize_cells(cells, n_resamples=n_resamples, confidence=self.confidence, seed=self.seed,
+                                    resample=self.resample)
         if summaries:
             self.mirror.log_summaries(summaries)
 

@@ -1,15 +1,17 @@
-"""Adaptive sweeps: run in rounds, adding seeds only to the (benchmark, setting) cells whose interval is
-still wider than the config's `stop_when.ci_half_width`, until every cell meets it or the budget
-(`max_rounds`, `max_seeds`) is spent.
+"""Adaptive sweeps: run in rounds, adding seeds only to the (benchmark, setting) cells that still need
+them (an interval wider than `stop_when.ci_half_width`, or, with `paired_difference: decided`, a model
+pair whose paired interval neither excludes 0 nor lies inside +-margin), until every cell meets the goal
+or the budget (`max_rounds`, `max_seeds`) is spent.
 
 Each round is an ordinary sweep (`run_sweep`) of a grown config: the cells that need more get a
 benchmark entry of their own with more seeds, the same for every model (paired differences stay
 paired); the run directory grows as it does for any edited config, so resume and dedup are unchanged
 and a re-run whose rounds are all recorded runs nothing.
 
-Round r is judged, and a cell that stops there is reported, at confidence 1 - alpha * 6 / (pi^2 r^2)
-(alpha spending with a union bound over rounds, `toolsweep.evaluator.adaptive`, docs/adaptive.md). The
-round logic is pure and lives there; this module builds each round's config, judges a round from the run
+A width goal is judged at the nominal confidence (the fixed-width sequential interval); a paired goal at
+the confidence of a Pocock-type group-sequential boundary over the cell's planned rounds
+(`toolsweep.evaluator.adaptive` says why each is valid under its stopping; docs/adaptive.md). The round
+logic is pure and lives there; this module builds each round's config, judges a round from the run
 directory, and runs the rounds through `run_sweep`.
 """
 
@@ -22,7 +24,15 @@ from typing import Any
 import numpy as np
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
-from toolsweep.evaluator.adaptive import METHOD, Cell, RoundsResult, format_adaptive, run_rounds
+from toolsweep.evaluator.adaptive import (
+    Cell,
+    PairedRule,
+    RoundsResult,
+    StoppingRule,
+    WidthRule,
+    format_adaptive,
+    run_rounds,
+)
 from toolsweep.evaluator.stats import Estimate
 
 
@@ -69,6 +79,34 @@ def metric_for(config: SweepConfig, benchmarks: Mapping[str, Any], cell: Cell) -
                       f"its metrics: {', '.join(s.name for s in specs)}")
 
 
+def model_pairs(config: SweepConfig) -> list[tuple[str, str]]:
+    """The (A, B) pairs a paired goal decides, A - B: each model against `stop_when.baseline`, or every
+    pair of models in the config's order."""
+    names = [m.name for m in config.models]
+    base = config.stop_when.baseline if config.stop_when else None
+    if base is not None:
+        return [(m, base) for m in names if m != base]
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+
+
+def pair_key(a: str, b: str) -> str:
+    return f"{a} - {b}"
+
+
+def stopping_rule(config: SweepConfig) -> StoppingRule:
+    """The config's goal as the pure loop's rule."""
+    stop = config.stop_when
+    if stop is None:
+        raise ValueError("an adaptive sweep needs stop_when")
+    level = config.bootstrap.confidence
+    if stop.paired_difference is not None:
+        assert stop.margin is not None
+        return PairedRule(margin=stop.margin, pairs=len(model_pairs(config)), per_round=stop.seeds_per_round,
+                          max_seeds=stop.max_seeds, max_rounds=stop.max_rounds, confidence_level=level)
+    assert stop.ci_half_width is not None
+    return WidthRule(target=stop.ci_half_width, confidence_level=level, max_seeds=stop.max_seeds)
+
+
 def most_units(config: SweepConfig, plans: list[Any] | None = None) -> int:
     """The units an adaptive sweep runs at most: every cell grown every round, up to max_seeds."""
     stop = config.stop_when
@@ -96,17 +134,21 @@ def check_stop_when(config: SweepConfig, benchmarks: Mapping[str, Any] | None = 
 # ----------------------------------------------------------------------------- intervals from a run directory
 
 
-def judge_run_dir(run_dir: Any, config: SweepConfig, benchmarks: Mapping[str, Any], cells: set[Cell],
-                  confidence: float) -> dict[Cell, dict[str, Estimate]]:
-    """Each cell's interval per model at `confidence`, from the episodes of `config`'s units in the run
+def judge_run_dir(run_dir: Any, config: SweepConfig, benchmarks: Mapping[str, Any],
+                  confidence: Mapping[Cell, float]) -> dict[Cell, dict[str, Estimate]]:
+    """Each judged cell's intervals at its confidence, from the episodes of `config`'s units in the run
     directory (episodes of other units, e.g. seeds of a later round, are left out), with the summary's
-    bootstrap (same resamples count and per-cell seed)."""
+    bootstrap (same resamples count, scheme and per-cell seed) per model for a width goal; per model pair
+    ("A - B", paired on the (task, seed) cells both ran, `paired_interval`) for a paired goal."""
     from toolsweep.cluster.driver import current_units
     from toolsweep.evaluator.rundir import unit_id_digests
+    from toolsweep.evaluator.adaptive import paired_interval
     from toolsweep.evaluator.stats import summarize_metrics
     from toolsweep.evaluator.summary import CellTable, task_keys
     from toolsweep.evaluator.types import stable_seed
 
+    cells = set(confidence)
+    paired = config.stop_when is not None and config.stop_when.paired_difference is not None
     units, _ = current_units(config, dict(benchmarks))
     wanted = units.id_set()
     table = CellTable()
@@ -124,13 +166,23 @@ def judge_run_dir(run_dir: Any, config: SweepConfig, benchmarks: Mapping[str, An
     out: dict[Cell, dict[str, Estimate]] = {c: {} for c in cells}
     for cell in sorted(cells):
         spec = metric_for(config, benchmarks, cell)
+        if paired:
+            for a, b in model_pairs(config):
+                ea, eb = table.cells.get((a, *cell)), table.cells.get((b, *cell))
+                if ea is None or eb is None or ea.n == 0 or eb.n == 0:
+                    continue
+                out[cell][pair_key(a, b)] = paired_interval(
+                    list(ea.task_ids), list(ea.seeds), ea.values([spec]), list(eb.task_ids), list(eb.seeds),
+                    eb.values([spec]), spec, confidence[cell])
+            continue
         for model in (m.name for m in config.models):
             eps = table.cells.get((model, *cell))
             if eps is None or eps.n == 0:
                 continue
             est = summarize_metrics(task_keys(eps.task_ids), np.frombuffer(eps.seeds, dtype=np.int64),
                                     eps.values([spec]), [spec], n_resamples=config.bootstrap.n_resamples,
-                                    confidence=confidence, seed=stable_seed(0, model, *cell))
+                                    confidence=confidence[cell], seed=stable_seed(0, model, *cell),
+                                    resample=config.bootstrap.resample)
             out[cell][model] = est[spec.name]
     return out
 
@@ -145,7 +197,9 @@ def adaptive_section(config: SweepConfig, benchmarks: Mapping[str, Any], result:
     assert stop is not None
     alpha = 1.0 - config.bootstrap.confidence
     return {
-        "method": METHOD, "alpha": alpha, "target_half_width": stop.ci_half_width,
+        "method": stopping_rule(config).method, "alpha": alpha, "target_half_width": stop.ci_half_width,
+        "margin": stop.margin, "pairs": [pair_key(a, b) for a, b in model_pairs(config)] if stop.margin else None,
+        "resample": config.bootstrap.resample,
         "stop_when": stop.model_dump(mode="json"), "rounds": result.rounds, "reason": result.reason,
         "grown_per_round": [[list(c) for c in g] for g in result.grown_per_round],
         "units_per_round": units_per_round,
@@ -175,11 +229,11 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
     check_stop_when(config, benchmarks)
     initial = initial_seeds(config, base_plans)
     run_dir = RunDirectory(config.run_path())
-    alpha = 1.0 - config.bootstrap.confidence
     last: dict[str, Any] = {}
     units_per_round: list[int] = []
 
-    def measure(r: int, seeds: dict[Cell, list[int]], cells: set[Cell], confidence: float):
+    def measure(r: int, seeds: dict[Cell, list[int]], confidence: Mapping[Cell, float]):
+        cells = set(confidence)
         cfg = round_config(config, seeds, base_plans)
         units, _ = current_units(cfg, benchmarks)
         units_per_round.append(len(units))
@@ -195,12 +249,11 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
             if outcome.interrupted or outcome.gave_up:
                 return None
         last["config"] = cfg
-        return judge_run_dir(run_dir, cfg, benchmarks, cells, confidence)
+        return judge_run_dir(run_dir, cfg, benchmarks, confidence)
 
     try:
-        result = run_rounds(initial, target=stop.ci_half_width, max_rounds=stop.max_rounds,
-                            max_seeds=stop.max_seeds, seeds_per_round=stop.seeds_per_round, alpha=alpha,
-                            measure=measure)
+        result = run_rounds(initial, rule=stopping_rule(config), max_rounds=stop.max_rounds,
+                            max_seeds=stop.max_seeds, seeds_per_round=stop.seeds_per_round, measure=measure)
         if result.reason == "stopped":
             return last["outcome"]
         # the last round's summary.json (a no-op when that round just ran; a re-run rebuilds it if needed)

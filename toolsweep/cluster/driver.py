@@ -145,8 +145,9 @@ def finalize_run(
     table, kept, outside = _read_cells(run_dir, unit_ids)
     complete = unit_ids is not None and kept == len(unit_ids)
     kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
-    cells = table.summarize(specs_for, **kw)
-    paired = table.paired(specs_for, **kw) if len({c["model"] for c in cells}) > 1 else []
+    cells = table.summarize(specs_for, **kw, resample=config.bootstrap.resample)
+    paired = table.paired(specs_for, **kw, resample=config.bootstrap.resample) \
+        if len({c["model"] for c in cells}) > 1 else []
     tables_by_benchmark: dict[str, list[Any]] = {}
     for name, bench in benchmarks.items():
         own = [c for c in cells if c["benchmark"] == name]
@@ -158,6 +159,7 @@ def finalize_run(
         "run_id": config.resolved_run_id(),
         "confidence": config.bootstrap.confidence,
         "n_resamples": config.bootstrap.n_resamples,
+        "resample": config.bootstrap.resample,
         "cells": cells,
         "paired": paired,
         "tables": [t.model_dump(mode="json") for t in tables],
@@ -711,6 +713,7 @@ def result_sink(plan: SweepPlan, log: Log) -> Iterator[Any]:
     sink = ResultSink(
         plan.run_dir, specs_lookup(plan.record.benchmarks), mirror=mirror, unit_ids=plan.record.unit_ids,
         live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence,
+        resample=config.bootstrap.resample,
         flush_interval_s=config.mlflow_interval_s, log=log,
     )
     try:

@@ -38,13 +38,14 @@ def guarded(vc: VarianceComponents) -> tuple[VarianceComponents, str]:
     return replace(vc, var_task=p * (1 - p), var_within=0.0), "no variation in the pilot: rule of three"
 
 
-def _table(run_dir: Any) -> tuple[Any, Any]:
+def _table(run_dir: Any) -> tuple[Any, Any, str]:
     from toolsweep.cluster.driver import _read_cells, config_from_run_dir, load_benchmarks
 
     config = config_from_run_dir(run_dir)
     benchmarks = load_benchmarks(config)
     table, _, _ = _read_cells(run_dir, None)
-    return table, benchmarks
+    # widths as the pilot's own bootstrap scheme (bootstrap.resample) will measure them
+    return table, benchmarks, config.bootstrap.resample
 
 
 def _metric(bench: Any, setting: str, wanted: str | None) -> Any:
@@ -57,7 +58,7 @@ def _metric(bench: Any, setting: str, wanted: str | None) -> Any:
 def power_rows(run_dir: Any, *, half: float, difference: float, power: float, confidence: float = 0.95,
                metric: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(cell rows, pair rows) of the power table."""
-    table, benchmarks = _table(run_dir)
+    table, benchmarks, resample = _table(run_dir)
     cells, pairs = [], []
     by_bs: dict[tuple[str, str], list[str]] = {}
     for (model, benchmark, setting), eps in sorted(table.cells.items()):
@@ -74,10 +75,10 @@ def power_rows(run_dir: Any, *, half: float, difference: float, power: float, co
         cells.append({
             "model": model, "benchmark": benchmark, "setting": setting, "metric": spec.name,
             "tasks": vc.n_tasks, "seeds": vc.mean_seeds, "var_task": vc.var_task, "var_within": vc.var_within,
-            "icc": vc.icc, "half_width": half_width(vc, max(vc.n_tasks, 2), seeds_now, confidence),
-            "tasks_needed": {s: tasks_needed(vc, half, s, confidence) for s in SEED_OPTIONS},
+            "icc": vc.icc, "half_width": half_width(vc, max(vc.n_tasks, 2), seeds_now, confidence, resample),
+            "tasks_needed": {s: tasks_needed(vc, half, s, confidence, resample) for s in SEED_OPTIONS},
             "benchmark_tasks": n_tasks,
-            "seeds_needed": seeds_needed(vc, half, n_tasks, confidence), "note": note,
+            "seeds_needed": seeds_needed(vc, half, n_tasks, confidence, resample=resample), "note": note,
         })
     for (benchmark, setting), models in by_bs.items():
         spec = _metric(benchmarks[benchmark], setting, metric)
@@ -97,7 +98,8 @@ def power_rows(run_dir: Any, *, half: float, difference: float, power: float, co
                     continue
                 vc, note = guarded(variance_components(np.asarray(tasks), np.asarray(diffs)))
                 seeds_now = max(1, round(vc.mean_seeds))
-                mde = detectable_difference(vc, vc.n_tasks, seeds_now, alpha=1 - confidence, power=power)
+                mde = detectable_difference(vc, vc.n_tasks, seeds_now, alpha=1 - confidence, power=power,
+                                            resample=resample)
                 # tasks for the target difference: the width formula at the test's combined z
                 scale = mde / difference
                 pairs.append({

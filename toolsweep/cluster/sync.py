@@ -52,7 +52,8 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
         seen[cell] = seen.get(cell, 0) + 1
         every = max(1, per_cell[cell] // CHECKPOINTS)
         if seen[cell] % every == 0 and seen[cell] < per_cell[cell]:
-            mirror.log_summaries(table.summarize(specs_for, n_resamples=live, confidence=config.bootstrap.confidence, seed=0, only=[cell]))
+            mirror.log_summaries(table.summarize(specs_for, n_resamples=live, confidence=config.bootstrap.confidence, seed=0,
+                                                 only=[cell], resample=config.bootstrap.resample))
     cells, _ = finalize_run(run_dir, config, benchmarks, unit_ids=unit_ids)
     mirror.log_summaries(cells)
     mirror.log_artifacts(run_dir, cells)

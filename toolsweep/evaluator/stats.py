@@ -1,8 +1,20 @@
 """Bootstrap confidence intervals for sweep cells (DESIGN §6).
 
 The sampling unit of a benchmark is the task; seeds are repeated measurements nested inside a
-task. A resample therefore draws tasks with replacement and then, independently for every drawn
-copy of a task, that task's seeds with replacement (tasks may have different numbers of seeds).
+task. The default resample (`resample="tasks"`) is the cluster bootstrap: draw tasks with
+replacement, each drawn task bringing all its episodes (seeds) unchanged (Davison & Hinkley 1997,
+§3.8, strategy 2). Under the random-effects model of a sweep (task effect + seed noise) it is
+consistent for the variance of a cell's estimate, var_task / T + var_within / (T S), because a
+task's total already carries its seeds' noise (Field & Welsh 2007, JRSS-B 69(3)). Measured over
+1,000 simulated sweeps (`tests/evaluator/test_coverage.py`), its 95% intervals cover the truth
+93-97% of the time with one seed, three seeds and ragged seed counts, for mean and ratio metrics.
+
+The two-stage draw DESIGN §6 first described (`resample="tasks_then_seeds"`: tasks, then
+independently for every drawn copy of a task, its seeds with replacement) is kept as an option,
+not the default: it counts the within-task variance twice (once in the spread of the task means,
+once more in the seed draw), so with several seeds its intervals are too wide. With 60 tasks x 3
+seeds and a within-task variance four times the between-task one it covered 97.7% at 95% nominal,
+its intervals about 17% wider than they should be. With one seed per task the two coincide.
 Intervals are percentile intervals over `n_resamples` resamples.
 
 Every metric of a cell is a function of per-resample *totals* of a few per-episode columns:
@@ -10,7 +22,9 @@ a `mean` metric is sum(value) / count(defined) and a `ratio` metric is sum(numer
 sum(denominator), both recomputed on each resample (a ratio is never averaged per episode).
 So the bootstrap only needs the column totals of each resample, which it draws in vectorised
 chunks (see "resampling engine" below), and evaluates every metric from them; no Python loop
-runs per resample.
+runs per resample. The cluster bootstrap is the same engine on one row per task: the task's
+column totals and its episode count (`_collapse_tasks`), which is exact, since a resample's
+totals are sums of its drawn tasks' totals.
 
 Results do not depend on the order of the input rows (episodes are sorted by task, then seed),
 so a resumed run whose Parquet parts come back in another order gets the same intervals.
@@ -23,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 from pydantic import BaseModel
@@ -38,7 +52,14 @@ __all__ = [
     "summarize_cell",
     "Stratum",
     "composite_estimate",
+    "Resample",
+    "RESAMPLE_SCHEMES",
 ]
+
+Resample = Literal["tasks", "tasks_then_seeds"]
+"""How a bootstrap resample is drawn: "tasks" (the cluster bootstrap, the default) or
+"tasks_then_seeds" (the two-stage draw, over-covering with several seeds; see the module docstring)."""
+RESAMPLE_SCHEMES: tuple[str, ...] = get_args(Resample)
 
 # Draws per chunk of resamples: large enough to amortise numpy's per-call overhead, small enough
 # that a chunk's index arrays stay in L2/L3 cache (2^18 was fastest of 2^14..2^22 here).
@@ -114,7 +135,9 @@ def _layout(task_ids: Sequence[str] | np.ndarray, seeds: Sequence[int] | np.ndar
 
 # ----------------------------------------------------------------------------- resampling engine
 #
-# Two exact ways to draw the same hierarchical bootstrap:
+# The engine draws the two-stage bootstrap on a layout of episodes; the cluster bootstrap is the
+# same engine on a layout of one row per task (`_collapse_tasks`), where the two stages coincide.
+# Two exact ways to draw it:
 # - by index: draw task indices, then seed indices inside every drawn task, and sum each column
 #   at the drawn episodes (cost ~ episodes per resample);
 # - by type: when episodes take few distinct column values (success flags, small counts), tasks
@@ -139,7 +162,7 @@ def _resampled_totals(
     rng: np.random.Generator,
     method: str = "auto",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Column totals of every hierarchical resample.
+    """Column totals of every two-stage resample of `layout` (tasks, then seeds within each copy).
 
     `columns` is (n_episodes, k) in sorted order. Returns (totals (B, k), drawn (B,)), where
     drawn[b] is the number of episodes in resample b (it varies when tasks differ in seed count).
@@ -325,6 +348,46 @@ def _flat_index_totals(
     return totals, drawn
 
 
+def _collapse_tasks(layout: _Layout, columns: np.ndarray) -> tuple[_Layout, np.ndarray]:
+    """One row per task for the cluster bootstrap: the task's column totals, then its episode count
+    as a last column. Drawing these rows with replacement is drawing tasks with all their seeds, and
+    a resample's episode count is the sum of the last column (tasks may differ in seed count)."""
+    n_tasks = layout.n_tasks
+    if n_tasks == 0:
+        sums = np.zeros((0, columns.shape[1]), dtype=np.float64)
+    elif columns.shape[1] == 0:
+        sums = np.zeros((n_tasks, 0), dtype=np.float64)
+    else:
+        sums = np.add.reduceat(columns, layout.offsets, axis=0)
+    rows = np.column_stack([sums, layout.sizes.astype(np.float64)])
+    ones = np.ones(n_tasks, dtype=np.int64)
+    return _Layout(order=np.arange(n_tasks), sizes=ones, offsets=np.arange(n_tasks)), rows
+
+
+def _drawn_totals(
+    layout: _Layout,
+    columns: np.ndarray,
+    n_resamples: int,
+    rng: np.random.Generator,
+    method: str,
+    resample: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Column totals and episode counts of every resample under the given scheme."""
+    if resample == "tasks_then_seeds":
+        return _resampled_totals(layout, columns, n_resamples, rng, method)
+    task_layout, rows = _collapse_tasks(layout, columns)
+    totals, _ = _resampled_totals(task_layout, rows, n_resamples, rng, method)
+    return totals[:, :-1], totals[:, -1]
+
+
+def _check_resample(resample: str) -> None:
+    if resample not in RESAMPLE_SCHEMES:
+        raise ValueError(
+            f"resample must be one of {', '.join(map(repr, RESAMPLE_SCHEMES))}, got {resample!r}: "
+            "'tasks' (the cluster bootstrap, the default) or 'tasks_then_seeds' (the two-stage draw)"
+        )
+
+
 # ----------------------------------------------------------------------------- metrics
 
 
@@ -421,6 +484,7 @@ def _estimates(
     confidence: float,
     seed: int,
     method: str = "auto",
+    resample: str = "tasks",
 ) -> list[Estimate]:
     """Point estimates on the data and percentile intervals over shared resamples."""
     matrix = cols.matrix()
@@ -434,7 +498,7 @@ def _estimates(
     totals = drawn = None
     if any(math.isfinite(v) for v in points):
         rng = np.random.default_rng(seed)
-        totals, drawn = _resampled_totals(layout, matrix, int(n_resamples), rng, method)
+        totals, drawn = _drawn_totals(layout, matrix, int(n_resamples), rng, method, resample)
     out = []
     for (stat, n_entered), value in zip(statistics, points):
         if not math.isfinite(value) or totals is None or drawn is None:
@@ -445,8 +509,10 @@ def _estimates(
     return out
 
 
-def _by_type_is_cheaper(layout: _Layout, cols: _Columns) -> bool:
+def _by_type_is_cheaper(layout: _Layout, cols: _Columns, resample: str = "tasks") -> bool:
     matrix = cols.matrix()
+    if resample == "tasks":
+        layout, matrix = _collapse_tasks(layout, matrix)
     plan = _TypePlan.build(layout, matrix)
     return plan is not None and plan.cheaper_than_index(layout, matrix)
 
@@ -460,16 +526,19 @@ def summarize_metrics(
     n_resamples: int = 10_000,
     confidence: float = 0.95,
     seed: int = 0,
+    resample: Resample = "tasks",
 ) -> dict[str, Estimate]:
-    """Each metric's point estimate and hierarchical-bootstrap percentile interval.
+    """Each metric's point estimate and bootstrap percentile interval.
 
     `values` maps per-episode keys to arrays aligned with `task_ids`/`seeds`; NaN means the value
     is not defined for that episode, which then does not enter metrics reading that key.
-    Resamples are drawn from `np.random.default_rng(seed)`. Metrics with few distinct episode
-    values (success flags, small counts) are each bootstrapped by type, the others together by
-    index; every metric's interval is a full hierarchical bootstrap either way.
+    Resamples are drawn from `np.random.default_rng(seed)` under `resample` (the module docstring
+    says why the cluster bootstrap, "tasks", is the default). Metrics with few distinct values
+    (success flags, small counts) are each bootstrapped by type, the others together by index;
+    every metric's interval is the full bootstrap of the scheme either way.
     """
     _check_options(n_resamples, confidence)
+    _check_resample(resample)
     layout = _layout(task_ids, seeds)
     n = layout.n_episodes
     inputs = [(spec, *_spec_columns(spec, values, n)) for spec in specs]
@@ -484,21 +553,23 @@ def summarize_metrics(
 
     result: dict[str, Estimate] = {}
     cols, stats = group(inputs)
-    if len(inputs) <= 1 or _by_type_is_cheaper(layout, cols):
-        estimates = _estimates(layout, cols, stats, n_resamples, confidence, seed)
+    if len(inputs) <= 1 or _by_type_is_cheaper(layout, cols, resample):
+        estimates = _estimates(layout, cols, stats, n_resamples, confidence, seed, resample=resample)
         return {spec.name: est for (spec, _, _), est in zip(inputs, estimates)}
     rest = []
     for member in inputs:
         cols, stats = group([member])
-        if _by_type_is_cheaper(layout, cols):
+        if _by_type_is_cheaper(layout, cols, resample):
             (result[member[0].name],) = _estimates(
-                layout, cols, stats, n_resamples, confidence, seed, method="type"
+                layout, cols, stats, n_resamples, confidence, seed, method="type", resample=resample
             )
         else:
             rest.append(member)
     if rest:
         cols, stats = group(rest)
-        estimates = _estimates(layout, cols, stats, n_resamples, confidence, seed, method="index")
+        estimates = _estimates(
+            layout, cols, stats, n_resamples, confidence, seed, method="index", resample=resample
+        )
         result.update({spec.name: est for (spec, _, _), est in zip(rest, estimates)})
     return {spec.name: result[spec.name] for spec in specs}
 
@@ -533,14 +604,17 @@ def paired_difference(
     n_resamples: int = 10_000,
     confidence: float = 0.95,
     seed: int = 0,
+    resample: Resample = "tasks",
 ) -> Estimate:
     """Metric of model A minus metric of model B on the (task, seed) cells both ran.
 
     A cell enters when the metric is defined there for both models, so both sides are computed
-    on exactly the same episodes. The bootstrap resamples cells jointly (the same tasks and seeds
-    for A and B), which is what makes the difference paired. `n` counts the cells that entered.
+    on exactly the same episodes. The bootstrap resamples cells jointly (the same tasks, and under
+    "tasks_then_seeds" the same seeds, for A and B), which is what makes the difference paired.
+    `n` counts the cells that entered.
     """
     _check_options(n_resamples, confidence)
+    _check_resample(resample)
     index_a = _cell_keys(task_ids_a, seeds_a, "A")
     index_b = _cell_keys(task_ids_b, seeds_b, "B")
     shared = sorted(index_a.keys() & index_b.keys())
@@ -558,7 +632,7 @@ def paired_difference(
         return stat_a(t, d) - stat_b(t, d)
 
     statistics = [(difference, int(entered.sum()))]
-    (est,) = _estimates(layout, cols, statistics, n_resamples, confidence, seed)
+    (est,) = _estimates(layout, cols, statistics, n_resamples, confidence, seed, resample=resample)
     return est
 
 
@@ -587,7 +661,7 @@ def cell_summary(
 ) -> dict[str, Any]:
     """The summary of one (model, benchmark, setting) cell, as `Benchmark.report_tables` and
     summary.json take it. `terminations` is either one reason per episode or {reason: count};
-    `kwargs` go to `summarize_metrics` (n_resamples, confidence, seed). Values are unscaled."""
+    `kwargs` go to `summarize_metrics` (n_resamples, confidence, seed, resample). Values are unscaled."""
     from toolsweep.evaluator.design import cell_variance, pass_k_curve
 
     estimates = summarize_metrics(task_ids, seeds, values, specs, **kwargs)

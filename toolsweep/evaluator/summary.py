@@ -193,10 +193,11 @@ class CellTable:
         confidence: float,
         seed: int,
         only: Iterable[Cell] | None = None,
+        resample: str = "tasks",
     ) -> list[dict[str, Any]]:
         """One summary dict per cell (see stats.cell_summary), in a stable order."""
         return summarize_cells(self.snapshot(specs_for, only), n_resamples=n_resamples, confidence=confidence,
-                               seed=seed)
+                               seed=seed, resample=resample)
 
     def snapshot(self, specs_for: SpecsFor, only: Iterable[Cell] | None = None) -> list[CellSnapshot]:
         """What summarising the cells needs, copied, in a stable order: the result sink takes it under
@@ -212,7 +213,7 @@ class CellTable:
         return out
 
     def paired(
-        self, specs_for: SpecsFor, *, n_resamples: int, confidence: float, seed: int
+        self, specs_for: SpecsFor, *, n_resamples: int, confidence: float, seed: int, resample: str = "tasks"
     ) -> list[dict[str, Any]]:
         """Differences between every pair of models on the same (benchmark, setting), per metric,
         over the (task, seed) cells both ran."""
@@ -232,7 +233,7 @@ class CellTable:
                         est = paired_difference(
                             ea.task_ids, ea.seeds, va, eb.task_ids, eb.seeds, vb, spec,
                             n_resamples=n_resamples, confidence=confidence,
-                            seed=stable_seed(seed, a, b, benchmark, setting, spec.name),
+                            seed=stable_seed(seed, a, b, benchmark, setting, spec.name), resample=resample,
                         )
                         p_value = paired_test(ea.task_ids, ea.seeds, va, eb.task_ids, eb.seeds, vb, spec) \
                             if est.n else math.nan
@@ -260,13 +261,14 @@ class CellSnapshot:
 
 
 def summarize_cells(cells: Iterable[CellSnapshot], *, n_resamples: int, confidence: float,
-                    seed: int) -> list[dict[str, Any]]:
+                    seed: int, resample: str = "tasks") -> list[dict[str, Any]]:
     """One summary dict per snapshot (see stats.cell_summary). Task keys give the same intervals as
     the ids, from less memory; they are made here, outside the sink's lock (a million-episode cell's
     take 0.16 s)."""
     return [
         cell_summary(*c.cell, task_keys(c.task_ids), c.seeds, c.values, c.terminations, c.specs,
-                     n_resamples=n_resamples, confidence=confidence, seed=stable_seed(seed, *c.cell))
+                     n_resamples=n_resamples, confidence=confidence, seed=stable_seed(seed, *c.cell),
+                     resample=resample)
         for c in cells
     ]
 
