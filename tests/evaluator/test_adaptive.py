@@ -298,3 +298,21 @@ def test_paired_goal_decides_real_differences_with_the_right_sign():
 def test_paired_goal_keeps_its_error_in_a_quick_sample():
     rates, _, _ = paired_rates(200, shift=0.0, margin=0.01, seed=6)
     assert rates["a>b"] + rates["a<b"] <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 200), rates
+
+
+def test_a_cell_that_seeds_cannot_settle_stops_as_futile():
+    a, b = ("x", "open"), ("x", "tasky")
+    # a: 0.2 wide at 2 seeds can reach 0.1 by 8 (0.2 * sqrt(2/8) = 0.1); b: 0.5 cannot (0.25 at best)
+    measure, calls = scripted_measure({1: {a: 0.2, b: 0.5}, 2: {a: 0.09}})
+    out = run_rounds({a: [0, 1], b: [0, 1]}, rule=WidthRule(target=0.1, max_seeds=8), max_rounds=5, max_seeds=8,
+                     seeds_per_round=2, measure=measure)
+    assert out.records[b].futile and not out.records[b].met and out.seeds[b] == [0, 1]
+    assert out.records[a].met and not out.records[a].futile and out.reason == "futile"
+    # without a budget to judge against, the rule never gives up
+    assert not WidthRule(target=0.1).futile({"m": est(0.0, 1.0)}, 2)
+    # a paired rule gives up on a pair whose estimate sits at 0 and whose best interval is wider than the
+    # margin, never on one whose estimate could still exclude 0
+    rule = PairedRule(margin=0.05, pairs=1, per_round=2, max_seeds=8, max_rounds=4)
+    assert rule.futile({"p": est(-0.3, 0.3)}, 2)  # best half-width 0.15 > 0.05, estimate 0 < 0.075
+    assert not rule.futile({"p": est(-0.1, 0.5)}, 2)  # estimate 0.2: it may yet exclude 0
+    assert not rule.futile({"p": est(-0.04, 0.04)}, 2)  # decided (equivalent)
