@@ -47,3 +47,26 @@ def test_convergence_ends_at_the_final_estimate_and_grows_in_n():
     assert ns == sorted(ns) and ns[-1] == 40 and len(ns) >= 5
     assert pts[-1]["value"] == pytest.approx(0.5)
     assert pts[-1]["ci_high"] - pts[-1]["ci_low"] < pts[0]["ci_high"] - pts[0]["ci_low"]
+
+
+def test_convergence_draws_its_intervals_with_the_sweeps_resampling_scheme():
+    """Tasks whose seeds disagree: the two-stage draw counts that spread twice, so the report's convergence
+    chart must use the scheme the sweep's summary uses, or its last point disagrees with the table."""
+    import numpy as np
+
+    from toolsweep.evaluator.summary import convergence_from_table
+
+    rows = []
+    for seed in range(3):
+        for i, r in enumerate(_rows("a", [float((i + seed) % 2) for i in range(30)], t0=100.0 * seed)):
+            rows.append({**r, "seed": seed})
+    table = CellTable()
+    table.add_rows(rows)
+    specs_for = lambda b, s: SPECS[:1]  # noqa: E731
+    [cell] = table.summarize(specs_for, n_resamples=400, confidence=0.95, seed=0)
+    final = {}
+    for scheme in ("tasks", "tasks_then_seeds"):
+        [(_, (_, pts))] = convergence_from_table(table, specs_for, n_resamples=400, resample=scheme).items()
+        final[scheme] = pts[-1]["ci_high"] - pts[-1]["ci_low"]
+    assert final["tasks_then_seeds"] > 1.2 * final["tasks"]
+    assert np.isclose(final["tasks"], cell["metrics"]["acc"]["ci_high"] - cell["metrics"]["acc"]["ci_low"], rtol=0.25)

@@ -178,7 +178,8 @@ def finalize_run(
     }
     summary["headline_metrics"] = headline_metric_names(cells, specs_by_benchmark)
     manifest = run_dir.read_manifest()
-    by_cell = convergence_from_table(table, specs_for, confidence=config.bootstrap.confidence)
+    by_cell = convergence_from_table(table, specs_for, confidence=config.bootstrap.confidence,
+                                     resample=config.bootstrap.resample)
     write_plots(run_dir, cells, specs_by_benchmark, by_cell, confidence=config.bootstrap.confidence)
     convergence = {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
     write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables_by_benchmark, paired, convergence)

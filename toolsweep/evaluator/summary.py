@@ -295,6 +295,7 @@ def convergence_from_table(
     n_resamples: int = 300,
     confidence: float = 0.95,
     max_cells: int | None = None,
+    resample: str = "tasks",
 ) -> dict[Cell, tuple[str, list[dict[str, float]]]]:
     """How each cell's headline metric and its interval evolved as episodes finished: cell -> (metric,
     points {n, value, ci_low, ci_high}), from a table built with `finished_at` (the run directory read
@@ -320,7 +321,8 @@ def convergence_from_table(
         points = []
         for k in ends:
             summary = cell_summary(*cell, tasks[:k], seeds[:k], {key: v[:k] for key, v in values.items()}, {},
-                                   specs, n_resamples=n_resamples, confidence=confidence, seed=stable_seed(0, *cell))
+                                   specs, n_resamples=n_resamples, confidence=confidence, seed=stable_seed(0, *cell),
+                                   resample=resample)
             est = summary["metrics"].get(specs[0].name)
             if est is not None:
                 points.append({"n": float(k), **{f: est[f] for f in ("value", "ci_low", "ci_high")}})
