@@ -113,7 +113,7 @@ def paired(ys: dict[str, np.ndarray], seeds: int, confidence: float):
 def one_grid(rng, i, *, tasks, target, max_seeds, max_rounds, n_resamples, per_round=2, union_bound=False):
     data = simulate_grid(rng, tasks, max_seeds)
 
-    def measure(r, seeds, confidence):
+    def measure(r, seeds, confidence, tasks=None):
         level = 1 - 0.05 * 6 / (math.pi ** 2 * r * r) if union_bound else None
         return {c: intervals(data[c], len(seeds[c]), level or conf, n_resamples, i) for c, conf in confidence.items()}
 
@@ -135,7 +135,7 @@ def one_paired_grid(rng, i, *, tasks, margin, max_seeds, max_rounds, per_round=2
     data = simulate_grid(rng, tasks, max_seeds)
     rule = PairedRule(margin=margin, pairs=1, per_round=per_round, max_seeds=max_seeds, max_rounds=max_rounds)
 
-    def measure(r, seeds, confidence):
+    def measure(r, seeds, confidence, tasks=None):
         return {c: paired(data[c], len(seeds[c]), conf) for c, conf in confidence.items()}
 
     out = run_rounds({c: [0, 1] for c in data}, rule=rule, max_rounds=max_rounds, max_seeds=max_seeds,

@@ -15,17 +15,24 @@ import numpy as np
 import pytest
 
 from toolsweep.evaluator.adaptive import (
+    CellJudgement,
     PairedRule,
     WidthRule,
+    best_half_width,
     boundary_confidence,
+    choose_growth,
     decision,
+    equal_cost_tasks,
     grow_seeds,
+    grow_tasks,
     paired_interval,
     needs_more,
     planned_seeds,
     pocock_critical,
     run_rounds,
+    task_order,
 )
+from toolsweep.evaluator.design import VarianceComponents, variance_components
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.stats import Estimate, summarize_metrics
 
@@ -91,7 +98,7 @@ def scripted_measure(widths_by_round):
     """A measure whose half-widths per (round, cell) are given: checks the loop's bookkeeping alone."""
     calls = []
 
-    def measure(r, seeds, confidence):
+    def measure(r, seeds, confidence, tasks=None):
         calls.append((r, sorted(confidence), {c: list(s) for c, s in seeds.items()}, dict(confidence)))
         return {c: {"m": est(0.5 - widths_by_round[r][c], 0.5 + widths_by_round[r][c])} for c in confidence}
 
@@ -121,7 +128,7 @@ def test_a_paired_goal_judges_each_cell_at_its_boundary_and_records_decisions():
     rule = PairedRule(margin=0.05, pairs=1, per_round=2, max_seeds=8, max_rounds=4)
     seen = []
 
-    def measure(r, seeds, confidence):
+    def measure(r, seeds, confidence, tasks=None):
         seen.append(dict(confidence))
         return {c: {"m - n": est(0.01, 0.3) if r == 2 or c == a else est(-0.1, 0.3)} for c in confidence}
 
@@ -146,7 +153,7 @@ def test_a_cell_at_max_seeds_stops_growing_and_the_loop_ends():
 def test_a_round_that_did_not_finish_stops_the_loop():
     a = ("x", "s")
     out = run_rounds({a: [0]}, rule=WidthRule(target=0.1), max_rounds=5, max_seeds=5, seeds_per_round=1,
-                     measure=lambda r, s, conf: None)
+                     measure=lambda r, s, conf, t: None)
     assert out.reason == "stopped" and out.records == {}
 
 
@@ -185,7 +192,7 @@ def width_sweep(rng, i, grid, *, target):
     [(truth, reported estimate)] of the models whose population varies, and the rounds."""
     data = {("sim", c): {m: bernoulli_seeds(rng, pop) for m, pop in zip("ab", pops)} for c, pops in grid.items()}
 
-    def measure(r, seeds, confidence):
+    def measure(r, seeds, confidence, tasks=None):
         return {c: intervals(data[c], len(seeds[c]), confidence[c], i) for c in confidence}
 
     out = run_rounds({c: [0, 1] for c in data}, rule=WidthRule(target=target), max_rounds=5, max_seeds=MAX_SEEDS,
@@ -247,7 +254,7 @@ def paired_sweep(rng, i, *, shift, margin, boundary=True, tasks=40, max_rounds=5
     cell = ("sim", "s")
     rule = PairedRule(margin=margin, pairs=1, per_round=2, max_seeds=max_seeds, max_rounds=max_rounds)
 
-    def measure(r, seeds, confidence):
+    def measure(r, seeds, confidence, cell_tasks=None):
         s = len(seeds[cell])
         ids = np.repeat(np.arange(tasks), s)
         seed_col = np.tile(np.arange(s), tasks)
@@ -316,3 +323,188 @@ def test_a_cell_that_seeds_cannot_settle_stops_as_futile():
     assert rule.futile({"p": est(-0.3, 0.3)}, 2)  # best half-width 0.15 > 0.05, estimate 0 < 0.075
     assert not rule.futile({"p": est(-0.1, 0.5)}, 2)  # estimate 0.2: it may yet exclude 0
     assert not rule.futile({"p": est(-0.04, 0.04)}, 2)  # decided (equivalent)
+
+
+# ----------------------------------------------------------------------------- growing tasks
+
+
+def test_tasks_are_drawn_in_a_fixed_seeded_order_after_the_ones_already_run():
+    pool = [f"t{i}" for i in range(50)]
+    first = pool[:10]
+    order = task_order(first, pool, "sweep|bench|setting")
+    assert order[:10] == first and sorted(order) == sorted(pool)
+    assert order == task_order(first, list(reversed(pool)), "sweep|bench|setting")  # the pool's order is irrelevant
+    assert order[10:] != pool[10:]  # a permutation, not the benchmark's own order
+    assert task_order(first, pool, "sweep|bench|other")[10:] != order[10:]  # seeded by the cell
+    # a benchmark that gains tasks keeps the relative order of the old ones
+    grown = task_order(first, pool + [f"u{i}" for i in range(20)], "sweep|bench|setting")
+    assert [t for t in grown if t.startswith("t")] == order
+    assert grow_tasks(first, order, 5, 100) == order[:15]
+    assert grow_tasks(order[:48], order, 5, 100) == order  # the pool's end
+    assert grow_tasks(first, order, 5, 12) == order[:12]  # max_tasks
+    assert equal_cost_tasks(30, 2, 2) == 30 and equal_cost_tasks(10, 4, 2) == 5 and equal_cost_tasks(3, 8, 1) == 1
+
+
+def vc(var_task, var_within, tasks=20, seeds=2):
+    return VarianceComponents(n_episodes=tasks * seeds, n_tasks=tasks, mean_seeds=seeds, var_task=var_task,
+                              var_within=var_within)
+
+
+def test_auto_growth_picks_what_shrinks_the_widest_interval_more_per_unit():
+    # between-task variance dominates: a round of tasks (same units as a round of seeds) shrinks far more
+    assert choose_growth([vc(0.2, 0.05)], 20, 2, 2, 20) == "tasks"
+    # no between-task variance: per unit the two are the same; the config's own tasks are kept
+    assert choose_growth([vc(0.0, 0.25)], 20, 2, 2, 20) == "seeds"
+    # per unit a task wins even where the within-task variance dominates, at equal cost ...
+    assert choose_growth([vc(0.01, 0.25)], 20, 2, 2, 20) == "tasks"
+    # ... but a task step far larger than the seed step loses on diminishing returns
+    assert choose_growth([vc(0.001, 0.25)], 10, 2, 2, 100) == "seeds"
+    # the cell's widest model decides: one task-dominated model is enough
+    assert choose_growth([vc(0.0, 0.25), vc(0.3, 0.05)], 20, 2, 2, 20) == "tasks"
+    assert choose_growth([], 20, 2, 2, 20) == "seeds"  # no components (an undefined metric): seeds
+    assert choose_growth([vc(0.2, 0.05)], 20, 2, 2, 0) == "seeds"  # no task left to draw
+
+
+def test_the_futility_bound_counts_the_tasks_a_cell_may_still_draw():
+    e = est(0.2, 0.8)  # half-width 0.3
+    assert best_half_width(e, 2, 8) == pytest.approx(0.15)
+    assert best_half_width(e, 2, 8, 10, 40) == pytest.approx(0.075)
+    rule = WidthRule(target=0.1, max_seeds=8)
+    assert rule.futile({"m": e}, 2, 10, 10)  # seeds only: 0.15 > 0.1
+    assert not rule.futile({"m": e}, 2, 10, 40)  # with 30 more tasks it may reach 0.075
+    # at max_seeds a cell that may draw tasks still grows (0.15 -> 0.075 at 40 tasks), one that may not stops
+    assert not rule.futile({"m": est(0.35, 0.65)}, 8, 10, 40)
+    assert not rule.futile({"m": est(0.35, 0.65)}, 8, 10, 10)  # nothing left to grow: not futile, just done
+
+
+def tasky_measure(widths):
+    """A measure whose half-widths depend only on the tasks a cell ran (seeds do not help), with variance
+    components that say so."""
+    calls = []
+
+    def measure(r, seeds, confidence, tasks):
+        calls.append({c: (len(tasks[c]), len(seeds[c])) for c in confidence})
+        return {c: CellJudgement({"m": est(0.5 - widths(len(tasks[c])), 0.5 + widths(len(tasks[c])))},
+                                 {"m": vc(0.25, 0.0, len(tasks[c]), len(seeds[c]))}) for c in confidence}
+
+    return measure, calls
+
+
+def test_rounds_grow_tasks_where_seeds_cannot_help_and_record_each_rounds_design():
+    cell = ("x", "tasky")
+    pool = [f"t{i}" for i in range(100)]
+    order = task_order(pool[:10], pool, "k")
+    measure, calls = tasky_measure(lambda t: 1.0 / math.sqrt(t))  # 0.32 at 10 tasks, 0.1 at 100
+    seeds_only = run_rounds({cell: [0, 1]}, rule=WidthRule(target=0.16, max_seeds=8), max_rounds=5, max_seeds=8,
+                            seeds_per_round=2, measure=measure, tasks={cell: pool[:10]}, task_orders={cell: order})
+    # seeds alone: 0.32 * sqrt(2 / 8) = 0.158 might still reach 0.16, so one round of seeds runs; its width
+    # did not move, 0.32 * sqrt(4 / 8) > 0.16, and the cell stops as futile (it needs tasks)
+    assert [c[cell] for c in calls] == [(10, 2), (10, 4)]
+    assert not seeds_only.records[cell].met and seeds_only.records[cell].futile
+    assert seeds_only.tasks[cell] == pool[:10] and seeds_only.reason == "futile"
+    for grow in ("tasks", "auto"):
+        measure, calls = tasky_measure(lambda t: 1.0 / math.sqrt(t))
+        out = run_rounds({cell: [0, 1]}, rule=WidthRule(target=0.16, max_seeds=8), max_rounds=5, max_seeds=8,
+                         seeds_per_round=2, measure=measure, tasks={cell: pool[:10]}, task_orders={cell: order},
+                         grow=grow)
+        # each round adds as many units as a round of seeds would (2 seeds on T tasks = 2T units = T tasks
+        # of 2 seeds): 10 -> 20 -> 40 tasks; 1 / sqrt(40) = 0.158 meets 0.16
+        assert [c[cell] for c in calls] == [(10, 2), (20, 2), (40, 2)], grow
+        assert out.records[cell].met and out.records[cell].tasks == 40 and out.tasks[cell] == order[:40]
+        assert out.grown_by == [{cell: "tasks"}] * 2 and out.reason == "met"
+        assert [d[cell] for d in out.designs] == [(10, 2), (20, 2), (40, 2)]
+    # max_tasks caps the draw; then the cell grows seeds
+    measure, calls = tasky_measure(lambda t: 1.0 / math.sqrt(t))
+    out = run_rounds({cell: [0, 1]}, rule=WidthRule(target=0.12, max_seeds=8), max_rounds=6, max_seeds=8,
+                     seeds_per_round=2, measure=measure, tasks={cell: pool[:10]}, task_orders={cell: order},
+                     grow="tasks", max_tasks=25, tasks_per_round=10)
+    assert [c[cell] for c in calls][:3] == [(10, 2), (20, 2), (25, 2)] and calls[3][cell] == (25, 4)
+    # a cell whose order has no more tasks (the config runs all of them) grows seeds, as before
+    measure, calls = tasky_measure(lambda t: 1.0 / math.sqrt(t))
+    run_rounds({cell: [0, 1]}, rule=WidthRule(target=0.16), max_rounds=3, max_seeds=8, seeds_per_round=2,
+               measure=measure, tasks={cell: pool[:10]}, grow="auto")
+    assert [c[cell] for c in calls] == [(10, 2), (10, 4), (10, 6)]
+
+
+# tasks' success probabilities spread widely (Beta with a + b <= 2): the between-task variance is half
+# or more of the total, so seeds alone cannot settle a cell at 20 tasks
+TASKY = {
+    "split": ((0.5, 0.5), (1.0, 1.0)),
+    "skewed": ((0.3, 0.7), (0.7, 0.3)),
+    "mid": ((2.0, 2.0), (0.8, 1.2)),
+}
+POOL, FIRST_TASKS = 240, 20
+
+
+def task_sweep(rng, i, grid, *, target, grow, max_rounds=5, max_seeds=8):
+    """One adaptive sweep of a grid whose settings hold POOL tasks, the config running the first
+    FIRST_TASKS (a tasks.limit); rounds grow seeds or tasks (`grow`), width goal. Returns [(truth,
+    reported estimate)] per model, the records, and the units run."""
+    data, orders = {}, {}
+    ids = [str(k) for k in range(POOL)]
+    for c, pops in grid.items():
+        data[("sim", c)] = {m: bernoulli_seeds(rng, pop, POOL, max_seeds) for m, pop in zip("ab", pops)}
+        orders[("sim", c)] = task_order(ids[:FIRST_TASKS], ids, f"sim|{c}")
+
+    def measure(r, seeds, confidence, tasks):
+        out = {}
+        for c in confidence:
+            rows = np.array([int(t) for t in tasks[c]])
+            s = len(seeds[c])
+            task_col = np.repeat(rows, s)
+            seed_col = np.tile(np.arange(s), len(rows))
+            ests, comps = {}, {}
+            for m, y in data[c].items():
+                vals = y[rows][:, :s].ravel()
+                ests[m] = summarize_metrics(task_col, seed_col, {"success": vals}, [SUCCESS], n_resamples=1000,
+                                            confidence=confidence[c], seed=i)["success"]
+                comps[m] = variance_components(task_col, vals)
+            out[c] = CellJudgement(ests, comps)
+        return out
+
+    out = run_rounds({c: [0, 1] for c in data}, rule=WidthRule(target=target, max_seeds=max_seeds),
+                     max_rounds=max_rounds, max_seeds=max_seeds, seeds_per_round=2, measure=measure,
+                     tasks={c: o[:FIRST_TASKS] for c, o in orders.items()}, task_orders=orders, grow=grow)
+    found = [(pop[0] / (pop[0] + pop[1]), out.records[("sim", c)].estimates[m])
+             for c, pops in grid.items() for m, pop in zip("ab", pops)]
+    units = sum(2 * len(out.tasks[c]) * len(out.seeds[c]) for c in data)
+    return found, out, units
+
+
+def task_coverage(n_sims, *, target, grow="auto", seed=21):
+    rng = np.random.default_rng(seed)
+    hits = total = 0
+    grown_tasks = met = 0
+    for i in range(n_sims):
+        found, out, _ = task_sweep(rng, i, TASKY, target=target, grow=grow)
+        hits += sum(e.ci_low <= truth <= e.ci_high for truth, e in found)
+        total += len(found)
+        grown_tasks += sum(rec.tasks > FIRST_TASKS for rec in out.records.values())
+        met += sum(rec.met for rec in out.records.values())
+    return hits / total, grown_tasks, met
+
+
+@pytest.mark.slow
+def test_width_goal_intervals_cover_93_to_97_percent_when_rounds_add_tasks():
+    # Adding tasks in a fixed order (chosen per cell from its variance components, not from which side of
+    # the truth the estimate fell) keeps the width rule's nominal coverage: 1,000 adaptive sweeps of a
+    # grid where the between-task variance dominates.
+    rate, grown, met = task_coverage(1000, target=0.1)
+    assert 0.93 <= rate <= 0.97, (rate, grown, met)
+    assert grown >= 0.9 * 3 * 1000 and met >= 0.9 * 3 * 1000, (grown, met)  # the rounds did add tasks
+
+
+def test_width_goal_intervals_cover_when_rounds_add_tasks_in_a_quick_sample():
+    rate, grown, met = task_coverage(120, target=0.1, seed=22)
+    assert 0.90 <= rate <= 0.99, (rate, grown, met)
+    assert grown >= 0.9 * 3 * 120, grown
+
+
+def test_auto_growth_meets_task_dominated_cells_that_seeds_alone_leave_open():
+    rng_a, rng_s = np.random.default_rng(7), np.random.default_rng(7)
+    met = {"auto": 0, "seeds": 0}
+    for i in range(10):
+        for grow, rng in (("auto", rng_a), ("seeds", rng_s)):  # the same simulated grids for both
+            _, out, _ = task_sweep(rng, i, TASKY, target=0.1, grow=grow)
+            met[grow] += sum(rec.met for rec in out.records.values())
+    assert met["auto"] >= 27 and met["seeds"] <= 3, met

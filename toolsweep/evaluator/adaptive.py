@@ -45,9 +45,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from toolsweep.evaluator.design import clustered_t_interval, paired_contrasts
+from toolsweep.evaluator.design import VarianceComponents, clustered_t_interval, paired_contrasts
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.stats import Estimate
+from toolsweep.evaluator.types import stable_seed
 
 Cell = tuple[str, str]
 """(benchmark, setting): what a round grows; every model of the sweep grows with it."""
@@ -118,6 +119,66 @@ def planned_seeds(initial: int, per_round: int, max_seeds: int, max_rounds: int)
     return out
 
 
+GROW_CHOICES = ("seeds", "tasks", "auto")
+
+
+def task_order(initial: Sequence[str], pool: Sequence[str], key: str) -> list[str]:
+    """The order a cell draws tasks in: the tasks the config runs first (nothing recorded is wasted),
+    then the rest of the setting's tasks sorted by a hash of (`key`, task id), a deterministic
+    permutation seeded from the sweep and the cell, so a re-run grows the same way. Sorting by a hash
+    (not shuffling) keeps the relative order of the tasks when a benchmark gains tasks."""
+    first = list(dict.fromkeys(initial))
+    taken = set(first)
+    rest = sorted((t for t in dict.fromkeys(pool) if t not in taken),
+                  key=lambda t: (stable_seed("adaptive-tasks", key, t), t))
+    return first + rest
+
+
+def grow_tasks(tasks: Sequence[str], order: Sequence[str], per_round: int, max_tasks: int) -> list[str]:
+    """The cell's tasks with up to `per_round` more, the next ones in its fixed `order`, never beyond
+    `max_tasks` (nor the order's end) in all."""
+    n = len(tasks)
+    room = max(0, min(max_tasks, len(order)) - n)
+    return list(tasks) + list(order[n:n + min(per_round, room)])
+
+
+def equal_cost_tasks(tasks: int, seeds: int, seeds_per_round: int) -> int:
+    """Tasks that cost as many units as a round of seeds: a seed costs one episode per task (T units),
+    a task one per seed (S units), so T x seeds_per_round / S tasks, at least one."""
+    return max(1, math.ceil(tasks * seeds_per_round / max(1, seeds)))
+
+
+def variance_after(vc: VarianceComponents, tasks: int, seeds: int) -> float:
+    """The estimate's variance with `tasks` tasks and `seeds` seeds each: var_task / T + var_within / (T S)
+    (the cluster bootstrap's, `design.VarianceComponents.variance_of_mean`)."""
+    return vc.variance_of_mean(tasks, seeds)
+
+
+def choose_growth(components: Sequence[VarianceComponents], tasks: int, seeds: int, add_seeds: int,
+                  add_tasks: int) -> str:
+    """"tasks" or "seeds": which step shrinks the cell's widest interval more per unit spent. The
+    variance of a model's estimate is var_task / T + var_within / (T S); `add_seeds` seeds cost T units
+    each (one episode per task), `add_tasks` tasks cost S each. The cell's variance is its models' largest
+    (the cell is met when its widest model is). Per unit, a task always shrinks it at least as much as a
+    seed at the margin (a task brings both components, a seed only the within-task one), so with equal-
+    cost steps "tasks" wins whenever the between-task variance is positive; a large task step can lose
+    on diminishing returns. Ties, no room for tasks (add_tasks 0), or undefined components: "seeds" (the
+    config's own tasks are kept where tasks would not do better)."""
+    usable = [vc for vc in components if vc.n_tasks > 0 and math.isfinite(vc.var_task)]
+    if add_tasks <= 0 or not usable:
+        return "seeds"
+    if add_seeds <= 0:
+        return "tasks"
+
+    def worst(t: int, s: int) -> float:
+        return max(variance_after(vc, t, s) for vc in usable)
+
+    now = worst(tasks, seeds)
+    by_seeds = (now - worst(tasks, seeds + add_seeds)) / (tasks * add_seeds)
+    by_tasks = (now - worst(tasks + add_tasks, seeds)) / (add_tasks * seeds)
+    return "tasks" if by_tasks > by_seeds * (1 + 1e-9) else "seeds"
+
+
 @lru_cache(maxsize=256)
 def pocock_critical(information: tuple[float, ...], alpha: float) -> float:
     """The constant c with P(max_j |Z_j| > c) = alpha for standardised estimates at the given
@@ -159,14 +220,17 @@ class StoppingRule(Protocol):
     def decisions(self, estimates: Mapping[str, Estimate]) -> dict[str, str] | None:
         """What the cell's intervals decided, where the rule decides something."""
 
-    def futile(self, estimates: Mapping[str, Estimate], seeds: int) -> bool:
-        """Whether no number of seeds up to the budget can meet the rule (the cell then stops growing)."""
+    def futile(self, estimates: Mapping[str, Estimate], seeds: int, tasks: int = 1, most_tasks: int = 1) -> bool:
+        """Whether no number of seeds (and tasks, up to `most_tasks`) within the budget can meet the rule
+        (the cell then stops growing)."""
 
 
-def best_half_width(est: Estimate, seeds: int, max_seeds: int) -> float:
-    """The narrowest half-width `max_seeds` seeds could give: the current one shrunk as if all the
-    variance were within tasks (width ~ 1 / sqrt(seeds)); a between-task share only shrinks it less."""
-    return half_width(est) * math.sqrt(seeds / max_seeds)
+def best_half_width(est: Estimate, seeds: int, max_seeds: int, tasks: int = 1, most_tasks: int = 1) -> float:
+    """The narrowest half-width `max_seeds` seeds on `most_tasks` tasks could give: the current one
+    shrunk as if all the variance were within tasks (width ~ 1 / sqrt(tasks x seeds)); a between-task
+    share only shrinks it less with seeds, and tasks shrink both shares as 1 / sqrt(tasks). With the
+    tasks fixed (most_tasks = tasks) it is the seeds-only bound."""
+    return half_width(est) * math.sqrt(seeds * tasks / (max(seeds, max_seeds) * max(tasks, most_tasks)))
 
 
 @dataclass(frozen=True)
@@ -187,13 +251,14 @@ class WidthRule:
     def decisions(self, estimates: Mapping[str, Estimate]) -> dict[str, str] | None:
         return None
 
-    def futile(self, estimates: Mapping[str, Estimate], seeds: int) -> bool:
-        """Some model's interval cannot reach the target by max_seeds even at the fastest shrink (its
-        between-task variance alone is too wide: the cell needs more tasks). The rule still reads only
-        widths, so stopping here keeps the intervals' nominal coverage."""
-        if self.max_seeds is None or seeds >= self.max_seeds:
+    def futile(self, estimates: Mapping[str, Estimate], seeds: int, tasks: int = 1, most_tasks: int = 1) -> bool:
+        """Some model's interval cannot reach the target by max_seeds (and `most_tasks` tasks, where the
+        cell may draw more) even at the fastest shrink (seeds only: its between-task variance alone is
+        too wide, the cell needs more tasks). The rule still reads only widths, so stopping here keeps
+        the intervals' nominal coverage."""
+        if self.max_seeds is None or (seeds >= self.max_seeds and tasks >= most_tasks):
             return False
-        return any(best_half_width(e, seeds, self.max_seeds) > self.target
+        return any(best_half_width(e, seeds, self.max_seeds, tasks, most_tasks) > self.target
                    for e in estimates.values() if math.isfinite(half_width(e)) and half_width(e) > 0)
 
 
@@ -223,7 +288,7 @@ class PairedRule:
     def decisions(self, estimates: Mapping[str, Estimate]) -> dict[str, str] | None:
         return {k: decision(e, self.margin) for k, e in sorted(estimates.items())}
 
-    def futile(self, estimates: Mapping[str, Estimate], seeds: int) -> bool:
+    def futile(self, estimates: Mapping[str, Estimate], seeds: int, tasks: int = 1, most_tasks: int = 1) -> bool:
         """Some undecided pair cannot be decided by max_seeds, judged at the fastest shrink: its interval
         could not fit inside +-margin, and its estimate lies within a quarter of that narrowest half-width
         of 0 (it would have to grow fourfold to exclude 0). Stopping undecided never decides a sign, so this (non-
@@ -242,8 +307,8 @@ class PairedRule:
 
 @dataclass
 class CellRecord:
-    """How one cell ended: the round it was last judged in, its seeds then, whether it met the rule,
-    its intervals (per model, or per model pair) at the cell's confidence, and what they decided."""
+    """How one cell ended: the round it was last judged in, its seeds and tasks then, whether it met the
+    rule, its intervals (per model, or per model pair) at the cell's confidence, and what they decided."""
 
     rounds: int
     seeds: int
@@ -251,12 +316,13 @@ class CellRecord:
     met: bool
     estimates: dict[str, Estimate]
     decisions: dict[str, str] | None = None
-    futile: bool = False  # stopped because the budget's seeds could not meet the rule (needs more tasks)
+    futile: bool = False  # stopped because the budget's seeds (and tasks) could not meet the rule
+    tasks: int = 0  # tasks the cell ran when last judged (0: the caller did not say)
 
     def to_dict(self, cell: Cell, metric: str) -> dict[str, Any]:
         out = {
             "benchmark": cell[0], "setting": cell[1], "metric": metric, "rounds": self.rounds, "seeds": self.seeds,
-            "met": self.met, "futile": self.futile, "confidence": self.confidence,
+            "tasks": self.tasks, "met": self.met, "futile": self.futile, "confidence": self.confidence,
             "models": {m: {"value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high, "half_width": half_width(e),
                            "n": e.n} for m, e in sorted(self.estimates.items())},
         }
@@ -265,47 +331,92 @@ class CellRecord:
         return out
 
 
+@dataclass(frozen=True)
+class CellJudgement:
+    """A measure's answer for one cell: its intervals, and each model's variance components (which
+    `grow: auto` reads to choose between seeds and tasks; a measure may leave them out)."""
+
+    estimates: Mapping[str, Estimate]
+    components: Mapping[str, VarianceComponents] = field(default_factory=dict)
+
+
+def as_judgement(judged: Any) -> CellJudgement:
+    """A measure's answer for a cell, either a CellJudgement or a plain {key: Estimate}."""
+    if isinstance(judged, CellJudgement):
+        return judged
+    return CellJudgement(dict(judged or {}))
+
+
 @dataclass
 class RoundsResult:
     seeds: dict[Cell, list[int]]
     records: dict[Cell, CellRecord]
     rounds: int
-    reason: str  # "met", "max_rounds", "max_seeds", "futile" or "stopped" (a round did not finish)
+    reason: str  # "met", "max_rounds", "max_seeds", "max_size", "futile" or "stopped" (a round did not finish)
     grown_per_round: list[list[Cell]] = field(default_factory=list)
+    tasks: dict[Cell, list[str]] = field(default_factory=dict)
+    designs: list[dict[Cell, tuple[int, int]]] = field(default_factory=list)  # per round: every cell's (tasks, seeds)
+    grown_by: list[dict[Cell, str]] = field(default_factory=list)  # per later round: each grown cell's "seeds"/"tasks"
 
 
-Measure = Callable[[int, dict[Cell, list[int]], Mapping[Cell, float]],
-                   "Mapping[Cell, Mapping[str, Estimate]] | None"]
-"""(round, seeds of every cell, {cell to judge: its confidence}) -> each judged cell's intervals (per
-model, or per model pair for the paired rule) at its confidence, after the round's units have run; None
-when the round did not finish."""
+Measure = Callable[[int, dict[Cell, list[int]], Mapping[Cell, float], dict[Cell, list[str]]],
+                   "Mapping[Cell, Mapping[str, Estimate] | CellJudgement] | None"]
+"""(round, seeds of every cell, {cell to judge: its confidence}, tasks of every cell) -> each judged cell's
+intervals (per model, or per model pair for the paired rule) at its confidence, after the round's units
+have run, optionally with variance components (`CellJudgement`); None when the round did not finish."""
 
 
 def run_rounds(initial: Mapping[Cell, list[int]], *, rule: StoppingRule, max_rounds: int, max_seeds: int,
-               seeds_per_round: int, measure: Measure) -> RoundsResult:
-    """The adaptive loop. Round 1 judges every cell with its initial seeds; each later round judges only
-    the cells grown for it. A cell stops at the first round it meets the rule (its record is that
-    round's intervals), when the rule finds it futile (no seeds within the budget can meet it), or when it
-    cannot grow (max_seeds); the loop stops when no cell grows or after `max_rounds`. A cell's confidence is fixed before round 1 from its initial seeds (the rule's plan)."""
+               seeds_per_round: int, measure: Measure, tasks: Mapping[Cell, Sequence[str]] | None = None,
+               task_orders: Mapping[Cell, Sequence[str]] | None = None, grow: str = "seeds",
+               tasks_per_round: int | None = None, max_tasks: int | None = None) -> RoundsResult:
+    """The adaptive loop. Round 1 judges every cell with its initial seeds and tasks; each later round
+    judges only the cells grown for it. A cell stops at the first round it meets the rule (its record is
+    that round's intervals), when the rule finds it futile (no seeds, nor tasks where it may draw more,
+    within the budget can meet it), or when it cannot grow; the loop stops when no cell grows or after
+    `max_rounds`. A cell's confidence is fixed before round 1 from its initial seeds (the rule's plan).
+
+    How a cell grows (`grow`): "seeds" adds `seeds_per_round` seeds; "tasks" adds the next
+    `tasks_per_round` tasks of its fixed `task_orders` order (default: as many units as a round of
+    seeds, `equal_cost_tasks`) while any remain (up to `max_tasks`), then seeds; "auto" picks, per cell
+    and round, whichever shrinks its widest interval more per unit (`choose_growth`, from the variance
+    components the measure returns). A cell whose order holds no more tasks than it runs grows seeds."""
+    if grow not in GROW_CHOICES:
+        raise ValueError(f"grow must be one of {', '.join(GROW_CHOICES)}, got {grow!r}")
     seeds = {c: list(s) for c, s in initial.items()}
+    cell_tasks = {c: list((tasks or {}).get(c, ())) for c in seeds}
+    orders = {c: list((task_orders or {}).get(c, cell_tasks[c])) for c in seeds}
+    most_tasks = {c: len(cell_tasks[c]) if grow == "seeds" else
+                  max(len(cell_tasks[c]), min(max_tasks or len(orders[c]), len(orders[c]))) for c in seeds}
     confidence = {c: rule.confidence(c, len(s)) for c, s in seeds.items()}
     active = set(seeds)
     records: dict[Cell, CellRecord] = {}
     grown_log: list[list[Cell]] = []
+    designs: list[dict[Cell, tuple[int, int]]] = []
+    grown_by: list[dict[Cell, str]] = []
+    components: dict[Cell, Mapping[str, VarianceComponents]] = {}
     r = 0
     reason = "met"
+
+    def result(why: str) -> RoundsResult:
+        return RoundsResult(seeds, records, r, why, grown_log, cell_tasks, designs, grown_by)
+
     while active:
         r += 1
-        judged = measure(r, seeds, {c: confidence[c] for c in sorted(active)})
+        designs.append({c: (len(cell_tasks[c]), len(seeds[c])) for c in sorted(seeds)})
+        judged = measure(r, seeds, {c: confidence[c] for c in sorted(active)}, cell_tasks)
         if judged is None:
-            return RoundsResult(seeds, records, r, "stopped", grown_log)
+            return result("stopped")
         need = set()
         for cell in sorted(active):
-            est = dict(judged.get(cell, {}))
+            j = as_judgement(judged.get(cell))
+            est = dict(j.estimates)
+            components[cell] = j.components
+            n_tasks = len(cell_tasks[cell])
             met = not rule.needs_more(est)
-            futile = not met and rule.futile(est, len(seeds[cell]))
+            futile = not met and rule.futile(est, len(seeds[cell]), max(1, n_tasks), max(1, most_tasks[cell]))
             records[cell] = CellRecord(rounds=r, seeds=len(seeds[cell]), confidence=confidence[cell], met=met,
-                                       estimates=est, decisions=rule.decisions(est), futile=futile)
+                                       estimates=est, decisions=rule.decisions(est), futile=futile, tasks=n_tasks)
             if not met and not futile:
                 need.add(cell)
         if not need:
@@ -314,15 +425,40 @@ def run_rounds(initial: Mapping[Cell, list[int]], *, rule: StoppingRule, max_rou
         if r >= max_rounds:
             reason = "max_rounds"
             break
-        grown = sorted(c for c in need if len(seeds[c]) < max_seeds)
-        if not grown:
-            reason = "max_seeds"
+        steps: dict[Cell, tuple[str, int]] = {}
+        for cell in sorted(need):
+            how = _next_growth(grow, cell_tasks[cell], seeds[cell], orders[cell], most_tasks[cell], max_seeds,
+                               seeds_per_round, tasks_per_round, components.get(cell, {}))
+            if how is not None:
+                steps[cell] = how
+        if not steps:
+            reason = "max_seeds" if grow == "seeds" else "max_size"
             break
-        for cell in grown:
-            seeds[cell] = grow_seeds(seeds[cell], seeds_per_round, max_seeds)
-        grown_log.append(grown)
-        active = set(grown)
-    return RoundsResult(seeds, records, r, reason, grown_log)
+        for cell, (how, add) in steps.items():
+            if how == "tasks":
+                cell_tasks[cell] = grow_tasks(cell_tasks[cell], orders[cell], add, most_tasks[cell])
+            else:
+                seeds[cell] = grow_seeds(seeds[cell], add, max_seeds)
+        grown_log.append(sorted(steps))
+        grown_by.append({c: how for c, (how, _) in sorted(steps.items())})
+        active = set(steps)
+    return result(reason)
+
+
+def _next_growth(grow: str, tasks: Sequence[str], seeds: Sequence[int], order: Sequence[str], most_tasks: int,
+                 max_seeds: int, seeds_per_round: int, tasks_per_round: int | None,
+                 components: Mapping[str, VarianceComponents]) -> tuple[str, int] | None:
+    """("seeds" | "tasks", how many) a cell that needs more grows by this round; None when it cannot grow."""
+    add_seeds = min(seeds_per_round, max(0, max_seeds - len(seeds)))
+    room = max(0, most_tasks - len(tasks)) if grow != "seeds" else 0
+    step = tasks_per_round or equal_cost_tasks(max(1, len(tasks)), max(1, len(seeds)), seeds_per_round)
+    add_tasks = min(step, room)
+    if add_tasks and (grow == "tasks" or not add_seeds):
+        return ("tasks", add_tasks)
+    if add_tasks and grow == "auto":
+        how = choose_growth(list(components.values()), len(tasks), len(seeds), add_seeds, add_tasks)
+        return (how, add_tasks if how == "tasks" else add_seeds)
+    return ("seeds", add_seeds) if add_seeds else None
 
 
 def format_adaptive(section: Mapping[str, Any]) -> str:
@@ -331,15 +467,18 @@ def format_adaptive(section: Mapping[str, Any]) -> str:
         goal = f"paired differences decided (margin {section['margin']:g})"
     else:
         goal = f"target half-width {section['target_half_width']:g}"
+    if section.get("grow", "seeds") != "seeds":
+        goal += f", rounds grow {section['grow']}"
     lines = [f"adaptive sweep: {section['rounds']} round(s), stopped: {section['reason']}; {goal}; each cell's "
              f"interval at its confidence ({section['method']})",
-             f"{'benchmark':<14} {'setting':<18} {'metric':<16} {'rounds':>6} {'seeds':>5} {'met':>4} {'conf':>7}  "
-             "interval: value [low, high]"]
+             f"{'benchmark':<14} {'setting':<18} {'metric':<16} {'rounds':>6} {'tasks':>5} {'seeds':>5} {'met':>4} "
+             f"{'conf':>7}  interval: value [low, high]"]
     for c in section["cells"]:
         decided = c.get("decisions") or {}
         models = "; ".join(f"{m}: {v['value']:.4g} [{v['ci_low']:.4g}, {v['ci_high']:.4g}]"
                            + (f" {decided[m]}" if m in decided else "")
                            for m, v in c["models"].items())
-        lines.append(f"{c['benchmark']:<14} {c['setting']:<18} {c['metric']:<16} {c['rounds']:>6} {c['seeds']:>5} "
+        lines.append(f"{c['benchmark']:<14} {c['setting']:<18} {c['metric']:<16} {c['rounds']:>6} "
+                     f"{c.get('tasks', ''):>5} {c['seeds']:>5} "
                      f"{'yes' if c['met'] else 'no':>4} {c['confidence']:>7.4f}  {models}")
     return "\n".join(lines)
