@@ -11,9 +11,15 @@ import numpy as np
 import pytest
 from test_sweep_end_to_end import make_config  # noqa: F401  (shares the session's fake registration)
 
-from toolsweep.cluster.adaptive import round_config, run_adaptive
+from toolsweep.cluster.adaptive import round_config, run_adaptive, task_orders
 from toolsweep.cluster.config import ConfigError, SweepConfig, load_config
-from toolsweep.evaluator.adaptive import PAIRED_METHOD, WIDTH_METHOD, boundary_confidence, paired_interval
+from toolsweep.evaluator.adaptive import (
+    PAIRED_METHOD,
+    WIDTH_METHOD,
+    boundary_confidence,
+    paired_interval,
+    task_order,
+)
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import register_benchmark
 from toolsweep.evaluator.stats import summarize_metrics
@@ -164,6 +170,80 @@ def test_stop_when_is_validated_before_anything_starts(tmp_path):
 
     with pytest.raises(ConfigError, match="stop_when.metric: 'accuracy' is not a metric of coin.*success"):
         check_stop_when(coin_config(tmp_path, metric="accuracy"))
+
+
+# ----------------------------------------------------------------------------- rounds that add tasks
+
+
+def tasky_config(tmp_path, grow: str, **stop) -> SweepConfig:
+    """A cell whose tasks are easy or hard by the task alone (coin's `tasky`: 0.95 or 0.05), the config
+    running the first 10 of the setting's 60 tasks: seeds cannot narrow its interval, tasks can."""
+    return SweepConfig.model_validate({
+        "name": f"tasky_{grow}", "seeds": 2,
+        "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"},
+                   {"name": "coin", "kind": "scripted", "policy": "coin"}],
+        "benchmarks": [{"name": "coin", "options": {"n_tasks": 60}, "settings": ["tasky"], "tasks": {"limit": 10}}],
+        "stop_when": {"ci_half_width": 0.2, "max_rounds": 4, "seeds_per_round": 2, "max_seeds": 8, "grow": grow,
+                      **stop},
+        "concurrency": {"workers": 2, "episodes_per_worker": 8},
+        "bootstrap": {"n_resamples": 2000, "live_n_resamples": 200},
+        "output_dir": str(tmp_path / "runs"), "mlflow": False, "preflight": False,
+    })
+
+
+def test_a_cell_with_a_task_limit_grows_its_tasks_and_meets_a_target_seeds_cannot(ray_local, tmp_path):
+    # seeds alone: the coin's interval on the first 10 tasks stays about +-0.3 whatever the seeds; the
+    # cell stops unmet (futile: it needs tasks)
+    seeds_only = run_adaptive(tasky_config(tmp_path, "seeds"), progress=False, log=lambda m: None,
+                              extra_benchmarks=COIN)
+    cell = json.loads(seeds_only.run_dir.summary_path.read_text())["adaptive"]["cells"][0]
+    assert not cell["met"] and cell["tasks"] == 10 and cell["models"]["coin"]["half_width"] > 0.2
+    assert {e["task_id"] for e in _episodes(seeds_only.run_dir)} == {f"t{i}" for i in range(10)}
+
+    cfg = tasky_config(tmp_path, "auto")
+    out = run_adaptive(cfg, progress=False, log=lambda m: None, extra_benchmarks=COIN)
+    section = json.loads(out.run_dir.summary_path.read_text())["adaptive"]
+    cell = section["cells"][0]
+    assert section["grow"] == "auto" and section["reason"] == "met"
+    assert cell["met"] and cell["tasks"] > 10 and cell["seeds"] == 2 and cell["models"]["coin"]["half_width"] <= 0.2
+    # every round grew tasks (as many units as a round of seeds: 10 -> 20 -> 40 ...), none seeds
+    designs = [[(c["tasks"], c["seeds"], c.get("grew")) for c in r["cells"]][0] for r in section["design_per_round"]]
+    assert designs[0] == (10, 2, None) and all(g == "tasks" and s == 2 for _, s, g in designs[1:])
+    assert [t for t, _, _ in designs] == [10 * 2 ** k for k in range(len(designs))] and designs[-1][0] == cell["tasks"]
+    # the tasks run are the first 10, then the setting's next ones in the order seeded from the sweep and
+    # the cell, for both models (paired differences stay paired); a re-run grows the same way
+    from toolsweep.cluster.driver import load_benchmarks
+
+    order = task_orders(cfg, load_benchmarks(cfg))[("coin", "tasky")]
+    assert order == task_order([f"t{i}" for i in range(10)], [f"t{i}" for i in range(60)], "tasky_auto|coin|tasky")
+    eps = _episodes(out.run_dir)
+    for model in ("oracle", "coin"):
+        run = {(e["task_id"], e["seed"]) for e in eps if e["model"] == model}
+        assert run == {(t, s) for t in order[:cell["tasks"]] for s in (0, 1)}
+    assert order[:10] == [f"t{i}" for i in range(10)] and order[10:20] != [f"t{i}" for i in range(10, 20)]
+    # the reported interval is on the episodes of the cell's final tasks
+    coin = [json.loads(e["metrics"])["success"] for e in eps if e["model"] == "coin"]
+    assert cell["models"]["coin"]["value"] == pytest.approx(np.mean(coin))
+    assert section["units_per_round"] == [2 * t * 2 for t, _, _ in designs]
+    # a re-run replays the rounds from the run directory and runs nothing
+    again = run_adaptive(cfg, progress=False, log=lambda m: None, extra_benchmarks=COIN)
+    assert again.done == 0 and json.loads(again.run_dir.summary_path.read_text())["adaptive"] == section
+
+
+def test_grow_options_are_validated(tmp_path):
+    with pytest.raises(ValueError, match="grow: auto works with the ci_half_width goal only"):
+        coin_config(tmp_path, ci_half_width=None, paired_difference="decided", margin=0.05, grow="auto")
+    with pytest.raises(ValueError, match="max_tasks and tasks_per_round belong to grow"):
+        coin_config(tmp_path, max_tasks=20)
+    with pytest.raises(ValueError, match="max_tasks is 5 but benchmarks.0 .coin. starts with 10 tasks"):
+        tasky_config(tmp_path, "tasks", max_tasks=5)
+    # a grown cell's entry lists its tasks; the budget counts the tasks a cell may draw
+    cfg = tasky_config(tmp_path, "tasks", max_tasks=30)
+    grown = round_config(cfg, {("coin", "tasky"): [0, 1]}, tasks={("coin", "tasky"): ["t0", "t5", "t7"]})
+    assert grown.benchmarks[0].tasks.ids == ["t0", "t5", "t7"] and grown.benchmarks[0].tasks.limit is None
+    from toolsweep.cluster.adaptive import most_units
+
+    assert most_units(cfg) == 2 * 30 * 8 and most_units(tasky_config(tmp_path, "seeds")) == 2 * 10 * 8
 
 
 # ----------------------------------------------------------------------------- the no-LLM floor as a model

@@ -1,8 +1,10 @@
 """A benchmark whose cells differ in variance, for adaptive sweeps (registered as "coin" in tests).
 
-An episode succeeds with the setting's probability (`certain`: 1, `even`: 0.5 around task effects),
-decided by the environment from (task, setting, seed), so every model's outcome is reproducible; the
-`oracle` policy always succeeds. A `certain` cell's interval is a point, an `even` cell's is wide.
+An episode succeeds with the setting's probability (`certain`: 1, `even`: 0.5 around task effects,
+`tasky`: 0.95 on half the tasks and 0.05 on the others, so the between-task variance dominates), decided
+by the environment from (task, setting, seed), so every model's outcome is reproducible; the `oracle`
+policy always succeeds. A `certain` cell's interval is a point, an `even` cell's is wide, a `tasky`
+cell's narrows with more tasks, hardly with more seeds.
 """
 
 from __future__ import annotations
@@ -49,14 +51,16 @@ class CoinBench(Benchmark):
         n_tasks: int = 10
 
     def settings(self) -> dict[str, dict[str, Any]]:
-        return {"certain": {"p": 1.0}, "even": {"p": 0.5}}
+        return {"certain": {"p": 1.0}, "even": {"p": 0.5}, "tasky": {"p": "by task"}}
 
     def tasks(self, setting: str) -> list[str]:
         return [f"t{i}" for i in range(self.options.n_tasks)]
 
     def make_env(self, task_id: str, setting: str, seed: int) -> CoinEnv:
         p = self.settings()[setting]["p"]
-        if 0 < p < 1:  # task effects: some tasks are easier than others
+        if p == "by task":  # easy or hard by the task alone: seeds cannot average it out
+            p = 0.95 if random.Random(stable_seed("tasky", task_id)).random() < 0.5 else 0.05
+        elif 0 < p < 1:  # task effects: some tasks are easier than others
             p = min(0.95, max(0.05, p + (random.Random(stable_seed(task_id)).random() - 0.5) * 0.4))
         return CoinEnv(p, random.Random(stable_seed(task_id, setting, seed)).random())
 

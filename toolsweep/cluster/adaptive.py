@@ -1,11 +1,13 @@
 """Adaptive sweeps: run in rounds, adding seeds only to the (benchmark, setting) cells that still need
 them (an interval wider than `stop_when.ci_half_width`, or, with `paired_difference: decided`, a model
 pair whose paired interval neither excludes 0 nor lies inside +-margin), until every cell meets the goal
-or the budget (`max_rounds`, `max_seeds`) is spent.
+or the budget (`max_rounds`, `max_seeds`) is spent. With `stop_when.grow: tasks | auto` (width goal) a
+round may instead add tasks to a cell that runs a subset of its setting's tasks, in a fixed order seeded
+from the sweep and the cell, the tasks already run first (`task_orders`).
 
 Each round is an ordinary sweep (`run_sweep`) of a grown config: the cells that need more get a
-benchmark entry of their own with more seeds, the same for every model (paired differences stay
-paired); the run directory grows as it does for any edited config, so resume and dedup are unchanged
+benchmark entry of their own with more seeds (or `tasks.ids` listing its grown tasks), the same for
+every model (paired differences stay paired); the run directory grows as it does for any edited config, so resume and dedup are unchanged
 and a re-run whose rounds are all recorded runs nothing.
 
 A width goal is judged at the nominal confidence (the fixed-width sequential interval); a paired goal at
@@ -29,9 +31,11 @@ from toolsweep.evaluator.adaptive import (
     PairedRule,
     RoundsResult,
     StoppingRule,
+    CellJudgement,
     WidthRule,
     format_adaptive,
     run_rounds,
+    task_order,
 )
 from toolsweep.evaluator.stats import Estimate
 
@@ -45,15 +49,45 @@ def initial_seeds(config: SweepConfig, plans: list[Any] | None = None) -> dict[C
     return {(p.benchmark, s): list(p.seeds) for p in plans for s in p.tasks_by_setting}
 
 
-def round_config(base: SweepConfig, seeds: Mapping[Cell, list[int]], plans: list[Any] | None = None) -> SweepConfig:
-    """The base config with every cell whose seeds differ from the base's moved to a benchmark entry of
-    its own (same options and task filter, its own seeds); the other cells stay in their entry."""
+def initial_tasks(config: SweepConfig, plans: list[Any] | None = None) -> dict[Cell, list[str]]:
+    """Every (benchmark, setting) of the config as written, with the task ids it runs."""
+    plans = plans if plans is not None else resolve_plans(config, check_endpoints=False)
+    return {(p.benchmark, s): list(ids) for p in plans for s, ids in p.tasks_by_setting.items()}
+
+
+def task_orders(config: SweepConfig, benchmarks: Mapping[str, Any],
+                plans: list[Any] | None = None) -> dict[Cell, list[str]]:
+    """The order each cell draws tasks in when rounds may add tasks (`stop_when.grow` tasks or auto): the
+    tasks the config runs, then the rest of the setting's tasks in a permutation seeded from the sweep's
+    name and the cell (`task_order`), so a re-run grows the same way. With grow: seeds, just the tasks
+    the config runs."""
+    first = initial_tasks(config, plans)
+    stop = config.stop_when
+    if stop is None or stop.grow == "seeds":
+        return first
+    return {cell: task_order(ids, benchmarks[cell[0]].tasks(cell[1]), f"{config.name}|{cell[0]}|{cell[1]}")
+            for cell, ids in first.items()}
+
+
+def round_config(base: SweepConfig, seeds: Mapping[Cell, list[int]], plans: list[Any] | None = None,
+                 tasks: Mapping[Cell, list[str]] | None = None) -> SweepConfig:
+    """The base config with every cell whose seeds or tasks differ from the base's moved to a benchmark
+    entry of its own (same options; its own seeds; its own `tasks.ids` where its tasks grew); the other
+    cells stay in their entry."""
     plans = plans if plans is not None else resolve_plans(base, check_endpoints=False)
+    tasks = tasks or {}
     data = base.model_dump(mode="json")
     entries: list[dict[str, Any]] = []
     for entry, plan in zip(data["benchmarks"], plans):
         settings = list(plan.tasks_by_setting)
-        moved = [s for s in settings if list(seeds.get((plan.benchmark, s), plan.seeds)) != list(plan.seeds)]
+
+        def own_seeds(s: str) -> list[int]:
+            return list(seeds.get((plan.benchmark, s), plan.seeds))
+
+        def own_tasks(s: str) -> list[str]:
+            return list(tasks.get((plan.benchmark, s), plan.tasks_by_setting[s]))
+
+        moved = [s for s in settings if own_seeds(s) != list(plan.seeds) or own_tasks(s) != plan.tasks_by_setting[s]]
         if not moved:
             entries.append(entry)
             continue
@@ -61,7 +95,10 @@ def round_config(base: SweepConfig, seeds: Mapping[Cell, list[int]], plans: list
         if kept:
             entries.append({**entry, "settings": kept})
         for s in moved:
-            entries.append({**entry, "settings": [s], "seeds": list(seeds[(plan.benchmark, s)])})
+            grown = {**entry, "settings": [s], "seeds": own_seeds(s)}
+            if own_tasks(s) != plan.tasks_by_setting[s]:
+                grown["tasks"] = {"limit": None, "ids": own_tasks(s)}
+            entries.append(grown)
     data["benchmarks"] = entries
     return SweepConfig.model_validate(data)
 
@@ -108,16 +145,29 @@ def stopping_rule(config: SweepConfig) -> StoppingRule:
 
 
 def most_units(config: SweepConfig, plans: list[Any] | None = None) -> int:
-    """The units an adaptive sweep runs at most: every cell grown every round, up to max_seeds."""
+    """The units an adaptive sweep runs at most: every cell grown every round, up to max_seeds (and, when
+    rounds may add tasks, on as many tasks as it may draw)."""
     stop = config.stop_when
     plans = plans if plans is not None else resolve_plans(config, check_endpoints=False)
     if stop is None:
         return len(config.models) * sum(len(p.seeds) * sum(map(len, p.tasks_by_setting.values())) for p in plans)
     total = 0
+    pools = task_pool_sizes(config, plans) if stop.grow != "seeds" else {}
     for p in plans:
         seeds = min(stop.max_seeds, len(p.seeds) + (stop.max_rounds - 1) * stop.seeds_per_round)
-        total += seeds * sum(map(len, p.tasks_by_setting.values()))
+        for s, ids in p.tasks_by_setting.items():
+            most = max(len(ids), min(stop.max_tasks or pools[(p.benchmark, s)], pools[(p.benchmark, s)])) \
+                if pools else len(ids)
+            total += seeds * most
     return len(config.models) * total
+
+
+def task_pool_sizes(config: SweepConfig, plans: list[Any]) -> dict[Cell, int]:
+    """How many tasks each cell's setting has (what a cell growing tasks may draw from)."""
+    from toolsweep.cluster.driver import load_benchmarks
+
+    benchmarks = load_benchmarks(config)
+    return {(p.benchmark, s): len(benchmarks[p.benchmark].tasks(s)) for p in plans for s in p.tasks_by_setting}
 
 
 def check_stop_when(config: SweepConfig, benchmarks: Mapping[str, Any] | None = None) -> None:
@@ -135,14 +185,16 @@ def check_stop_when(config: SweepConfig, benchmarks: Mapping[str, Any] | None = 
 
 
 def judge_run_dir(run_dir: Any, config: SweepConfig, benchmarks: Mapping[str, Any],
-                  confidence: Mapping[Cell, float]) -> dict[Cell, dict[str, Estimate]]:
+                  confidence: Mapping[Cell, float]) -> dict[Cell, dict[str, Estimate] | CellJudgement]:
     """Each judged cell's intervals at its confidence, from the episodes of `config`'s units in the run
     directory (episodes of other units, e.g. seeds of a later round, are left out), with the summary's
     bootstrap (same resamples count, scheme and per-cell seed) per model for a width goal; per model pair
-    ("A - B", paired on the (task, seed) cells both ran, `paired_interval`) for a paired goal."""
+    ("A - B", paired on the (task, seed) cells both ran, `paired_interval`) for a paired goal. A width
+    goal's cells come with each model's variance components (which `grow: auto` reads)."""
     from toolsweep.cluster.driver import current_units
     from toolsweep.evaluator.rundir import unit_id_digests
     from toolsweep.evaluator.adaptive import paired_interval
+    from toolsweep.evaluator.design import contributions, variance_components
     from toolsweep.evaluator.stats import summarize_metrics
     from toolsweep.evaluator.summary import CellTable, task_keys
     from toolsweep.evaluator.types import stable_seed
@@ -164,6 +216,7 @@ def judge_run_dir(run_dir: Any, config: SweepConfig, benchmarks: Mapping[str, An
             continue
         table.add_columns({k: [v for v, m in zip(col, mask) if m] for k, col in cols.items()})
     out: dict[Cell, dict[str, Estimate]] = {c: {} for c in cells}
+    components: dict[Cell, dict[str, Any]] = {}
     for cell in sorted(cells):
         spec = metric_for(config, benchmarks, cell)
         if paired:
@@ -179,12 +232,19 @@ def judge_run_dir(run_dir: Any, config: SweepConfig, benchmarks: Mapping[str, An
             eps = table.cells.get((model, *cell))
             if eps is None or eps.n == 0:
                 continue
+            values = eps.values([spec])
             est = summarize_metrics(task_keys(eps.task_ids), np.frombuffer(eps.seeds, dtype=np.int64),
-                                    eps.values([spec]), [spec], n_resamples=config.bootstrap.n_resamples,
+                                    values, [spec], n_resamples=config.bootstrap.n_resamples,
                                     confidence=confidence[cell], seed=stable_seed(0, model, *cell),
                                     resample=config.bootstrap.resample)
             out[cell][model] = est[spec.name]
-    return out
+            y, entered = contributions(spec, values)
+            if entered.any():
+                components.setdefault(cell, {})[model] = variance_components(np.asarray(list(eps.task_ids))[entered],
+                                                                             y[entered])
+    if paired:
+        return out
+    return {cell: CellJudgement(est, components.get(cell, {})) for cell, est in out.items()}
 
 
 # ----------------------------------------------------------------------------- the sweep
@@ -201,8 +261,16 @@ def adaptive_section(config: SweepConfig, benchmarks: Mapping[str, Any], result:
         "margin": stop.margin, "pairs": [pair_key(a, b) for a, b in model_pairs(config)] if stop.margin else None,
         "resample": config.bootstrap.resample,
         "stop_when": stop.model_dump(mode="json"), "rounds": result.rounds, "reason": result.reason,
+        "grow": stop.grow,
         "grown_per_round": [[list(c) for c in g] for g in result.grown_per_round],
         "units_per_round": units_per_round,
+        # per round, every cell's tasks and seeds in that round's config, and what a grown cell grew by
+        "design_per_round": [
+            {"round": r + 1, "cells": [{"benchmark": c[0], "setting": c[1], "tasks": t, "seeds": n,
+                                        **({"grew": result.grown_by[r - 1][c]}
+                                           if 0 < r <= len(result.grown_by) and c in result.grown_by[r - 1] else {})}
+                                       for c, (t, n) in sorted(design.items())]}
+            for r, design in enumerate(result.designs)],
         "cells": [rec.to_dict(cell, metric_for(config, benchmarks, cell).name)
                   for cell, rec in sorted(result.records.items())],
     }
@@ -228,13 +296,15 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
     benchmarks = load_benchmarks(config)
     check_stop_when(config, benchmarks)
     initial = initial_seeds(config, base_plans)
+    orders = task_orders(config, benchmarks, base_plans)
     run_dir = RunDirectory(config.run_path())
     last: dict[str, Any] = {}
     units_per_round: list[int] = []
 
-    def measure(r: int, seeds: dict[Cell, list[int]], confidence: Mapping[Cell, float]):
+    def measure(r: int, seeds: dict[Cell, list[int]], confidence: Mapping[Cell, float],
+                tasks: dict[Cell, list[str]]):
         cells = set(confidence)
-        cfg = round_config(config, seeds, base_plans)
+        cfg = round_config(config, seeds, base_plans, tasks)
         units, _ = current_units(cfg, benchmarks)
         units_per_round.append(len(units))
         recorded = run_dir.exists() and units.id_set() <= run_dir.finished_unit_ids()
@@ -253,7 +323,9 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
 
     try:
         result = run_rounds(initial, rule=stopping_rule(config), max_rounds=stop.max_rounds,
-                            max_seeds=stop.max_seeds, seeds_per_round=stop.seeds_per_round, measure=measure)
+                            max_seeds=stop.max_seeds, seeds_per_round=stop.seeds_per_round, measure=measure,
+                            tasks=initial_tasks(config, base_plans), task_orders=orders, grow=stop.grow,
+                            tasks_per_round=stop.tasks_per_round, max_tasks=stop.max_tasks)
         if result.reason == "stopped":
             return last["outcome"]
         # the last round's summary.json (a no-op when that round just ran; a re-run rebuilds it if needed)

@@ -56,7 +56,8 @@ config fields (YAML): name, seeds, models[{name, kind: scripted|openai|vllm|hf, 
 benchmarks[{name, options, settings, tasks: {limit|ids}, seeds}], sampling{temperature, top_p,
 max_tokens}, concurrency{workers, worker_cpus, episodes_per_worker, spares_per_worker},
 bootstrap{n_resamples, confidence}, stop_when{ci_half_width, metric, max_rounds, max_seeds,
-seeds_per_round} (an adaptive sweep: rounds of added seeds, docs/adaptive.md), episode_timeout_s, max_attempts, output_dir, run_id,
+seeds_per_round, grow, max_tasks, tasks_per_round} (an adaptive sweep: rounds of added seeds or tasks,
+docs/adaptive.md), episode_timeout_s, max_attempts, output_dir, run_id,
 ray_address, tracking_uri, mlflow.
 """
 

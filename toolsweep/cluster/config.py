@@ -139,8 +139,9 @@ class Bootstrap(_Strict):
 
 
 class StopWhen(_Strict):
-    """An adaptive sweep (docs/adaptive.md): run in rounds, adding `seeds_per_round` seeds to the
-    (benchmark, setting) cells that need more, until every cell meets the goal or the budget is spent.
+    """An adaptive sweep (docs/adaptive.md): run in rounds, adding `seeds_per_round` seeds (or, with
+    `grow`, more of the setting's tasks in a fixed seeded order) to the (benchmark, setting) cells that
+    need more, until every cell meets the goal or the budget is spent.
     Exactly one goal:
 
     - `ci_half_width`: every model's interval at most this wide (half-width). The rule looks at the data
@@ -165,6 +166,18 @@ class StopWhen(_Strict):
     max_rounds: int = Field(5, ge=1, le=50, description="Rounds at most, the config as written being round 1.")
     max_seeds: int = Field(32, ge=1, le=MAX_SEEDS, description="Seeds per cell at most, the initial ones included.")
     seeds_per_round: int = Field(2, ge=1, le=MAX_SEEDS, description="Seeds a round adds to a cell that needs more.")
+    grow: Literal["seeds", "tasks", "auto"] = Field(
+        "seeds", description="What a round adds to a cell that needs more (ci_half_width goal). 'seeds' (default): "
+        "seeds_per_round seeds. 'tasks': more of the setting's tasks than the config runs (its tasks.limit or "
+        "tasks.ids), drawn in a fixed order seeded from the sweep and the cell (the tasks already run first), "
+        "tasks_per_round at a time, up to max_tasks, then seeds. 'auto': per cell and round, whichever shrinks its "
+        "widest interval more per unit, from its variance components (width ~ sqrt(var_task/T + var_within/(T S)); "
+        "a task costs S units, a seed T). A cell that runs all its setting's tasks grows seeds.")
+    max_tasks: int | None = Field(None, ge=1, description="With grow tasks/auto: tasks per cell at most, the "
+                                  "initial ones included (default: all of the setting's tasks).")
+    tasks_per_round: int | None = Field(
+        None, ge=1, description="With grow tasks/auto: tasks a round adds to a cell (default: as many units as a "
+        "round of seeds, T x seeds_per_round / S tasks).")
 
     @model_validator(mode="after")
     def _one_goal(self) -> StopWhen:
@@ -176,6 +189,12 @@ class StopWhen(_Strict):
                              "counts as decided: equivalent)")
         if self.paired_difference is None and (self.margin is not None or self.baseline is not None):
             raise ValueError("margin and baseline belong to paired_difference: decided; drop them or use that goal")
+        if self.paired_difference is not None and self.grow != "seeds":
+            raise ValueError(f"grow: {self.grow} works with the ci_half_width goal only (the paired goal's group-"
+                             "sequential boundary is planned over seeds); use grow: seeds, or plan the tasks with "
+                             "`toolsweep plan --power`")
+        if self.grow == "seeds" and (self.max_tasks is not None or self.tasks_per_round is not None):
+            raise ValueError("max_tasks and tasks_per_round belong to grow: tasks or grow: auto; drop them or set grow")
         return self
 
 
@@ -233,9 +252,10 @@ class SweepConfig(_Strict):
         True, description="Before the first unit, check that each model's replies parse into valid actions."
     )
     stop_when: StopWhen | None = Field(
-        None, description="Make the sweep adaptive: rounds of added seeds until every cell's interval is narrow "
-        "enough (ci_half_width) or every paired difference is decided (paired_difference: decided, margin, "
-        "baseline); metric, max_rounds, max_seeds, seeds_per_round.")
+        None, description="Make the sweep adaptive: rounds of added seeds (or tasks: grow) until every cell's "
+        "interval is narrow enough (ci_half_width) or every paired difference is decided (paired_difference: "
+        "decided, margin, baseline); metric, max_rounds, max_seeds, seeds_per_round, grow, max_tasks, "
+        "tasks_per_round.")
     budget_check: Literal["warn", "refuse", "off"] = Field(
         "warn", description="Before engines start, compare each cell's prompt tokens with the model's context "
         "window (`toolsweep plan`): warn, refuse cells whose first prompt cannot fit, or skip the check.")
@@ -279,6 +299,12 @@ class SweepConfig(_Strict):
             if n > stop.max_seeds:
                 raise ValueError(f"stop_when.max_seeds is {stop.max_seeds} but benchmarks.{i} ({entry.name}) starts "
                                  f"with {n} seeds; raise max_seeds or start with fewer seeds")
+            first = len(entry.tasks.ids) if entry.tasks.ids is not None else entry.tasks.limit
+            if entry.tasks.limit is not None and first is not None:
+                first = min(first, entry.tasks.limit)
+            if stop.max_tasks is not None and first is not None and first > stop.max_tasks:
+                raise ValueError(f"stop_when.max_tasks is {stop.max_tasks} but benchmarks.{i} ({entry.name}) starts "
+                                 f"with {first} tasks a setting; raise max_tasks or start with fewer tasks")
         if stop.seeds_per_round > stop.max_seeds:
             raise ValueError(f"stop_when.seeds_per_round ({stop.seeds_per_round}) is more than max_seeds "
                              f"({stop.max_seeds}); lower it")
