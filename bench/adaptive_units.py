@@ -19,6 +19,11 @@ Paired goal (`--goal paired`, stop_when.paired_difference: decided, margin `--ma
   many cells as the adaptive sweep did (chosen knowing the outcome, again a lower bound): the fixed
   design with the same power on that grid.
 
+Growth by tasks (`--compare-grow`, stop_when.grow): the settings hold `--pool` tasks of which the config
+runs the first `--tasks` (a tasks.limit); each grid runs adaptively with grow: seeds and with grow: auto
+(or tasks) on the same episodes, and the table gives each mode's units and cells met. `--grid tasky` is a
+grid where the between-task variance dominates most cells.
+
 Prints one row per simulated grid and the totals.   python bench/adaptive_units.py [--grids 20]
 """
 
@@ -71,7 +76,20 @@ SHIFTED = {
     "large_low": ("shift", (3.0, 12.0), 0.25),
     "huge": ("shift", (6.0, 14.0), 0.4),
 }
-GRIDS = {"mixed": MIXED, "settled": SETTLED, "shifted": SHIFTED}
+# tasks' success probabilities spread widely (Beta with a + b <= 2.5) in most cells: the between-task
+# variance is half or more of the total, so seeds cannot settle them at 30 tasks; one cell (narrow) is
+# seed-dominated and one certain
+TASKY = {
+    "split": ((0.5, 0.5), (0.5, 0.5)),
+    "uniform": ((1.0, 1.0), (1.0, 1.0)),
+    "skewed": ((0.3, 0.7), (0.7, 0.3)),
+    "polar": ((0.2, 0.2), (0.5, 0.5)),
+    "mid": ((2.0, 2.0), (0.8, 1.2)),
+    "low": ((0.5, 2.0), (0.4, 1.6)),
+    "certain_vs_split": (None, (0.5, 0.5)),
+    "narrow": ((10.0, 10.0), (12.0, 8.0)),
+}
+GRIDS = {"mixed": MIXED, "settled": SETTLED, "shifted": SHIFTED, "tasky": TASKY}
 GRID = MIXED
 
 
@@ -113,7 +131,7 @@ def paired(ys: dict[str, np.ndarray], seeds: int, confidence: float):
 def one_grid(rng, i, *, tasks, target, max_seeds, max_rounds, n_resamples, per_round=2, union_bound=False):
     data = simulate_grid(rng, tasks, max_seeds)
 
-    def measure(r, seeds, confidence, tasks=None):
+    def measure(r, seeds, confidence, cell_tasks=None):
         level = 1 - 0.05 * 6 / (math.pi ** 2 * r * r) if union_bound else None
         return {c: intervals(data[c], len(seeds[c]), level or conf, n_resamples, i) for c, conf in confidence.items()}
 
@@ -135,7 +153,7 @@ def one_paired_grid(rng, i, *, tasks, margin, max_seeds, max_rounds, per_round=2
     data = simulate_grid(rng, tasks, max_seeds)
     rule = PairedRule(margin=margin, pairs=1, per_round=per_round, max_seeds=max_seeds, max_rounds=max_rounds)
 
-    def measure(r, seeds, confidence, tasks=None):
+    def measure(r, seeds, confidence, cell_tasks=None):
         return {c: paired(data[c], len(seeds[c]), conf) for c, conf in confidence.items()}
 
     out = run_rounds({c: [0, 1] for c in data}, rule=rule, max_rounds=max_rounds, max_seeds=max_seeds,
@@ -150,6 +168,68 @@ def one_paired_grid(rng, i, *, tasks, margin, max_seeds, max_rounds, per_round=2
             break
     fixed_units = (fixed_seeds or max_seeds) * tasks * 2 * len(data)
     return out, adaptive_units, met, fixed_seeds, fixed_units
+
+
+def grow_comparison(rng, i, *, tasks, pool, target, max_seeds, max_rounds, n_resamples, per_round=2,
+                    modes=("seeds", "auto"), max_tasks=None):
+    """One simulated grid whose settings hold `pool` tasks, the config running the first `tasks` (a
+    tasks.limit); the same episodes run adaptively once per growth mode (stop_when.grow). Returns
+    {mode: (RoundsResult, units, cells met)}."""
+    from toolsweep.evaluator.adaptive import CellJudgement, task_order
+    from toolsweep.evaluator.design import variance_components
+
+    data = simulate_grid(rng, pool, max_seeds)
+    ids = [str(k) for k in range(pool)]
+    orders = {c: task_order(ids[:tasks], ids, f"bench|{c[1]}") for c in data}
+
+    def measure(r, seeds, confidence, cell_tasks):
+        out = {}
+        for c, conf in confidence.items():
+            rows = np.array([int(t) for t in cell_tasks[c]])
+            s = len(seeds[c])
+            task_col, seed_col = np.repeat(rows, s), np.tile(np.arange(s), len(rows))
+            ests, comps = {}, {}
+            for m, y in data[c].items():
+                vals = y[rows][:, :s].ravel()
+                ests[m] = summarize_metrics(task_col, seed_col, {"success": vals}, [SUCCESS], n_resamples=n_resamples,
+                                            confidence=conf, seed=i)["success"]
+                comps[m] = variance_components(task_col, vals)
+            out[c] = CellJudgement(ests, comps)
+        return out
+
+    found = {}
+    for mode in modes:
+        out = run_rounds({c: [0, 1] for c in data}, rule=WidthRule(target=target, max_seeds=max_seeds),
+                         max_rounds=max_rounds, max_seeds=max_seeds, seeds_per_round=per_round, measure=measure,
+                         tasks={c: o[:tasks] for c, o in orders.items()}, task_orders=orders, grow=mode,
+                         max_tasks=max_tasks)
+        units = sum(len(out.tasks[c]) * len(out.seeds[c]) * 2 for c in data)
+        found[mode] = (out, units, sum(rec.met for rec in out.records.values()))
+    return found
+
+
+def main_grow(args) -> None:
+    """--compare-grow: seeds-only against the other growth modes on the same simulated grids."""
+    modes = ("seeds", *args.grow_modes)
+    rng = np.random.default_rng(2026)
+    print(f"grid {args.grid}: {len(GRID)} cells x 2 models; settings of {args.pool} tasks, the config running the "
+          f"first {args.tasks}; target half-width {args.target}; seeds 2 (+{args.per_round} a round) up to "
+          f"{args.max_seeds}, at most {args.max_rounds} rounds; grow: {', '.join(modes)}")
+    print(f"{'grid':>4} " + " ".join(f"{m + ' units':>12} {m + ' met':>9}" for m in modes))
+    units = {m: 0 for m in modes}
+    met = {m: 0 for m in modes}
+    start = time.perf_counter()
+    for i in range(args.grids):
+        found = grow_comparison(rng, i, tasks=args.tasks, pool=args.pool, target=args.target, max_seeds=args.max_seeds,
+                                max_rounds=args.max_rounds, n_resamples=args.n_resamples, per_round=args.per_round,
+                                modes=modes, max_tasks=args.max_tasks)
+        for m in modes:
+            units[m] += found[m][1]
+            met[m] += found[m][2]
+        print(f"{i:>4} " + " ".join(f"{found[m][1]:>12} {found[m][2]:>6}/{len(GRID):<2}" for m in modes))
+    cells = len(GRID) * args.grids
+    print("total: " + "; ".join(f"{m}: {units[m]} units, {met[m]}/{cells} cells met ({units[m] / max(1, met[m]):.0f} "
+                                f"units a met cell)" for m in modes) + f" ({time.perf_counter() - start:.0f} s)")
 
 
 def main() -> None:
@@ -168,9 +248,18 @@ def main() -> None:
     ap.add_argument("--margin", type=float, default=0.05, help="paired goal: the equivalence margin")
     ap.add_argument("--union-bound", action="store_true",
                     help="width goal: judge round r at 1 - 0.05 * 6 / (pi^2 r^2), the method this replaced")
+    ap.add_argument("--compare-grow", action="store_true",
+                    help="width goal: run each grid with stop_when.grow seeds and with --grow-modes (default auto) on "
+                    "the same episodes, the settings holding --pool tasks of which the config runs --tasks")
+    ap.add_argument("--grow-modes", nargs="+", choices=["tasks", "auto"], default=["auto"])
+    ap.add_argument("--pool", type=int, default=240, help="with --compare-grow: tasks a setting holds")
+    ap.add_argument("--max-tasks", type=int, default=None, help="with --compare-grow: stop_when.max_tasks")
     args = ap.parse_args()
     global GRID
     GRID = GRIDS[args.grid]
+    if args.compare_grow:
+        main_grow(args)
+        return
     rng = np.random.default_rng(2026)
     goal = f"target half-width {args.target}" if args.goal == "width" else f"paired decided, margin {args.margin}"
     print(f"grid {args.grid}: {len(GRID)} cells x 2 models x {args.tasks} tasks; {goal}"
