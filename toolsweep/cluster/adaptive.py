@@ -7,8 +7,8 @@ from the sweep and the cell, the tasks already run first (`task_orders`).
 
 Each round is an ordinary sweep (`run_sweep`) of a grown config: the cells that need more get a
 benchmark entry of their own with more seeds (or `tasks.ids` listing its grown tasks), the same for
-every model (paired differences stay paired); the run directory grows as it does for any edited config, so resume and dedup are unchanged
-and a re-run whose rounds are all recorded runs nothing.
+every model (paired differences stay paired); the run directory grows as it does for any edited config,
+so resume and dedup are unchanged and a re-run whose rounds are all recorded runs nothing.
 
 A width goal is judged at the nominal confidence (the fixed-width sequential interval); a paired goal at
 the confidence of a Pocock-type group-sequential boundary over the cell's planned rounds
@@ -28,10 +28,10 @@ import numpy as np
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
 from toolsweep.evaluator.adaptive import (
     Cell,
+    CellJudgement,
     PairedRule,
     RoundsResult,
     StoppingRule,
-    CellJudgement,
     WidthRule,
     format_adaptive,
     run_rounds,
