@@ -243,7 +243,8 @@ def test_grow_options_are_validated(tmp_path):
     assert grown.benchmarks[0].tasks.ids == ["t0", "t5", "t7"] and grown.benchmarks[0].tasks.limit is None
     from toolsweep.cluster.adaptive import most_units
 
-    assert most_units(cfg) == 2 * 30 * 8 and most_units(tasky_config(tmp_path, "seeds")) == 2 * 10 * 8
+    # the largest tasks x seeds of any order of 3 growth rounds: e.g. 10 -> 20 -> 30 tasks, then 4 seeds
+    assert most_units(cfg) == 2 * 120 and most_units(tasky_config(tmp_path, "seeds")) == 2 * 10 * 8
 
 
 # ----------------------------------------------------------------------------- the no-LLM floor as a model

@@ -25,6 +25,7 @@ from toolsweep.evaluator.adaptive import (
     equal_cost_tasks,
     grow_seeds,
     grow_tasks,
+    most_cell_episodes,
     paired_interval,
     needs_more,
     planned_seeds,
@@ -508,3 +509,23 @@ def test_auto_growth_meets_task_dominated_cells_that_seeds_alone_leave_open():
             _, out, _ = task_sweep(rng, i, TASKY, target=0.1, grow=grow)
             met[grow] += sum(rec.met for rec in out.records.values())
     assert met["auto"] >= 27 and met["seeds"] <= 3, met
+
+
+def test_the_budget_bound_covers_every_order_of_seed_and_task_rounds():
+    # 3 growth rounds from 10 tasks x 2 seeds (+2 seeds, or as many tasks as that costs; at most 30 tasks,
+    # 8 seeds): tasks, tasks, seeds reaches 30 x 4 = 120 (as do tasks, seeds, seeds: 20 x 6; and
+    # tasks, seeds, tasks: 30 x 4); seeds only, 10 x 8 = 80
+    assert most_cell_episodes(10, 2, max_rounds=4, seeds_per_round=2, max_seeds=8, most_tasks=30) == 120
+    assert most_cell_episodes(10, 2, max_rounds=4, seeds_per_round=2, max_seeds=8, most_tasks=10) == 80
+    assert most_cell_episodes(10, 2, max_rounds=1, seeds_per_round=2, max_seeds=8, most_tasks=30) == 20
+    # and no run of the loop goes past it, whichever way its cells grow
+    cell = ("x", "s")
+    pool = [f"t{i}" for i in range(40)]
+    for grow, per_task in (("seeds", None), ("tasks", None), ("tasks", 3), ("auto", None)):
+        measure, _ = tasky_measure(lambda t: 1.0)  # never met
+        out = run_rounds({cell: [0, 1]}, rule=WidthRule(target=0.01), max_rounds=5, max_seeds=8, seeds_per_round=2,
+                         measure=measure, tasks={cell: pool[:6]}, task_orders={cell: pool}, grow=grow,
+                         tasks_per_round=per_task, max_tasks=25)
+        bound = most_cell_episodes(6, 2, max_rounds=5, seeds_per_round=2, max_seeds=8, most_tasks=25,
+                                   tasks_per_round=per_task)
+        assert len(out.tasks[cell]) * len(out.seeds[cell]) <= bound, (grow, per_task)

@@ -34,6 +34,7 @@ from toolsweep.evaluator.adaptive import (
     StoppingRule,
     WidthRule,
     format_adaptive,
+    most_cell_episodes,
     run_rounds,
     task_order,
 )
@@ -156,9 +157,14 @@ def most_units(config: SweepConfig, plans: list[Any] | None = None) -> int:
     for p in plans:
         seeds = min(stop.max_seeds, len(p.seeds) + (stop.max_rounds - 1) * stop.seeds_per_round)
         for s, ids in p.tasks_by_setting.items():
-            most = max(len(ids), min(stop.max_tasks or pools[(p.benchmark, s)], pools[(p.benchmark, s)])) \
-                if pools else len(ids)
-            total += seeds * most
+            if not pools:
+                total += seeds * len(ids)
+                continue
+            pool = pools[(p.benchmark, s)]
+            total += most_cell_episodes(len(ids), len(p.seeds), max_rounds=stop.max_rounds,
+                                        seeds_per_round=stop.seeds_per_round, max_seeds=stop.max_seeds,
+                                        most_tasks=max(len(ids), min(stop.max_tasks or pool, pool)),
+                                        tasks_per_round=stop.tasks_per_round)
     return len(config.models) * total
 
 

@@ -188,6 +188,25 @@ def choose_growth(components: Sequence[VarianceComponents], tasks: int, seeds: i
     return "tasks" if by_tasks > by_seeds * (1 + 1e-9) else "seeds"
 
 
+def most_cell_episodes(tasks: int, seeds: int, *, max_rounds: int, seeds_per_round: int, max_seeds: int,
+                       most_tasks: int, tasks_per_round: int | None = None) -> int:
+    """The most episodes (tasks x seeds) one model can run in a cell that grows in every later round,
+    by seeds or by tasks (`_next_growth`'s steps), over every order of the two: the budget bound
+    `toolsweep validate` prints. A dynamic programme over the number of seed rounds k keeps the most
+    tasks reachable with k seed rounds (a task step grows with the tasks already run, so more tasks
+    now never means fewer later)."""
+    best = {0: tasks}  # seed rounds so far -> the most tasks
+    for _ in range(max_rounds - 1):
+        nxt: dict[int, int] = {}
+        for k, t in best.items():
+            s = min(max_seeds, seeds + k * seeds_per_round)
+            step = tasks_per_round or equal_cost_tasks(t, s, seeds_per_round)
+            for k2, t2 in ((k, min(most_tasks, t + step) if t < most_tasks else t), (k + 1, t)):
+                nxt[k2] = max(nxt.get(k2, 0), t2)
+        best = nxt
+    return max(t * min(max_seeds, seeds + k * seeds_per_round) for k, t in best.items())
+
+
 @lru_cache(maxsize=256)
 def pocock_critical(information: tuple[float, ...], alpha: float) -> float:
     """The constant c with P(max_j |Z_j| > c) = alpha for standardised estimates at the given
