@@ -38,6 +38,9 @@ MIRROR_REST = 2.0
 TRACED_TAG = "toolsweep.traced"  # which episodes of a cell have a trace (see actors/traces.py)
 LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
+ROLE_TAG = "toolsweep.role"  # "floor" on the no-LLM floor's cell runs, "model" on the others of a sweep with a floor
+FLOOR_TAG = "toolsweep.floor"  # on a model's cell run: the floor model it is judged against
+PARTIAL_TAG = "toolsweep.partial"  # "<done>/<expected>" units on a partial cell's run, "no" on a whole one
 
 
 def is_connection_failure(exc: BaseException) -> bool:
@@ -132,18 +135,52 @@ def renamed_metrics(summary: dict[str, Any]) -> dict[str, str]:
     return {k: n for n, k in metric_keys(list(summary["metrics"])).items() if k != n}
 
 
+def _put(out: dict[str, float], key: str, value: Any) -> None:
+    """A finite number under `key` (MLflow rejects NaN in some backends; None is no reading)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        out[key] = float(value)
+
+
+VARIANCE_FIELDS = ("var_task", "var_within", "icc", "design_effect", "effective_n", "n_tasks", "mean_seeds")
+"""A cell's variance decomposition of each metric (summary.json's `variance`), logged as `<metric>.<field>`."""
+
+
 def cell_metrics(summary: dict[str, Any]) -> dict[str, float]:
-    """`<metric>`, `<metric>_ci_low`, `<metric>_ci_high` plus `n` and termination counts."""
+    """`<metric>`, `<metric>_ci_low`, `<metric>_ci_high` plus `n` and termination counts; from a final
+    summary also, per metric, its variance decomposition (`<metric>.icc`, `.effective_n`, ...), pass^k
+    (`<metric>.pass_k.<k>`) and, against the no-LLM floor, the floor's value (`<metric>.floor`, with
+    `_ci_low`, `_ci_high`), model − floor (`<metric>.above_floor`, with `_ci_low`, `_ci_high`: the paired
+    interval) and the judgement (`<metric>.vs_floor`: 1 above, 0 not distinguishable, -1 below); and the
+    cell's units (`units_done`, `units_expected`, `complete` 1 or 0)."""
+    from toolsweep.evaluator.floor import JUDGEMENT_SIGN
+
     out: dict[str, float] = {"n": float(summary["n"])}
     keys = metric_keys(list(summary["metrics"]))
     for name, est in summary["metrics"].items():
         key = keys[name]
         for suffix, field_name in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
-            value = est[field_name]
-            if value is not None and value == value:  # MLflow rejects NaN in some backends
-                out[key + suffix] = float(value)
+            _put(out, key + suffix, est[field_name])
     for reason, count in summary.get("terminations", {}).items():
         out[f"terminations.{reason}"] = float(count)
+    for name, vc in (summary.get("variance") or {}).items():
+        if name in keys:
+            for field_name in VARIANCE_FIELDS:
+                _put(out, f"{keys[name]}.{field_name}", vc.get(field_name))
+    for name, curve in (summary.get("pass_k") or {}).items():
+        if name in keys:
+            for k, p in curve.items():
+                _put(out, f"{keys[name]}.pass_k.{k}", p)
+    for name, reading in ((summary.get("floor") or {}).get("metrics") or {}).items():
+        if name not in keys:
+            continue
+        for prefix, part in ((".floor", reading.get("floor")), (".above_floor", reading.get("difference"))):
+            for suffix, field_name in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+                _put(out, keys[name] + prefix + suffix, (part or {}).get(field_name))
+        _put(out, f"{keys[name]}.vs_floor", JUDGEMENT_SIGN.get(str(reading.get("judgement"))))
+    if "units_expected" in summary:
+        _put(out, "units_done", summary.get("units_done"))
+        _put(out, "units_expected", summary["units_expected"])
+        out["complete"] = 1.0 if summary.get("complete") else 0.0
     return out
 
 
@@ -272,6 +309,7 @@ class MlflowMirror:
         self._logged: dict[Any, tuple[int, str]] = {}
         self._traced: dict[Any, str] = {}
         self._names_tagged: set[Cell] = set()
+        self._role_tags: dict[tuple[Cell, str], str] = {}
         self._found: set[Cell] = set()  # cells whose run existed when this mirror connected
         self.verify_traces = False  # sync-mlflow sets it: every cell's traces are checked, not trusted to a tag
 
@@ -385,6 +423,27 @@ class MlflowMirror:
 
                 self.client.log_batch(self._child(cell), tags=[RunTag(METRIC_NAMES_TAG, json.dumps(renamed, sort_keys=True))])
                 self._names_tagged.add(cell)
+            self._tag_roles(cell, s)
+
+    def _tag_roles(self, cell: Cell, summary: dict[str, Any]) -> None:
+        """Tags a reader filters runs by: the floor's cell runs `toolsweep.role = floor` (the reference, not a
+        contender), the others name their floor (`toolsweep.floor`); a partial cell `toolsweep.partial =
+        <done>/<expected>` (a later whole summary sets it to `no`). Set once per value."""
+        from mlflow.entities import RunTag
+
+        tags = {}
+        floor = summary.get("floor") or {}
+        if summary.get("is_floor"):
+            tags[ROLE_TAG] = "floor"
+        elif floor.get("model"):
+            tags[ROLE_TAG] = "model"
+            tags[FLOOR_TAG] = str(floor["model"])
+        if "units_expected" in summary:
+            tags[PARTIAL_TAG] = "no" if summary.get("complete") else f"{summary.get('units_done')}/{summary['units_expected']}"
+        new = {k: v for k, v in tags.items() if self._role_tags.get((cell, k)) != v}
+        if new:
+            self.client.log_batch(self._child(cell), tags=[RunTag(k, v) for k, v in sorted(new.items())])
+            self._role_tags.update({(cell, k): v for k, v in new.items()})
 
     def log_artifacts(self, run_dir: RunDirectory, summaries: list[dict[str, Any]]) -> None:
         """The sweep's manifest, summary, report and benchmark plots (and the summary's composites as
