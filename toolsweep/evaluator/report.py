@@ -889,11 +889,12 @@ def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
     """The cells with the benchmark's first metrics open (and, with a floor, the headline metric against
     it); every metric by setting, every metric against the floor, the variance decomposition, the
     charts and the termination reasons behind toggles."""
-    shown = specs[:TERMINAL_METRICS]
-    floor = _floor_name(own) is not None and bool(shown)
-    units = any("units_expected" in c for c in own)
+    floor = _floor_name(own) is not None and bool(specs)
+    # the column against the floor takes a metric's place: ten columns are what a 1600-px window holds
+    shown = specs[: TERMINAL_METRICS - int(floor)]
+    units = any(is_partial(c) for c in own)  # whole cells need no column: n says it
     header = ["model", "setting", "n", *(["units"] if units else []), *(_header(s) for s in shown),
-              *([f"{_header(shown[0])}: model − floor [{level}]"] if floor else [])]
+              *([f"{shown[0].name} − floor"] if floor else [])]
     rows = []
     for c in own:
         versus = []
