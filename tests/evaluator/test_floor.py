@@ -105,18 +105,22 @@ def test_partial_and_missing_cells_are_marked_in_every_table(tmp_path):
     failures.write_text('{"unit_id": "x", "unit": {"model": "bad", "benchmark": "b", "setting": "s"}}\nnot json\n')
     given_up = given_up_by_cell(failures)
     assert given_up == {("bad", "b", "s"): 1}
-    units = {(m, "b", "s"): 12 for m in cells} | {("good", "b", "s"): 20, ("late", "b", "s"): 12}
+    units = {(m, "b", "s"): 12 for m in cells} | {("good", "b", "s"): 20, ("late", "b", "s"): 12,
+                                                  ("floor", "other", "s"): 4}
     missing = attach_completeness(own, units, given_up)
-    assert [(m["model"], m["units_expected"], m["units_done"]) for m in missing] == [("late", 12, 0)]
+    assert [(m["model"], m["benchmark"], m["units_expected"], m["units_done"]) for m in missing] == \
+        [("floor", "other", 4, 0), ("late", "b", 12, 0)]
     assert cells["floor"]["complete"] and not cells["good"]["complete"] and cells["good"]["units_done"] == 12
     text = format_headline_table(own, {"b": SPECS}, missing=missing)
     assert "100.0* [100.0, 100.0] ▲ (12/20 units)" in text and "partial cell" in text
     assert "no unit recorded yet: late / s (0/12 units)" in text
+    assert "== other\nno unit recorded yet: floor / s (0/4 units)" in text  # a benchmark with no cell at all
     full = format_cells_table(own, {"b": SPECS}, missing=missing)
     assert "12/20*" in full and "12/12" in full and "late / s" in full
     page = render_html_report({"run_id": "r"}, own, {"b": SPECS}, [], paired, missing=missing)
     assert "100.0* [100.0, 100.0] ▲ (12/20 units)" in page and "12/20*" in page
     assert "late / s (0/12 units)" in page and 'class="num partial"' in page
+    assert '<section id="b-other">' in page and "floor / s (0/4 units)" in page
     # a summary made without the config's units (an old run directory) marks nothing
     plain, _ = _cells(_table(n_tasks=6, seeds=2))
     assert "*" not in format_headline_table(list(plain.values()), {"b": SPECS})

@@ -157,6 +157,13 @@ def _missing_lines(missing: Sequence[Mapping[str, Any]], benchmark: str) -> list
         + (f", {m['units_given_up']} given up" if m.get("units_given_up") else "") + ")" for m in own)]
 
 
+def _missing_blocks(cells: Sequence[Mapping[str, Any]], missing: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A block for each benchmark none of whose cells has a unit recorded yet."""
+    shown = {str(c["benchmark"]) for c in cells}
+    return [f"== {b}\n" + "\n".join(_missing_lines(missing, b))
+            for b in sorted({str(m["benchmark"]) for m in missing} - shown)]
+
+
 def _reasons_in(cells: Iterable[Mapping[str, Any]]) -> list[str]:
     """Termination reasons that occur, in the enum's order, unknown ones after."""
     seen = {r for c in cells for r, k in (c.get("terminations") or {}).items() if k}
@@ -273,7 +280,7 @@ def format_cells_table(
             note.append(PARTIAL_NOTE)
         note += _missing_lines(missing, benchmark)
         blocks.append("\n".join([f"== {benchmark}", *_text_table(header, rows, right), *note]))
-    return "\n\n".join(blocks)
+    return "\n\n".join(blocks + _missing_blocks(cells, missing))
 
 
 def interval_legend(confidence: float) -> str:
@@ -327,7 +334,7 @@ def format_headline_table(
             lines.append(PARTIAL_NOTE)
         lines += _missing_lines(missing, benchmark)
         blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+    return "\n\n".join(blocks + _missing_blocks(cells, missing))
 
 
 # ----------------------------------------------------------------------------- SVG
@@ -874,7 +881,7 @@ def _summary_section(
             rows = [[(s, "")] + [_estimate_td(by_cell.get((s, m)), spec) for m in chunk] for s in settings]
             tables.append(_html_table(["setting", *(labels.get(m, m) for m in chunk)], rows))
         notes = _table_notes(own, level, missing, benchmark)
-        parts.append(f'<div class="side"><div>{"".join(tables)}{notes}</div>{headline_chart(benchmark, own, spec, level)}</div>')
+        parts.append(f'<div class="side"><div>{"".join(tables)}</div>{headline_chart(benchmark, own, spec, level)}</div>{notes}')
     parts.append("</section>")
     return "".join(parts)
 
@@ -991,7 +998,8 @@ def _floor_details(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
         return ""
     floor = _floor_cell(own) or {}
     title = f"Every metric against the floor, {_model_label(floor)} ({len(rows)} rows)"
-    body = _html_table(["setting", "metric", "model", "model", "floor", f"model − floor [{level}]", "pairs", ""], rows)
+    body = _html_table(["setting", "metric", "model", "model's value", "floor's value", f"model − floor [{level}]",
+                        "pairs", ""], rows)
     return _details(title, body)
 
 
