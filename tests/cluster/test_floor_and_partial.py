@@ -124,6 +124,9 @@ def test_the_floor_stands_beside_every_model_with_a_paired_judgement(ray_local, 
     assert main(["compare", str(out.run_dir.path), "--format", "csv"]) == 0
     by_csv = {(r["model"], r["setting"]): r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
     assert by_csv[("never", "certain")]["vs_floor"] == "below" and float(by_csv[("never", "certain")]["minus_floor"]) == -1.0
+    assert main(["compare", str(out.run_dir.path), "--format", "latex"]) == 0
+    latex = capsys.readouterr().out
+    assert r"$\uparrow$" in latex and r"$\downarrow$" in latex and "▲" not in latex  # plain pdflatex compiles it
 
     # MLflow: the floor's value, model - floor and the judgement on every model's cell run
     runs = _cell_runs("floor_side")

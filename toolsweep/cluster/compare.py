@@ -85,6 +85,8 @@ def _floor_fields(cell: dict[str, Any], metric: str) -> dict[str, Any]:
 
 
 MARKS = {ABOVE: "▲", BELOW: "▼", NOT_DISTINGUISHABLE: "≈"}
+LATEX_MARKS = {"▲": r"$\uparrow$", "▼": r"$\downarrow$", "≈": r"$\approx$"}
+"""The marks in LaTeX's own math symbols: a table that compiles with plain pdflatex."""
 
 
 def _entry(r: dict[str, Any]) -> str:
@@ -126,11 +128,13 @@ def render(rows: list[dict[str, Any]], paired: list[dict[str, Any]], fmt: str) -
                              r["ci_high"], r["n"], *(r.get(k, "") for k in extra)])
         return buf.getvalue()
     if fmt == "latex":
-        esc = lambda t: str(t).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")  # noqa: E731
+        esc = lambda t: "".join(LATEX_MARKS.get(ch, ch) for ch in  # noqa: E731
+                                str(t).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&"))
         lines = [r"\begin{tabular}{lll" + "r" * len(models) + "}", r"\toprule",
                  " & ".join(esc(h) for h in head) + r" \\", r"\midrule"]
         lines += [" & ".join(esc(c) for c in row) + r" \\" for row in body]
         lines += [r"\bottomrule", r"\end{tabular}"]
+        lines += [f"% {esc(note)}" for note in _notes(rows)]
         return "\n".join(lines)
     if fmt == "md":
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
