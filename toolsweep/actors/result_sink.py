@@ -269,6 +269,13 @@ def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -
     return folders  # type: ignore[return-value]
 
 
+TRACE_QUEUE_ROOM = 500
+"""Spans handed to MLflow's asynchronous trace exporter before the mirror waits for it: its queue holds
+1,000 tasks (MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE), a task per span and one per trace, and drops what
+does not fit with only a warning. The quick start with its floor logs ~170 traces of up to 25 turns; without
+this wait it lost traces its cell runs were then tagged as holding."""
+
+
 def _flush_traces() -> None:
     """Wait until the traces logged so far are in the store (MLflow exports them asynchronously)."""
     import mlflow
@@ -310,6 +317,7 @@ class MlflowMirror:
         self._traced: dict[Any, str] = {}
         self._names_tagged: set[Cell] = set()
         self._role_tags: dict[tuple[Cell, str], str] = {}
+        self._pending_spans = 0  # spans handed to MLflow's trace exporter since its queue was last waited for
         self._found: set[Cell] = set()  # cells whose run existed when this mirror connected
         self.verify_traces = False  # sync-mlflow sets it: every cell's traces are checked, not trusted to a tag
 
@@ -483,7 +491,10 @@ class MlflowMirror:
                 if self.traces_per_cell > 0:
                     import pyarrow.parquet as pq
 
-                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"))
+                    # the floor's episodes are a scripted policy's: a few show what it does, and its every
+                    # failure is no finding (they doubled the quick start's traces and MLflow time)
+                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"),
+                                              max_failures=self.traces_per_cell if s.get("is_floor") else None)
                     if digest is not None:
                         traced.append((cell, digest))
         if traced:
@@ -495,7 +506,7 @@ class MlflowMirror:
                     self.client.log_batch(self.children[cell], tags=[RunTag(TRACED_TAG, digest)])
                 self._traced[cell] = digest
 
-    def _log_traces(self, cell: Cell, rows: Any) -> str | None:
+    def _log_traces(self, cell: Cell, rows: Any, max_failures: int | None = None) -> str | None:
         """Transcripts of the cell's failures and a few of its answered episodes: the cell's run ends up
         holding exactly one trace of each picked episode and none other. When the pick changes (the
         run directory grew) only the episodes without a trace are logged, and traces of episodes no
@@ -506,7 +517,8 @@ class MlflowMirror:
         from toolsweep.evaluator.rundir import row_to_result
 
         ids = rows.column("unit_id").to_pylist()
-        picked = pick_episodes(list(zip(ids, rows.column("termination").to_pylist())), self.traces_per_cell)
+        episodes = list(zip(ids, rows.column("termination").to_pylist()))
+        picked = pick_episodes(episodes, self.traces_per_cell, *([] if max_failures is None else [max_failures]))
         digest = traced_digest(picked)
         if self._traced.get(cell) == digest and not self.verify_traces:
             return None
@@ -524,7 +536,12 @@ class MlflowMirror:
             if unit_id in existing:
                 continue
             row = rows.slice(index[unit_id], 1).to_pylist()[0]
-            log_episode_trace(self.client, self._experiment_id, run_id, row_to_result(row), row.get("finished_at"))
+            result = row_to_result(row)
+            log_episode_trace(self.client, self._experiment_id, run_id, result, row.get("finished_at"))
+            self._pending_spans += 2 + 2 * len(result.trajectory.steps)  # the root, a span per turn and step
+            if self._pending_spans > TRACE_QUEUE_ROOM:
+                _flush_traces()
+                self._pending_spans = 0
         return digest
 
     def _traces_of_run(self, run_id: str) -> dict[str, list[str]]:

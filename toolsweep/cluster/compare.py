@@ -168,7 +168,7 @@ def render(rows: list[dict[str, Any]], paired: list[dict[str, Any]], fmt: str) -
         lines.append("")
         lines.append("against the no-LLM floor (model - floor, same tasks and seeds):")
         for r in versus:
-            lines.append(f"  {r['benchmark']}/{r['setting']} {r['metric']}: {r['model']} - floor = "
+            lines.append(f"  {r['benchmark']}/{r['setting']} {r['metric']}: {r['model']} - {r.get('floor_model') or 'floor'} = "
                          f"{_signed(r['minus_floor'])} [{_pct(r['minus_floor_ci_low'])}, {_pct(r['minus_floor_ci_high'])}]: "
                          f"{r['vs_floor']}")
     if defined:
