@@ -226,3 +226,33 @@ def test_a_given_up_unit_marks_its_cell_partial(ray_local, tmp_path, capsys):
     assert "(2/3 units, 1 given up)" in summary["table_text"] and "failures.jsonl" in summary["table_text"]
     assert main(["compare", str(out.run_dir.path)]) == 0
     assert "100.0* [100.0, 100.0] (2/3 units, 1 given up)" in capsys.readouterr().out
+
+
+def test_the_floors_cells_trace_as_many_failures_as_answered_episodes(tmp_path):
+    """A model's every failure (up to 20) is a transcript worth reading; the floor's are a scripted policy's,
+    so its cell traces `mlflow_traces_per_cell` of them, as many as of its answered episodes."""
+    from mlflow.tracking import MlflowClient
+
+    from toolsweep.actors.result_sink import MlflowMirror
+    from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory
+    from toolsweep.evaluator.sweep import BenchmarkPlan, expand_units
+    from toolsweep.evaluator.types import EpisodeResult, Sampling, TerminationReason
+
+    rd = RunDirectory(tmp_path / "run")
+    writer = EpisodeWriter(rd)
+    for model in ("floor", "model"):
+        units = expand_units("t", [model], [BenchmarkPlan("fake", {"small": [f"t{i}" for i in range(12)]}, [0])],
+                             Sampling())
+        writer.append([EpisodeResult(unit=u, termination=TerminationReason.MAX_TURNS, metrics={"accuracy": 0.0})
+                       for u in units])
+    writer.close()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mirror = MlflowMirror(uri, "floor_traces", "main", traces_per_cell=3)
+    mirror.connect({"run_id": "main"}, {})
+    cell = {"benchmark": "fake", "setting": "small", "n": 12, "metrics": {}, "terminations": {"max_turns": 12}}
+    mirror.log_artifacts(rd, [{**cell, "model": "floor", "is_floor": True}, {**cell, "model": "model"}])
+    mirror.finish("FINISHED")
+    client = MlflowClient(uri)
+    traces = client.search_traces(locations=[client.get_experiment_by_name("floor_traces").experiment_id],
+                                  max_results=100)
+    assert sorted(t.info.tags["model"] for t in traces) == ["floor"] * 3 + ["model"] * 12
