@@ -170,11 +170,11 @@ def test_the_experiment_has_a_run_per_cell_in_the_mlflow_ui(browser, quickstart,
         """const row = Array.from(document.querySelectorAll('[role=row]')).find(r => r.innerText.includes('quickstart-main'));
         row.querySelector('button').click();"""
     )
-    cells = [f"{m} | {b} | {s}" for m in ("oracle", "random") for b, s in
+    cells = [f"{m} | {b} | {s}" for m in ("oracle", "random", "floor") for b, s in
              [("apb", "holistic"), ("planbench_xl", "default"), ("toolmaze", "C1-P0-std")]]
     text = _wait_for_text(browser, *cells)
     _full_page(browser, screenshots / "mlflow-runs.png", height=1400)
-    assert "21 matching runs" in text  # the sweep's run and its 20 cells
+    assert "31 matching runs" in text  # the sweep's run and its 30 cells (oracle, random and the floor)
 
 
 def _a_failed_trace(uri: str, experiment_id: str):

@@ -3,8 +3,8 @@
 An episode succeeds with the setting's probability (`certain`: 1, `even`: 0.5 around task effects,
 `tasky`: 0.95 on half the tasks and 0.05 on the others, so the between-task variance dominates), decided
 by the environment from (task, setting, seed), so every model's outcome is reproducible; the `oracle`
-policy always succeeds. A `certain` cell's interval is a point, an `even` cell's is wide, a `tasky`
-cell's narrows with more tasks, hardly with more seeds.
+policy always succeeds, `never` always fails. A `certain` cell's interval is a point, an `even` cell's is
+wide, a `tasky` cell's narrows with more tasks, hardly with more seeds.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ class CoinEnv:
         return Observation(messages=[Message(role="user", content="Flip.")], tools=[])
 
     def step(self, reply: Message) -> Observation:
-        self.success = 1.0 if reply.text().strip() == "oracle" or self.u < self.p else 0.0
+        said = reply.text().strip()
+        self.success = 0.0 if said == "never" else 1.0 if said == "oracle" or self.u < self.p else 0.0
         return Observation(done=True, termination=TerminationReason.ANSWERED)
 
     def result(self) -> dict[str, float]:
@@ -68,12 +69,12 @@ class CoinBench(Benchmark):
         return [MetricSpec(name="success", scale=100)]
 
     def scripted_policies(self) -> dict[str, str]:
-        return {"oracle": "always succeeds", "coin": "succeeds as the setting's coin falls"}
+        return {"oracle": "always succeeds", "coin": "succeeds as the setting's coin falls", "never": "always fails"}
 
     def baseline_policy(self) -> str | None:
         return "coin"
 
     def make_scripted_policy(self, name: str, env: CoinEnv, seed: int):
-        if name in ("oracle", "coin"):
+        if name in ("oracle", "coin", "never"):
             return SayPolicy(name)
         return super().make_scripted_policy(name, env, seed)

@@ -36,6 +36,8 @@ APB_METRICS = "toolsweep/benchmarks/apb/metrics.py"
 PLANBENCH_ENV = "toolsweep/benchmarks/planbench_xl/environment.py"
 PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
+FLOOR = "toolsweep/evaluator/floor.py"
+COMPLETENESS = "toolsweep/evaluator/completeness.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
 T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
@@ -57,6 +59,7 @@ T_PLANBENCH_GROUNDING = (PB + "test_a_guessed_value_is_never_used_or_credited", 
 T_PLANBENCH_TARGET = (PB + "test_fig11_default_payment_method_trap_is_not_a_correct_answer",)
 T_PLANBENCH_METRICS = (PB + "test_worked_example_metrics", PB + "test_oracle_solves_all_327_tasks")
 T_TRAJECT = ("tests/benchmarks/traject_bench/test_traject_bench_metrics.py",)
+T_FLOOR = ("tests/evaluator/test_floor.py",)
 
 MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ unit ids
@@ -122,6 +125,19 @@ MUTANTS: list[Mutant] = [
     Mutant("summary-paired-one-empty-side", SUMMARY, "CellTable.paired",
            "if ea.n == 0 or eb.n == 0:", "if ea.n == 0 and eb.n == 0:", T_SUMMARY + T_STATS,
            "a model with no scored episode is compared with one"),
+    # ------------------------------------------------------------------ the no-LLM floor and partial cells
+    Mutant("floor-zero-difference-above", FLOOR, "judge",
+           "if lo > 0:", "if lo >= 0:", T_FLOOR,
+           "the floor's own policy under another name (model − floor = 0 on every pair) is judged above it"),
+    Mutant("floor-difference-sign", FLOOR, "_difference",
+           'if row.get("model_a") != model:', 'if row.get("model_a") == model:', T_FLOOR,
+           "model − floor read from a paired row with the floor as model A keeps the row's sign"),
+    Mutant("floor-direction-ignored", FLOOR, "judge",
+           "return ABOVE if higher_is_better else BELOW", "return ABOVE", T_FLOOR,
+           "a model with more errors than the floor is judged above it"),
+    Mutant("partial-cell-counted-whole", COMPLETENESS, "attach_completeness",
+           "complete=done >= expected", "complete=done > 0", T_FLOOR,
+           "a cell with some units given up or not run yet is reported whole"),
     # ------------------------------------------------------------------ dedup in the run directory
     Mutant("rundir-dedup-across-parts-dropped", RUNDIR, "RunDirectory.iter_tables",
            "keep = first_occurrences(digests) & ~seen.contains(digests)", "keep = first_occurrences(digests)",

@@ -48,6 +48,9 @@ def rest_after_flush(cpu_spent_s: float, flush_interval_s: float) -> float:
 TRACED_TAG = "toolsweep.traced"  # which episodes of a cell have a trace (see actors/traces.py)
 LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
+ROLE_TAG = "toolsweep.role"  # "floor" on the no-LLM floor's cell runs, "model" on the others of a sweep with a floor
+FLOOR_TAG = "toolsweep.floor"  # on a model's cell run: the floor model it is judged against
+PARTIAL_TAG = "toolsweep.partial"  # "<done>/<expected>" units on a partial cell's run, "no" on a whole one
 
 
 def is_connection_failure(exc: BaseException) -> bool:
@@ -142,18 +145,52 @@ def renamed_metrics(summary: dict[str, Any]) -> dict[str, str]:
     return {k: n for n, k in metric_keys(list(summary["metrics"])).items() if k != n}
 
 
+def _put(out: dict[str, float], key: str, value: Any) -> None:
+    """A finite number under `key` (MLflow rejects NaN in some backends; None is no reading)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        out[key] = float(value)
+
+
+VARIANCE_FIELDS = ("var_task", "var_within", "icc", "design_effect", "effective_n", "n_tasks", "mean_seeds")
+"""A cell's variance decomposition of each metric (summary.json's `variance`), logged as `<metric>.<field>`."""
+
+
 def cell_metrics(summary: dict[str, Any]) -> dict[str, float]:
-    """`<metric>`, `<metric>_ci_low`, `<metric>_ci_high` plus `n` and termination counts."""
+    """`<metric>`, `<metric>_ci_low`, `<metric>_ci_high` plus `n` and termination counts; from a final
+    summary also, per metric, its variance decomposition (`<metric>.icc`, `.effective_n`, ...), pass^k
+    (`<metric>.pass_k.<k>`) and, against the no-LLM floor, the floor's value (`<metric>.floor`, with
+    `_ci_low`, `_ci_high`), model − floor (`<metric>.above_floor`, with `_ci_low`, `_ci_high`: the paired
+    interval) and the judgement (`<metric>.vs_floor`: 1 above, 0 not distinguishable, -1 below); and the
+    cell's units (`units_done`, `units_expected`, `complete` 1 or 0)."""
+    from toolsweep.evaluator.floor import JUDGEMENT_SIGN
+
     out: dict[str, float] = {"n": float(summary["n"])}
     keys = metric_keys(list(summary["metrics"]))
     for name, est in summary["metrics"].items():
         key = keys[name]
         for suffix, field_name in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
-            value = est[field_name]
-            if value is not None and value == value:  # MLflow rejects NaN in some backends
-                out[key + suffix] = float(value)
+            _put(out, key + suffix, est[field_name])
     for reason, count in summary.get("terminations", {}).items():
         out[f"terminations.{reason}"] = float(count)
+    for name, vc in (summary.get("variance") or {}).items():
+        if name in keys:
+            for field_name in VARIANCE_FIELDS:
+                _put(out, f"{keys[name]}.{field_name}", vc.get(field_name))
+    for name, curve in (summary.get("pass_k") or {}).items():
+        if name in keys:
+            for k, p in curve.items():
+                _put(out, f"{keys[name]}.pass_k.{k}", p)
+    for name, reading in ((summary.get("floor") or {}).get("metrics") or {}).items():
+        if name not in keys:
+            continue
+        for prefix, part in ((".floor", reading.get("floor")), (".above_floor", reading.get("difference"))):
+            for suffix, field_name in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
+                _put(out, keys[name] + prefix + suffix, (part or {}).get(field_name))
+        _put(out, f"{keys[name]}.vs_floor", JUDGEMENT_SIGN.get(str(reading.get("judgement"))))
+    if "units_expected" in summary:
+        _put(out, "units_done", summary.get("units_done"))
+        _put(out, "units_expected", summary["units_expected"])
+        out["complete"] = 1.0 if summary.get("complete") else 0.0
     return out
 
 
@@ -242,6 +279,13 @@ def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -
     return folders  # type: ignore[return-value]
 
 
+TRACE_QUEUE_ROOM = 500
+"""Spans handed to MLflow's asynchronous trace exporter before the mirror waits for it: its queue holds
+1,000 tasks (MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE), a task per span and one per trace, and drops what
+does not fit with only a warning. The quick start with its floor logs ~170 traces of up to 25 turns; without
+this wait it lost traces its cell runs were then tagged as holding."""
+
+
 def _flush_traces() -> None:
     """Wait until the traces logged so far are in the store (MLflow exports them asynchronously)."""
     import mlflow
@@ -282,6 +326,8 @@ class MlflowMirror:
         self._logged: dict[Any, tuple[int, str]] = {}
         self._traced: dict[Any, str] = {}
         self._names_tagged: set[Cell] = set()
+        self._role_tags: dict[tuple[Cell, str], str] = {}
+        self._pending_spans = 0  # spans handed to MLflow's trace exporter since its queue was last waited for
         self._found: set[Cell] = set()  # cells whose run existed when this mirror connected
         self.verify_traces = False  # sync-mlflow sets it: every cell's traces are checked, not trusted to a tag
 
@@ -395,6 +441,27 @@ class MlflowMirror:
 
                 self.client.log_batch(self._child(cell), tags=[RunTag(METRIC_NAMES_TAG, json.dumps(renamed, sort_keys=True))])
                 self._names_tagged.add(cell)
+            self._tag_roles(cell, s)
+
+    def _tag_roles(self, cell: Cell, summary: dict[str, Any]) -> None:
+        """Tags a reader filters runs by: the floor's cell runs `toolsweep.role = floor` (the reference, not a
+        contender), the others name their floor (`toolsweep.floor`); a partial cell `toolsweep.partial =
+        <done>/<expected>` (a later whole summary sets it to `no`). Set once per value."""
+        from mlflow.entities import RunTag
+
+        tags = {}
+        floor = summary.get("floor") or {}
+        if summary.get("is_floor"):
+            tags[ROLE_TAG] = "floor"
+        elif floor.get("model"):
+            tags[ROLE_TAG] = "model"
+            tags[FLOOR_TAG] = str(floor["model"])
+        if "units_expected" in summary:
+            tags[PARTIAL_TAG] = "no" if summary.get("complete") else f"{summary.get('units_done')}/{summary['units_expected']}"
+        new = {k: v for k, v in tags.items() if self._role_tags.get((cell, k)) != v}
+        if new:
+            self.client.log_batch(self._child(cell), tags=[RunTag(k, v) for k, v in sorted(new.items())])
+            self._role_tags.update({(cell, k): v for k, v in new.items()})
 
     def log_artifacts(self, run_dir: RunDirectory, summaries: list[dict[str, Any]]) -> None:
         """The sweep's manifest, summary, report and benchmark plots (and the summary's composites as
@@ -434,7 +501,10 @@ class MlflowMirror:
                 if self.traces_per_cell > 0:
                     import pyarrow.parquet as pq
 
-                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"))
+                    # the floor's episodes are a scripted policy's: a few show what it does, and its every
+                    # failure is no finding (they doubled the quick start's traces and MLflow time)
+                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"),
+                                              max_failures=self.traces_per_cell if s.get("is_floor") else None)
                     if digest is not None:
                         traced.append((cell, digest))
         if traced:
@@ -446,7 +516,7 @@ class MlflowMirror:
                     self.client.log_batch(self.children[cell], tags=[RunTag(TRACED_TAG, digest)])
                 self._traced[cell] = digest
 
-    def _log_traces(self, cell: Cell, rows: Any) -> str | None:
+    def _log_traces(self, cell: Cell, rows: Any, max_failures: int | None = None) -> str | None:
         """Transcripts of the cell's failures and a few of its answered episodes: the cell's run ends up
         holding exactly one trace of each picked episode and none other. When the pick changes (the
         run directory grew) only the episodes without a trace are logged, and traces of episodes no
@@ -457,7 +527,8 @@ class MlflowMirror:
         from toolsweep.evaluator.rundir import row_to_result
 
         ids = rows.column("unit_id").to_pylist()
-        picked = pick_episodes(list(zip(ids, rows.column("termination").to_pylist())), self.traces_per_cell)
+        episodes = list(zip(ids, rows.column("termination").to_pylist()))
+        picked = pick_episodes(episodes, self.traces_per_cell, *([] if max_failures is None else [max_failures]))
         digest = traced_digest(picked)
         if self._traced.get(cell) == digest and not self.verify_traces:
             return None
@@ -475,7 +546,12 @@ class MlflowMirror:
             if unit_id in existing:
                 continue
             row = rows.slice(index[unit_id], 1).to_pylist()[0]
-            log_episode_trace(self.client, self._experiment_id, run_id, row_to_result(row), row.get("finished_at"))
+            result = row_to_result(row)
+            log_episode_trace(self.client, self._experiment_id, run_id, result, row.get("finished_at"))
+            self._pending_spans += 2 + 2 * len(result.trajectory.steps)  # the root, a span per turn and step
+            if self._pending_spans > TRACE_QUEUE_ROOM:
+                _flush_traces()
+                self._pending_spans = 0
         return digest
 
     def _traces_of_run(self, run_id: str) -> dict[str, list[str]]:

@@ -199,7 +199,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _fail_config(err)
     benchmarks = load_benchmarks(config)
     units, _ = current_units(config, benchmarks)
-    _, text = finalize_run(run_dir, config, benchmarks, unit_ids=units.id_set(), full_text=args.full)
+    _, text = finalize_run(run_dir, config, benchmarks, unit_ids=units.id_set(), full_text=args.full,
+                           cell_units=units.cell_sizes())
     from toolsweep.cluster.adaptive import attach_adaptive
 
     adaptive = attach_adaptive(run_dir)  # an adaptive sweep's rounds stay in the rebuilt summary

@@ -1,5 +1,7 @@
 """`toolsweep compare`: models side by side per (benchmark, setting), from one or more run directories,
-with the paired differences a run holds, as text, Markdown, CSV, LaTeX or JSON."""
+with the paired differences a run holds, as text, Markdown, CSV, LaTeX or JSON. A run with a no-LLM
+floor (`floor: true`) shows it as the first column and each model's mark against it (paired); a partial
+cell (units given up or not run yet) is marked `*` with its units."""
 
 from __future__ import annotations
 
@@ -11,12 +13,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from toolsweep.evaluator.completeness import PARTIAL_MARK, PARTIAL_NOTE, is_partial, units_text
+from toolsweep.evaluator.floor import ABOVE, BELOW, NOT_DISTINGUISHABLE, floor_label, floor_of
 from toolsweep.evaluator.rundir import RunDirectory, read_summary, strict_json
 
 HELP = """\
 Put models side by side per (benchmark, setting): each cell's metric with its bootstrap interval,
 from one or more run directories (a model that appears in several is labelled by its run), and the
 paired differences between models of the same run (same tasks and seeds) with their intervals.
+With a floor in the run (`floor: true`), it comes first and every model's entry carries its mark
+against it: ▲ above, ▼ below, ≈ not distinguishable (the paired interval of model − floor); a
+partial cell (units given up or not run yet) is marked * with its units.
 
 examples:
   toolsweep compare runs/toolmaze/main
@@ -26,7 +33,10 @@ examples:
 
 
 def _pct(v: Any, scale: float = 100.0) -> str:
-    return "–" if not isinstance(v, (int, float)) or not math.isfinite(v) else f"{scale * v:.1f}"
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        return "–"
+    text = f"{scale * v:.1f}"
+    return "0.0" if text == "-0.0" else text
 
 
 def collect(paths: list[str], metric: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -46,9 +56,13 @@ def collect(paths: list[str], metric: str | None) -> tuple[list[dict[str, Any]],
             if name is None:
                 continue
             stats = metrics[name]
-            rows.append({"benchmark": cell["benchmark"], "setting": cell["setting"], "model": cell["model"] + label,
-                         "metric": name, "value": stats.get("value"), "ci_low": stats.get("ci_low"),
-                         "ci_high": stats.get("ci_high"), "n": cell.get("n")})
+            row = {"benchmark": cell["benchmark"], "setting": cell["setting"], "model": cell["model"] + label,
+                   "metric": name, "value": stats.get("value"), "ci_low": stats.get("ci_low"),
+                   "ci_high": stats.get("ci_high"), "n": cell.get("n"), "is_floor": bool(cell.get("is_floor"))}
+            row.update(_floor_fields(cell, name))
+            if "units_expected" in cell:
+                row.update({k: cell.get(k) for k in ("complete", "units_done", "units_expected", "units_given_up")})
+            rows.append(row)
         shown = {(r["benchmark"], r["setting"], r["metric"]) for r in rows}
         for p in summary.get("paired", []):
             # the differences of the metric shown for the cell (the headline, or --metric), not of every metric
@@ -59,33 +73,68 @@ def collect(paths: list[str], metric: str | None) -> tuple[list[dict[str, Any]],
     return rows, paired
 
 
+def _floor_fields(cell: dict[str, Any], metric: str) -> dict[str, Any]:
+    """The cell's floor reading of `metric` as flat fields (for CSV and JSON rows)."""
+    reading = floor_of(cell, metric)
+    if reading is None:
+        return {}
+    floor, diff = reading.get("floor") or {}, reading.get("difference") or {}
+    return {"floor_model": (cell.get("floor") or {}).get("model"), "floor_value": floor.get("value"),
+            "minus_floor": diff.get("value"), "minus_floor_ci_low": diff.get("ci_low"),
+            "minus_floor_ci_high": diff.get("ci_high"), "vs_floor": reading.get("judgement")}
+
+
+MARKS = {ABOVE: "▲", BELOW: "▼", NOT_DISTINGUISHABLE: "≈"}
+LATEX_MARKS = {"▲": r"$\uparrow$", "▼": r"$\downarrow$", "≈": r"$\approx$"}
+"""The marks in LaTeX's own math symbols: a table that compiles with plain pdflatex."""
+
+
+def _entry(r: dict[str, Any]) -> str:
+    """`value [low, high]`, the mark against the floor, `*` and the units of a partial cell."""
+    star = PARTIAL_MARK if is_partial(r) else ""
+    text = f"{_pct(r['value'])}{star} [{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]"
+    mark = MARKS.get(str(r.get("vs_floor")), "")
+    units = units_text(r)
+    return text + (f" {mark}" if mark else "") + (f" ({units})" if units else "")
+
+
+def _signed(v: Any) -> str:
+    text = _pct(v)
+    return "+" + text if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 and text != "0.0" else text
+
+
 def render(rows: list[dict[str, Any]], paired: list[dict[str, Any]], fmt: str) -> str:
     if fmt == "json":
         return strict_json({"cells": rows, "paired": paired}, indent=2)
-    models = list(dict.fromkeys(r["model"] for r in rows))
+    floors = list(dict.fromkeys(r["model"] for r in rows if r.get("is_floor")))
+    models = floors + [m for m in dict.fromkeys(r["model"] for r in rows) if m not in floors]
     keys = list(dict.fromkeys((r["benchmark"], r["setting"], r["metric"]) for r in rows))
     at = {(r["benchmark"], r["setting"], r["metric"], r["model"]): r for r in rows}
 
     def cell(k: tuple[str, str, str], m: str) -> str:
         r = at.get((*k, m))
-        return "" if r is None else f"{_pct(r['value'])} [{_pct(r['ci_low'])}, {_pct(r['ci_high'])}]"
+        return "" if r is None else _entry(r)
 
-    head = ["benchmark", "setting", "metric (%)", *models]
+    head = ["benchmark", "setting", "metric (%)", *(floor_label(m, None) if m in floors else m for m in models)]
     body = [[k[0], k[1], k[2], *(cell(k, m) for m in models)] for k in keys]
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf)
-        writer.writerow(["benchmark", "setting", "metric", "model", "value", "ci_low", "ci_high", "n"])
+        extra = ["is_floor", "floor_value", "minus_floor", "minus_floor_ci_low", "minus_floor_ci_high", "vs_floor",
+                 "complete", "units_done", "units_expected", "units_given_up"]
+        writer.writerow(["benchmark", "setting", "metric", "model", "value", "ci_low", "ci_high", "n", *extra])
         for r in rows:
             writer.writerow([r["benchmark"], r["setting"], r["metric"], r["model"], r["value"], r["ci_low"],
-                             r["ci_high"], r["n"]])
+                             r["ci_high"], r["n"], *(r.get(k, "") for k in extra)])
         return buf.getvalue()
     if fmt == "latex":
-        esc = lambda t: str(t).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")  # noqa: E731
+        esc = lambda t: "".join(LATEX_MARKS.get(ch, ch) for ch in  # noqa: E731
+                                str(t).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&"))
         lines = [r"\begin{tabular}{lll" + "r" * len(models) + "}", r"\toprule",
                  " & ".join(esc(h) for h in head) + r" \\", r"\midrule"]
         lines += [" & ".join(esc(c) for c in row) + r" \\" for row in body]
         lines += [r"\bottomrule", r"\end{tabular}"]
+        lines += [f"% {esc(note)}" for note in _notes(rows)]
         return "\n".join(lines)
     if fmt == "md":
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -93,9 +142,18 @@ def render(rows: list[dict[str, Any]], paired: list[dict[str, Any]], fmt: str) -
     else:
         widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
         lines = ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in [head, *body]]
+    notes = _notes(rows)
+    versus = [r for r in rows if r.get("vs_floor") is not None]
     defined = [p for p in paired if isinstance(p.get("value"), (int, float)) and math.isfinite(p["value"])]
     undefined = len(paired) - len(defined)
     if fmt == "md":
+        lines += [""] + [f"{n}  " for n in notes] if notes else []
+        if versus:
+            lines += ["", "Against the no-LLM floor (model − floor, same tasks and seeds), in points:", "",
+                      "| benchmark | setting | metric | model | floor | model − floor [CI] | |", "|---|---|---|---|---|---|---|"]
+            lines += [f"| {r['benchmark']} | {r['setting']} | {r['metric']} | {r['model']} | {_pct(r.get('floor_value'))} | "
+                      f"{_signed(r['minus_floor'])} [{_pct(r['minus_floor_ci_low'])}, {_pct(r['minus_floor_ci_high'])}] | "
+                      f"{r['vs_floor']} |" for r in versus]
         if defined:
             lines += ["", "Paired differences (A − B, same tasks and seeds), in points:", "",
                       "| benchmark | setting | metric | A | B | A − B [CI] |", "|---|---|---|---|---|---|"]
@@ -105,6 +163,14 @@ def render(rows: list[dict[str, Any]], paired: list[dict[str, Any]], fmt: str) -
             lines += ["", f"{undefined} paired differences are undefined (no pair of episodes where both have "
                           "the metric) and left out."]
         return "\n".join(lines)
+    lines += notes
+    if versus:
+        lines.append("")
+        lines.append("against the no-LLM floor (model - floor, same tasks and seeds):")
+        for r in versus:
+            lines.append(f"  {r['benchmark']}/{r['setting']} {r['metric']}: {r['model']} - {r.get('floor_model') or 'floor'} = "
+                         f"{_signed(r['minus_floor'])} [{_pct(r['minus_floor_ci_low'])}, {_pct(r['minus_floor_ci_high'])}]: "
+                         f"{r['vs_floor']}")
     if defined:
         lines.append("")
         lines.append("paired differences (A - B, same tasks and seeds):")
@@ -114,6 +180,17 @@ def render(rows: list[dict[str, Any]], paired: list[dict[str, Any]], fmt: str) -
     if undefined:
         lines.append(f"({undefined} paired differences undefined: no pair of episodes where both have the metric)")
     return "\n".join(lines)
+
+
+def _notes(rows: list[dict[str, Any]]) -> list[str]:
+    """The legends of the marks the table shows."""
+    out = []
+    if any(r.get("vs_floor") for r in rows):
+        out.append("▲ above the no-LLM floor, ▼ below it, ≈ not distinguishable: the paired CI of model − floor "
+                   "(above = better, by the metric's direction)")
+    if any(is_partial(r) for r in rows):
+        out.append(PARTIAL_NOTE)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

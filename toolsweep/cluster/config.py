@@ -18,6 +18,8 @@ from toolsweep.models.config import BASELINE, ModelConfig, ScriptedModelConfig
 
 
 DEFAULT_RUN_ID = "main"
+FLOOR_MODEL = "floor"
+"""The name of the model `floor: true` adds (a scripted `policy: baseline`)."""
 
 
 class ConfigError(ValueError):
@@ -256,6 +258,12 @@ class SweepConfig(_Strict):
         "interval is narrow enough (ci_half_width) or every paired difference is decided (paired_difference: "
         "decided, margin, baseline); metric, max_rounds, max_seeds, seeds_per_round, grow, max_tasks, "
         "tasks_per_round.")
+    floor: bool = Field(
+        False, description="Run each benchmark's no-LLM floor (its baseline_policy: the strongest scripted policy "
+        "that reads only what a model reads) beside the models, as a scripted model named `floor` on every "
+        "(benchmark, setting, task, seed); the report, `compare` and MLflow then show every model's floor and "
+        "whether the model is above it (a paired interval). A model with `policy: baseline` already in "
+        "`models` is the floor instead. Off by default so a config runs what it lists; the quick start sets it.")
     budget_check: Literal["warn", "refuse", "off"] = Field(
         "warn", description="Before engines start, compare each cell's prompt tokens with the model's context "
         "window (`toolsweep plan`): warn, refuse cells whose first prompt cannot fit, or skip the check.")
@@ -315,6 +323,25 @@ class SweepConfig(_Strict):
             raise ValueError(f"stop_when.baseline {stop.baseline!r} is not a model of this sweep; its models: "
                              f"{', '.join(names)}")
         return self
+
+    @model_validator(mode="after")
+    def _add_floor(self) -> SweepConfig:
+        """`floor: true` adds the floor model unless a model already plays `policy: baseline`; idempotent, so
+        the config a manifest records (floor model included) validates to itself."""
+        if not self.floor or self.floor_model() is not None:
+            return self
+        if any(m.name == FLOOR_MODEL for m in [*self.models, *self.helpers]):
+            raise ValueError(f"floor: true adds a scripted model named {FLOOR_MODEL!r} (policy: baseline), but a "
+                             f"model of that name plays something else; rename that model, or list "
+                             f"{{name: {FLOOR_MODEL}, kind: scripted, policy: baseline}} yourself")
+        self.models.append(ScriptedModelConfig(name=FLOOR_MODEL, policy=BASELINE))
+        return self
+
+    def floor_model(self) -> str | None:
+        """The model whose cells are every benchmark's floor: the first with `policy: baseline` (the one
+        `floor: true` adds, or one the config lists); None when there is none."""
+        return next((m.name for m in self.models if isinstance(m, ScriptedModelConfig) and m.policy == BASELINE),
+                    None)
 
     def served_models(self) -> list[ModelConfig]:
         """Every model the sweep must reach: the models under test, then the helpers."""
@@ -439,10 +466,12 @@ def resolve_plans(config: SweepConfig, *, check_endpoints: bool = True) -> list[
         for j, model in enumerate(config.models):
             if isinstance(model, ScriptedModelConfig) and model.policy == BASELINE:
                 if bench.baseline_policy() not in policies:
+                    added = config.floor and model.name == FLOOR_MODEL
                     raise ConfigError(
                         f"models.{j}.policy: benchmark {entry.name!r} names no baseline (no-LLM floor) policy "
-                        f"(baseline_policy() is {bench.baseline_policy()!r}); name one of its policies instead: "
-                        f"{', '.join(policies) or '(none)'}"
+                        f"(baseline_policy() is {bench.baseline_policy()!r}); "
+                        + ("`floor: true` added this model: set `floor: false` for a sweep with this benchmark"
+                           if added else f"name one of its policies instead: {', '.join(policies) or '(none)'}")
                     )
             elif isinstance(model, ScriptedModelConfig) and model.policy not in policies:
                 raise ConfigError(

@@ -121,13 +121,16 @@ def _report_tables(bench: Any, cells: list[dict[str, Any]], episodes: Any) -> li
 
 def finalize_run(
     run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], *, extra: dict[str, Any] | None = None,
-    unit_ids: Set[str] | None = None, full_text: bool = False,
+    unit_ids: Set[str] | None = None, full_text: bool = False, cell_units: dict[Any, int] | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
     """Summaries with full-B intervals, paired differences, summary.json, report.html; returns the
     cell summaries and the text: each benchmark's headline metric per setting and model, or with
     `full_text` every cell's first metrics and the paper tables. With `unit_ids` (the current config's
     units: a `UnitIds`, or any set of ids), episodes of units no longer in the config stay on disk but
-    out of the summary."""
+    out of the summary. With `cell_units` (units per cell, `UnitSpace.cell_sizes`), each cell says whether
+    it is whole or partial and the cells with no unit recorded are listed."""
+    from toolsweep.evaluator.completeness import attach_completeness, given_up_by_cell
+    from toolsweep.evaluator.floor import attach_floors
     from toolsweep.evaluator.report import (
         format_cells_table,
         format_headline_table,
@@ -148,6 +151,10 @@ def finalize_run(
     cells = table.summarize(specs_for, **kw, resample=config.bootstrap.resample)
     paired = table.paired(specs_for, **kw, resample=config.bootstrap.resample) \
         if len({c["model"] for c in cells}) > 1 else []
+    attach_floors(cells, paired, config.floor_model(), specs_for,
+                  {name: b.baseline_policy() for name, b in benchmarks.items()})
+    missing = [] if cell_units is None else attach_completeness(
+        cells, cell_units, given_up_by_cell(run_dir.path / "failures.jsonl", unit_ids))
     tables_by_benchmark: dict[str, list[Any]] = {}
     for name, bench in benchmarks.items():
         own = [c for c in cells if c["benchmark"] == name]
@@ -170,6 +177,8 @@ def finalize_run(
         "episodes_not_in_config": outside,
         "complete": complete,  # every unit of this config was recorded when this summary was made
         "units": len(unit_ids) if unit_ids is not None else kept,
+        "floor_model": config.floor_model(),
+        "cells_missing": missing,  # cells of the config with no unit recorded (partial ones say so in `cells`)
         **(extra or {}),
     }
     specs_by_benchmark = {
@@ -182,11 +191,12 @@ def finalize_run(
                                      resample=config.bootstrap.resample)
     write_plots(run_dir, cells, specs_by_benchmark, by_cell, confidence=config.bootstrap.confidence)
     convergence = {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
-    write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables_by_benchmark, paired, convergence)
-    full = format_cells_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence)
+    write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables_by_benchmark, paired, convergence,
+                      missing=missing)
+    full = format_cells_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence, missing=missing)
     for t in tables:
         full += "\n\n" + _format_report_table(t)
-    text = format_headline_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence)
+    text = format_headline_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence, missing=missing)
     if cells:
         text += "\n\n(every metric, the paper tables and the terminations: report.html, or toolsweep report --full)"
     summary["table_text"] = text  # what a re-run with nothing to do prints
@@ -437,6 +447,7 @@ class RecordScope:
     benchmarks: dict[str, Any]
     unit_ids: UnitIds
     fingerprints: dict[str, Any]
+    cell_units: dict[Any, int] | None = None  # units per cell (`UnitSpace.cell_sizes`): whole vs partial cells
 
 
 def record_scope(whole: SweepConfig, benchmarks: dict[str, Any]) -> RecordScope:
@@ -449,7 +460,7 @@ def record_scope(whole: SweepConfig, benchmarks: dict[str, Any]) -> RecordScope:
             loaded[entry.name] = get_benchmark(entry.name, entry.options)
     plans = resolve_plans(whole, check_endpoints=False)
     units, fingerprints = current_units(whole, loaded, plans)
-    return RecordScope(whole, loaded, units.id_set(), fingerprints)
+    return RecordScope(whole, loaded, units.id_set(), fingerprints, units.cell_sizes())
 
 
 @dataclass
@@ -470,7 +481,8 @@ class SweepPlan:
     def __post_init__(self) -> None:
         self.unit_ids = self.units.id_set()  # shares the unit space's digests: no copy
         if self.record is None:
-            self.record = RecordScope(self.config, self.benchmarks, self.unit_ids, self.fingerprints)
+            self.record = RecordScope(self.config, self.benchmarks, self.unit_ids, self.fingerprints,
+                                      self.units.cell_sizes())
 
     @property
     def is_subset(self) -> bool:
@@ -784,7 +796,7 @@ def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int,
         extra["waves"] = models.timeline.as_json()
         extra["infrastructure"]["waves"] = models.timeline.metrics()
     cells, text = finalize_run(plan.run_dir, plan.record.config, plan.record.benchmarks, unit_ids=plan.record.unit_ids,
-                               extra=extra)
+                               extra=extra, cell_units=plan.record.cell_units)
     if models.timeline is not None and models.timeline.text():
         text += "\n\n" + models.timeline.text()
     clock.lap("summary")

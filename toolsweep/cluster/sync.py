@@ -27,7 +27,8 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
     run_dir = RunDirectory(path)
     config = config_from_run_dir(run_dir)
     benchmarks = load_benchmarks(config)
-    unit_ids = current_units(config, benchmarks)[0].id_set()
+    units = current_units(config, benchmarks)[0]
+    unit_ids = units.id_set()
     specs_for = specs_lookup(benchmarks)
     mirror = MlflowMirror(resolve_tracking_uri(tracking_uri), config.name, config.resolved_run_id(),
                           setting_params=setting_params(config, benchmarks), traces_per_cell=config.mlflow_traces_per_cell,
@@ -54,7 +55,7 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
         if seen[cell] % every == 0 and seen[cell] < per_cell[cell]:
             mirror.log_summaries(table.summarize(specs_for, n_resamples=live, confidence=config.bootstrap.confidence, seed=0,
                                                  only=[cell], resample=config.bootstrap.resample))
-    cells, _ = finalize_run(run_dir, config, benchmarks, unit_ids=unit_ids)
+    cells, _ = finalize_run(run_dir, config, benchmarks, unit_ids=unit_ids, cell_units=units.cell_sizes())
     mirror.log_summaries(cells)
     mirror.log_artifacts(run_dir, cells)
     mirror.finish("FINISHED")

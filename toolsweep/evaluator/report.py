@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolsweep.evaluator.completeness import PARTIAL_MARK, PARTIAL_NOTE, is_partial, units_text
+from toolsweep.evaluator.floor import ABOVE, BELOW, NOT_DISTINGUISHABLE, floor_label, floor_of
 from toolsweep.evaluator.protocols import MetricSpec, ReportTable
 from toolsweep.evaluator.types import TerminationReason
 
@@ -58,6 +60,108 @@ def format_estimate(metric: Mapping[str, Any] | None, scale: float = 1.0) -> str
         return _MISSING
     lo, hi = _fmt(metric.get("ci_low"), scale), _fmt(metric.get("ci_high"), scale)
     return f"{_fmt(metric['value'], scale)} [{lo}, {hi}]"
+
+
+def cell_estimate(cell: Mapping[str, Any] | None, spec: MetricSpec) -> str:
+    """A cell's `value [low, high]` of one metric, the value marked `*` when the cell is partial (not
+    every unit recorded), so a partial estimate is never read as a whole one."""
+    text = format_estimate(((cell or {}).get("metrics") or {}).get(spec.name), spec.scale)
+    if text == _MISSING or not is_partial(cell or {}):
+        return text
+    value, _, rest = text.partition(" [")
+    return f"{value}{PARTIAL_MARK} [{rest}" if rest else value + PARTIAL_MARK
+
+
+# ----------------------------------------------------------------------------- the no-LLM floor
+
+FLOOR_MARKS = {ABOVE: "▲", BELOW: "▼", NOT_DISTINGUISHABLE: "≈"}
+"""A model's estimate against the floor, in one character beside it."""
+
+FLOOR_WORDS = {ABOVE: "above the floor", BELOW: "below the floor", NOT_DISTINGUISHABLE: "not distinguishable"}
+
+
+def floor_legend(confidence: float) -> str:
+    """What the marks beside an estimate say, once under a table that shows them."""
+    return (f"▲ above the no-LLM floor, ▼ below it, ≈ not distinguishable: the paired {100 * confidence:g}% CI "
+            "of model − floor on the same tasks and seeds (above = better, by the metric's direction)")
+
+
+def _floor_cell(own: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """A cell of the floor model among a benchmark's cells (it names the floor and its policy)."""
+    return next((c for c in own if c.get("is_floor")), None)
+
+
+def _floor_name(own: Sequence[Mapping[str, Any]]) -> str | None:
+    floor = _floor_cell(own)
+    return None if floor is None else str(floor["model"])
+
+
+def _model_label(cell: Mapping[str, Any]) -> str:
+    """The model's name; the floor's says it is the floor and which policy plays it."""
+    if not cell.get("is_floor"):
+        return str(cell["model"])
+    return floor_label(str(cell["model"]), ((cell.get("floor") or {}).get("policy")))
+
+
+def floor_mark(cell: Mapping[str, Any] | None, spec: MetricSpec) -> str:
+    """`▲`, `▼` or `≈` for a model's metric against the floor; empty without a judgement."""
+    reading = floor_of(cell or {}, spec.name)
+    return FLOOR_MARKS.get(str((reading or {}).get("judgement")), "")
+
+
+def _difference_text(reading: Mapping[str, Any] | None, spec: MetricSpec) -> str:
+    """model − floor as `+12.0 [8.0, 16.0]` (scaled), or `—`."""
+    diff = (reading or {}).get("difference")
+    text = format_estimate(diff, spec.scale)
+    if text == _MISSING:
+        return text
+    v = _finite((diff or {}).get("value"))
+    return ("+" + text) if v is not None and v * spec.scale > 0 and not text.startswith("+") else text
+
+
+def _versus_floor(cell: Mapping[str, Any], spec: MetricSpec) -> str:
+    """`▲ +12.0 [8.0, 16.0]` (model − floor, with its mark) for a model; `(the floor)` for the floor's own cell."""
+    if cell.get("is_floor"):
+        return "(the floor)"
+    reading = floor_of(cell, spec.name)
+    if reading is None or reading.get("judgement") is None:
+        return _MISSING
+    return f"{FLOOR_MARKS[reading['judgement']]} {_difference_text(reading, spec)}"
+
+
+def _units_cell(cell: Mapping[str, Any]) -> str:
+    """`done/expected` units, `*` when partial, with the units given up: `87/100* (3 given up)`."""
+    if "units_expected" not in cell:
+        return ""
+    text = f"{cell.get('units_done', 0)}/{cell['units_expected']}"
+    if not is_partial(cell):
+        return text
+    given_up = int(cell.get("units_given_up") or 0)
+    return text + PARTIAL_MARK + (f" ({given_up} given up)" if given_up else "")
+
+
+def _ordered_models(own: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The benchmark's models by name, the floor first: it is the reference, not a contender."""
+    floor = _floor_name(own)
+    rest = sorted({str(c["model"]) for c in own} - {floor})
+    return ([floor] if floor is not None else []) + rest
+
+
+def _missing_lines(missing: Sequence[Mapping[str, Any]], benchmark: str) -> list[str]:
+    """The benchmark's cells with no unit recorded, one line."""
+    own = [m for m in missing if str(m.get("benchmark")) == benchmark]
+    if not own:
+        return []
+    return ["no unit recorded yet: " + "; ".join(
+        f"{m['model']} / {m['setting']} (0/{m.get('units_expected', '?')} units"
+        + (f", {m['units_given_up']} given up" if m.get("units_given_up") else "") + ")" for m in own)]
+
+
+def _missing_blocks(cells: Sequence[Mapping[str, Any]], missing: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A block for each benchmark none of whose cells has a unit recorded yet."""
+    shown = {str(c["benchmark"]) for c in cells}
+    return [f"== {b}\n" + "\n".join(_missing_lines(missing, b))
+            for b in sorted({str(m["benchmark"]) for m in missing} - shown)]
 
 
 def _reasons_in(cells: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -137,10 +241,13 @@ def format_cells_table(
     specs_by_benchmark: Mapping[str, Sequence[MetricSpec]],
     max_metrics: int | None = TERMINAL_METRICS,
     confidence: float = 0.95,
+    missing: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """A plain-text table per benchmark: one row per (model, setting) cell with n, the headline
     metrics as `value [low, high]` (scaled), and the termination counts; a first line says what the
-    brackets are."""
+    brackets are. With a floor in the sweep, a column says where each model's headline metric stands
+    against it (model − floor, paired); a partial cell's values are marked `*` and its units shown.
+    `missing`: the cells with no unit recorded (summary.json's `cells_missing`)."""
     if not cells:
         return "no finished episodes yet"
     blocks = [interval_legend(confidence)]
@@ -149,21 +256,31 @@ def format_cells_table(
         hidden = len(specs) - max_metrics if max_metrics is not None and len(specs) > max_metrics else 0
         if hidden:
             specs = specs[:max_metrics]
-        header = ["model", "setting", "n", *(_header(s) for s in specs), "terminations"]
+        floor = _floor_name(own) is not None and bool(specs)
+        partial = any(is_partial(c) for c in own)
+        header = ["model", "setting", "n", *(["units"] if partial else []), *(_header(s) for s in specs),
+                  *([f"{specs[0].name} − floor"] if floor else []), "terminations"]
         rows = [
             [
-                str(c["model"]),
+                _model_label(c),
                 str(c["setting"]),
                 str(c.get("n", "")),
-                *(format_estimate((c.get("metrics") or {}).get(s.name), s.scale) for s in specs),
+                *([_units_cell(c)] if partial else []),
+                *(cell_estimate(c, s) for s in specs),
+                *([_versus_floor(c, specs[0])] if floor else []),
                 _terminations_text(c.get("terminations")),
             ]
             for c in own
         ]
-        right = set(range(2, 3 + len(specs)))
+        right = set(range(2, 3 + int(partial) + len(specs) + int(floor)))
         note = [f"(+{hidden} more metrics in summary.json and report.html)"] if hidden else []
+        if floor:
+            note.append(floor_legend(confidence))
+        if partial:
+            note.append(PARTIAL_NOTE)
+        note += _missing_lines(missing, benchmark)
         blocks.append("\n".join([f"== {benchmark}", *_text_table(header, rows, right), *note]))
-    return "\n\n".join(blocks)
+    return "\n\n".join(blocks + _missing_blocks(cells, missing))
 
 
 def interval_legend(confidence: float) -> str:
@@ -177,11 +294,13 @@ TERMINAL_MODELS = 4
 
 def format_headline_table(
     cells: Sequence[Mapping[str, Any]], specs_by_benchmark: Mapping[str, Sequence[MetricSpec]],
-    confidence: float = 0.95,
+    confidence: float = 0.95, missing: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The end-of-run summary: per benchmark its headline metric (its first), settings down and models
-    across as `value [low, high]`; short and narrow enough for a terminal. Every metric, the paper
-    tables and the terminations are in report.html and `toolsweep report --full`."""
+    across as `value [low, high]`; short and narrow enough for a terminal. The floor, when the sweep
+    has one, is the first column and every model's estimate carries its mark against it (▲ ▼ ≈); a
+    partial cell's value is marked `*` with its units. Every metric, the paper tables and the
+    terminations are in report.html and `toolsweep report --full`."""
     if not cells:
         return "no finished episodes yet"
     blocks = [interval_legend(confidence)]
@@ -191,21 +310,31 @@ def format_headline_table(
             continue
         spec = specs[0]
         settings = list(dict.fromkeys(str(c["setting"]) for c in own))
-        models = sorted({str(c["model"]) for c in own})
+        models = _ordered_models(own)
         by_cell = {(str(c["setting"]), str(c["model"])): c for c in own}
+        labels = {str(c["model"]): _model_label(c) for c in own}
         episodes = sum(int(c.get("n") or 0) for c in own)
         arrow = "higher is better" if spec.higher_is_better else "lower is better"
         lines = [f"== {benchmark}: {_header(spec)}, {arrow} ({episodes} episodes)"]
+
+        def entry(s: str, m: str) -> str:
+            c = by_cell.get((s, m))
+            text = cell_estimate(c, spec)
+            mark = floor_mark(c, spec)
+            units = units_text(c or {})
+            return text + (f" {mark}" if mark else "") + (f" ({units})" if units else "")
+
         for i in range(0, len(models), TERMINAL_MODELS):
             chunk = models[i : i + TERMINAL_MODELS]
-            rows = [
-                [s, *(format_estimate(((by_cell.get((s, m)) or {}).get("metrics") or {}).get(spec.name), spec.scale)
-                      for m in chunk)]
-                for s in settings
-            ]
-            lines += _text_table(["setting", *chunk], rows, set(range(1, 1 + len(chunk))))
+            rows = [[s, *(entry(s, m) for m in chunk)] for s in settings]
+            lines += _text_table(["setting", *(labels[m] for m in chunk)], rows, set(range(1, 1 + len(chunk))))
+        if _floor_name(own) is not None:
+            lines.append(floor_legend(confidence))
+        if any(is_partial(c) for c in own):
+            lines.append(PARTIAL_NOTE)
+        lines += _missing_lines(missing, benchmark)
         blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+    return "\n\n".join(blocks + _missing_blocks(cells, missing))
 
 
 # ----------------------------------------------------------------------------- SVG
@@ -457,6 +586,8 @@ table{border-collapse:collapse;margin:8px 0 16px;font-size:14px}
 th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word;min-width:3em}
 th{background:#f4f4f4}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.better-a{color:#1a7f37}td.better-b{color:#9a3412}
+td.floor-above{color:#1a7f37}td.floor-below{color:#9a3412}td.floor-same{color:#555}
+td.floor{background:#f7f7f2;font-style:italic}td.partial{background:#fff8e1}
 dl.meta{display:grid;grid-template-columns:max-content auto;gap:2px 16px;font-size:14px}
 dl.meta dt{font-weight:600}dl.meta dd{margin:0;overflow-wrap:anywhere}
 .note{color:#555;font-size:13px}.charts{display:flex;flex-wrap:wrap;gap:16px}
@@ -481,16 +612,18 @@ CONVERGENCE_SHOWN = 12
 _EMPTY_VALUES = {"", "n/a", "na", "nan", "none", "—", "-", "–"}
 
 
-def _html_table(header: Sequence[str], rows: Iterable[Sequence[tuple[str, str]]]) -> str:
-    """Rows of (text, css class) pairs; all text escaped; wide tables scroll inside their box, never
-    the page."""
+def _td(cell: Sequence[str]) -> str:
+    """(text, css class) or (text, css class, tooltip) as a table cell, all escaped."""
+    v, cls = cell[0], cell[1]
+    attrs = (f' class="{_e(cls)}"' if cls else "") + (f' title="{_e(cell[2])}"' if len(cell) > 2 and cell[2] else "")
+    return f"<td{attrs}>{_e(v)}</td>"
+
+
+def _html_table(header: Sequence[str], rows: Iterable[Sequence[Sequence[str]]]) -> str:
+    """Rows of (text, css class) pairs, or (text, css class, tooltip) triples; all text escaped; wide
+    tables scroll inside their box, never the page."""
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td class="{cls}">{_e(v)}</td>' if cls else f"<td>{_e(v)}</td>" for v, cls in r)
-        + "</tr>"
-        for r in rows
-    )
+    body = "".join("<tr>" + "".join(_td(c) for c in r) + "</tr>" for r in rows)
     return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -549,8 +682,11 @@ def _verdict(p: Mapping[str, Any], spec: MetricSpec | None) -> tuple[str, str]:
 
 
 def _paired_table(
-    paired: Sequence[Mapping[str, Any]], specs: Mapping[str, MetricSpec], level: str
+    paired: Sequence[Mapping[str, Any]], specs: Mapping[str, MetricSpec], level: str,
+    labels: Mapping[str, str] | None = None,
 ) -> str:
+    """`labels`: display names of models (the floor's says it is the floor)."""
+    labels = labels or {}
     rows = []
     for p in paired:
         spec = specs.get(str(p.get("metric")))
@@ -559,8 +695,8 @@ def _paired_table(
             [
                 (str(p.get("setting", "")), ""),
                 (str(p.get("metric", "")), ""),
-                (str(p.get("model_a", "")), ""),
-                (str(p.get("model_b", "")), ""),
+                (labels.get(str(p.get("model_a", "")), str(p.get("model_a", ""))), ""),
+                (labels.get(str(p.get("model_b", "")), str(p.get("model_b", ""))), ""),
                 (str(p.get("n", "")), "num"),
                 (format_estimate(p, spec.scale if spec else 1.0), f"num {cls}".strip()),
                 (verdict, cls),
@@ -659,8 +795,49 @@ def _headline_values(
 
 def _settings_and_models(own: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
     settings = list(dict.fromkeys(str(c["setting"]) for c in own))
-    models = sorted({str(c["model"]) for c in own})
-    return settings, models
+    return settings, _ordered_models(own)
+
+
+_FLOOR_CLASS = {ABOVE: "floor-above", BELOW: "floor-below", NOT_DISTINGUISHABLE: "floor-same"}
+
+
+def _estimate_td(cell: Mapping[str, Any] | None, spec: MetricSpec) -> tuple[str, str, str]:
+    """A model's estimate as a table cell: `value [low, high]`, its mark against the floor (▲ ▼ ≈, the
+    difference in the tooltip), `*` and the units when the cell is partial; the floor's own cells shaded."""
+    if cell is None:
+        return _MISSING, "num", ""
+    text = cell_estimate(cell, spec)
+    classes, tips = ["num"], []
+    reading = floor_of(cell, spec.name)
+    judgement = (reading or {}).get("judgement")
+    if judgement in FLOOR_MARKS:
+        text += f" {FLOOR_MARKS[judgement]}"
+        classes.append(_FLOOR_CLASS[judgement])
+        floor_text = format_estimate((reading or {}).get("floor"), spec.scale)
+        tips.append(f"{FLOOR_WORDS[judgement]}: model − floor = {_difference_text(reading, spec)} "
+                    f"(paired, same tasks and seeds); floor {floor_text}")
+    if cell.get("is_floor"):
+        classes.append("floor")
+        tips.append("the no-LLM floor (the benchmark's baseline policy), not a contender")
+    if is_partial(cell):
+        text += f" ({units_text(cell)})"
+        classes.append("partial")
+        tips.append("partial cell: " + PARTIAL_NOTE.removeprefix("* partial cell: "))
+    return text, " ".join(classes), "; ".join(tips)
+
+
+def _table_notes(own: Sequence[Mapping[str, Any]], level: str, missing: Sequence[Mapping[str, Any]] = (),
+                 benchmark: str = "") -> str:
+    """The legend of the floor marks and the partial mark, when a table shows them, and the cells with no
+    unit recorded."""
+    lines = []
+    if _floor_name(own) is not None:
+        confidence = _finite(level.split("%")[0])
+        lines.append(floor_legend((confidence or 95.0) / 100))
+    if any(is_partial(c) for c in own):
+        lines.append(PARTIAL_NOTE)
+    lines += _missing_lines(missing, benchmark)
+    return "".join(f'<p class="note">{_e(line)}.</p>' for line in lines)
 
 
 def _arrow(spec: MetricSpec) -> str:
@@ -679,8 +856,10 @@ def _summary_section(
     grouped: Mapping[str, Sequence[Mapping[str, Any]]],
     specs_by_benchmark: Mapping[str, Sequence[MetricSpec]],
     level: str,
+    missing: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """Each benchmark's headline metric: settings down, models across, value [interval]."""
+    """Each benchmark's headline metric: settings down, models across (the floor first), value
+    [interval] with each model's mark against the floor and partial cells marked."""
     parts = ['<section id="summary"><h2>Summary</h2>']
     for benchmark, own in grouped.items():
         specs = _metric_specs(benchmark, own, specs_by_benchmark)
@@ -696,37 +875,49 @@ def _summary_section(
             + (f" {_e(spec.description)}." if spec.description else "")
             + "</p>"
         )
+        labels = {str(c["model"]): _model_label(c) for c in own}
         tables = []
         for chunk in _chunks(models, MODELS_PER_TABLE):
-            rows = [
-                [(s, "")]
-                + [
-                    (format_estimate(((by_cell.get((s, m)) or {}).get("metrics") or {}).get(spec.name), spec.scale), "num")
-                    for m in chunk
-                ]
-                for s in settings
-            ]
-            tables.append(_html_table(["setting", *chunk], rows))
-        parts.append(f'<div class="side"><div>{"".join(tables)}</div>{headline_chart(benchmark, own, spec, level)}</div>')
+            rows = [[(s, "")] + [_estimate_td(by_cell.get((s, m)), spec) for m in chunk] for s in settings]
+            tables.append(_html_table(["setting", *(labels.get(m, m) for m in chunk)], rows))
+        notes = _table_notes(own, level, missing, benchmark)
+        parts.append(f'<div class="side"><div>{"".join(tables)}</div>{headline_chart(benchmark, own, spec, level)}</div>{notes}')
     parts.append("</section>")
     return "".join(parts)
 
 
-def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], level: str) -> str:
-    """The cells with the benchmark's first metrics open; every metric by setting, the charts and the
-    termination reasons behind toggles."""
-    shown = specs[:TERMINAL_METRICS]
-    header = ["model", "setting", "n", *(_header(s) for s in shown)]
-    rows = [
-        [
-            (str(c["model"]), ""),
+def _units_td(cell: Mapping[str, Any]) -> tuple[str, str]:
+    """`done/expected` units of a cell (marked when partial), or blank when the summary does not know."""
+    return _units_cell(cell), "num partial" if is_partial(cell) else "num"
+
+
+def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], level: str,
+                   missing: Sequence[Mapping[str, Any]] = (), benchmark: str = "") -> str:
+    """The cells with the benchmark's first metrics open (and, with a floor, the headline metric against
+    it); every metric by setting, every metric against the floor, the variance decomposition, the
+    charts and the termination reasons behind toggles."""
+    floor = _floor_name(own) is not None and bool(specs)
+    # the column against the floor takes a metric's place: ten columns are what a 1600-px window holds
+    shown = specs[: TERMINAL_METRICS - int(floor)]
+    units = any(is_partial(c) for c in own)  # whole cells need no column: n says it
+    header = ["model", "setting", "n", *(["units"] if units else []), *(_header(s) for s in shown),
+              *([f"{shown[0].name} − floor"] if floor else [])]
+    rows = []
+    for c in own:
+        versus = []
+        if floor:
+            reading = floor_of(c, shown[0].name)
+            judgement = (reading or {}).get("judgement")
+            versus = [(_versus_floor(c, shown[0]), f"num {_FLOOR_CLASS.get(str(judgement), '')}".strip())]
+        rows.append([
+            (_model_label(c), "floor" if c.get("is_floor") else ""),
             (str(c["setting"]), ""),
             (str(c.get("n", "")), "num"),
-            *((format_estimate((c.get("metrics") or {}).get(s.name), s.scale), "num") for s in shown),
-        ]
-        for c in own
-    ]
-    parts = [f"<h3>Cells ({level})</h3>", _html_table(header, rows)]
+            *([_units_td(c)] if units else []),
+            *((cell_estimate(c, s), "num") for s in shown),
+            *versus,
+        ])
+    parts = [f"<h3>Cells ({level})</h3>", _html_table(header, rows), _table_notes(own, level, missing, benchmark)]
     described = [s for s in shown if s.description]
     if described:
         parts.append(
@@ -737,6 +928,11 @@ def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
             )
             + "</p>"
         )
+    if floor:
+        parts.append(_floor_details(own, specs, level))
+    variance = _variance_details(own, specs)
+    if variance:
+        parts.append(variance)
     settings, models = _settings_and_models(own)
     if len(specs) > len(shown):
         by_cell = {(str(c["setting"]), str(c["model"])): c for c in own}
@@ -746,13 +942,11 @@ def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
             for chunk in _chunks(models, MODELS_PER_TABLE):
                 t_rows = [
                     [(_header(s), ""), ("↑" if s.higher_is_better else "↓", "")]
-                    + [
-                        (format_estimate(((by_cell.get((setting, m)) or {}).get("metrics") or {}).get(s.name), s.scale), "num")
-                        for m in chunk
-                    ]
+                    + [_estimate_td(by_cell.get((setting, m)), s) for m in chunk]
                     for s in specs
                 ]
-                tables.append(_html_table(["metric", "", *chunk], t_rows))
+                labels = {str(c["model"]): _model_label(c) for c in own}
+                tables.append(_html_table(["metric", "", *(labels.get(m, m) for m in chunk)], t_rows))
             per_setting.append(_details(setting, "".join(tables)))
         parts.append(_details(f"All {len(specs)} metrics, by setting", "".join(per_setting)))
     charts = [
@@ -778,6 +972,94 @@ def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
     return "".join(parts)
 
 
+def _floor_details(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], level: str) -> str:
+    """Every metric of every model against the floor: the model's value, the floor's, model − floor with
+    its paired interval and the judgement, behind a toggle."""
+    rows = []
+    for c in own:
+        if c.get("is_floor"):
+            continue
+        for s in specs:
+            reading = floor_of(c, s.name)
+            if reading is None:
+                continue
+            judgement = reading.get("judgement")
+            diff = reading.get("difference") or {}
+            rows.append([
+                (str(c["setting"]), ""), (_header(s), ""), (str(c["model"]), ""),
+                (cell_estimate(c, s), "num"),
+                (format_estimate(reading.get("floor"), s.scale), "num floor"),
+                (_difference_text(reading, s), "num"),
+                (str(diff.get("n", "")), "num"),
+                (FLOOR_WORDS.get(str(judgement), _MISSING) + ("" if s.higher_is_better else " (lower is better)"),
+                 _FLOOR_CLASS.get(str(judgement), "")),
+            ])
+    if not rows:
+        return ""
+    floor = _floor_cell(own) or {}
+    title = f"Every metric against the floor, {_model_label(floor)} ({len(rows)} rows)"
+    body = _html_table(["setting", "metric", "model", "model's value", "floor's value", f"model − floor [{level}]",
+                        "pairs", ""], rows)
+    return _details(title, body)
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    v = _finite(x)
+    return _MISSING if v is None else f"{v:.{digits}f}"
+
+
+def _pass_k_text(curve: Mapping[str, Any] | None) -> str:
+    """pass^k at k = 1, 2, 4, ... and the largest k: `pass^1 0.80 · pass^2 0.72 · pass^3 0.61`."""
+    if not curve:
+        return _MISSING
+    ks = sorted(int(k) for k in curve)
+    chosen = [k for k in ks if k & (k - 1) == 0 or k == ks[-1]]
+    return " · ".join(f"pass^{k} {_num(curve[str(k)], 2)}" for k in chosen)
+
+
+def _variance_rows(own: Sequence[Mapping[str, Any]], specs: Sequence[MetricSpec]) -> list[list[tuple[str, str]]]:
+    rows = []
+    for s in specs:
+        for c in own:
+            vc = (c.get("variance") or {}).get(s.name)
+            if not vc:
+                continue
+            rows.append([
+                (_model_label(c), "floor" if c.get("is_floor") else ""), (str(c["setting"]), ""), (s.name, ""),
+                (str(vc.get("n_tasks", "")), "num"), (_num(vc.get("mean_seeds"), 1), "num"),
+                (_num(vc.get("var_task"), 4), "num"), (_num(vc.get("var_within"), 4), "num"),
+                (_num(vc.get("icc"), 2), "num"), (_num(vc.get("design_effect"), 2), "num"),
+                (_num(vc.get("effective_n"), 1), "num"),
+                (_pass_k_text((c.get("pass_k") or {}).get(s.name)), "num"),
+            ])
+    return rows
+
+
+VARIANCE_HEADER = ["model", "setting", "metric", "tasks", "episodes / task", "var between tasks",
+                   "var within tasks", "ICC", "design effect", "effective n", "pass^k (all k seeds succeed)"]
+
+
+def _variance_details(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec]) -> str:
+    """Where each cell's variance is (summary.json's `variance` and `pass_k`): between tasks vs within a
+    task (seeds and residual), the intra-class correlation, the design effect and the effective number of
+    independent episodes, and pass^k; the headline metric open in the toggle, every other behind one."""
+    if not specs:
+        return ""
+    first = _variance_rows(own, specs[:1])
+    rest = _variance_rows(own, specs[1:])
+    if not first and not rest:
+        return ""
+    body = ('<p class="note">Unscaled (a 0-1 rate\'s variance). ICC: the share of the variance that is '
+            "between tasks; design effect 1 + (episodes per task − 1) × ICC; effective n = episodes / design "
+            "effect: more seeds add little where the ICC is high, more tasks do. pass^k: the chance that k "
+            "seeds of a task all succeed (tau-bench), for success metrics with several seeds.</p>")
+    if first:
+        body += _html_table(VARIANCE_HEADER, first)
+    if rest:
+        body += _details(f"Every other metric ({len(rest)} rows)", _html_table(VARIANCE_HEADER, rest))
+    return _details("Variance: between and within tasks, ICC, effective n, pass^k", body)
+
+
 def _benchmark_section(
     benchmark: str,
     own: Sequence[Mapping[str, Any]],
@@ -786,6 +1068,7 @@ def _benchmark_section(
     paired: Sequence[Mapping[str, Any]],
     level: str,
     declared: Sequence[MetricSpec] = (),
+    missing: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """`declared`: every metric the benchmark declares (a paired difference may be of a metric no
     cell shows), for each metric's direction."""
@@ -797,12 +1080,15 @@ def _benchmark_section(
         headline = specs[0].name if specs else None
         first = [p for p in paired if p.get("metric") == headline] or list(paired)
         rest = [p for p in paired if p not in first]
+        labels = {str(c["model"]): _model_label(c) for c in own if c.get("is_floor")}
         parts.append("<h3>Paired differences (A minus B, same task and seed)</h3>")
-        parts.append(_paired_table(first, by_name, level))
+        parts.append(_paired_table(first, by_name, level, labels))
         if rest:
-            parts.append(_details(f"Every other metric ({len(rest)} rows)", _paired_table(rest, by_name, level)))
+            parts.append(_details(f"Every other metric ({len(rest)} rows)", _paired_table(rest, by_name, level, labels)))
     if own:
-        parts.append(_cells_section(own, specs, level))
+        parts.append(_cells_section(own, specs, level, missing, benchmark))
+    elif any(str(m.get("benchmark")) == benchmark for m in missing):
+        parts.append("".join(f'<p class="note">{_e(line)}.</p>' for line in _missing_lines(missing, benchmark)))
     parts.append("</section>")
     return "".join(parts)
 
@@ -858,6 +1144,7 @@ def render_html_report(
     tables: Sequence[ReportTable] | Mapping[str, Sequence[ReportTable]] = (),
     paired: Sequence[Mapping[str, Any]] | None = None,
     convergence: Mapping[str, Sequence[Any]] | None = None,
+    missing: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The report page, read top to bottom: the headline metric of every benchmark per model, then per
     benchmark its paper tables, paired differences and cells, with breakdowns behind toggles, then the
@@ -866,7 +1153,8 @@ def render_html_report(
     `tables` are the benchmarks' paper-style tables (a list, or {benchmark: list} to place each
     under its benchmark). `paired` rows carry benchmark,
     setting, model_a, model_b, metric, n, value, ci_low, ci_high (A minus B). `convergence` maps a
-    label "model | benchmark | setting — metric" to points {n, value, ci_low, ci_high}.
+    label "model | benchmark | setting — metric" to points {n, value, ci_low, ci_high}. `missing`: the
+    cells of the config with no unit recorded (summary.json's `cells_missing`).
     """
     config = manifest.get("config") if isinstance(manifest.get("config"), Mapping) else {}
     sweep = manifest.get("sweep") or manifest.get("name") or config.get("name") or "sweep"
@@ -894,6 +1182,7 @@ def render_html_report(
         "</header>",
     ]
     names = list(grouped) + [b for b in tables_by_bench if b not in grouped]
+    names += sorted({str(m["benchmark"]) for m in missing} - set(names))
     if names:
         links = "".join(f'<li><a href="#{_anchor(b)}">{_e(b)}</a></li>' for b in names)
         extra = '<li><a href="#convergence">convergence</a></li>' if convergence else ""
@@ -901,7 +1190,7 @@ def render_html_report(
     if not cells:
         out.append("<p>No finished episodes yet.</p>")
     else:
-        out.append(_summary_section(grouped, specs_by_benchmark, level))
+        out.append(_summary_section(grouped, specs_by_benchmark, level, missing))
     for benchmark in names:
         own = grouped.get(benchmark, [])
         specs = _metric_specs(benchmark, own, specs_by_benchmark)
@@ -909,7 +1198,7 @@ def render_html_report(
         out.append(
             _benchmark_section(
                 benchmark, own, specs, tables_by_bench.get(benchmark, []), own_paired, level,
-                declared=specs_by_benchmark.get(benchmark, ()),
+                declared=specs_by_benchmark.get(benchmark, ()), missing=missing,
             )
         )
     if loose_tables:

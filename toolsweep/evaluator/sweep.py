@@ -157,6 +157,16 @@ class UnitSpace(Sequence[WorkUnit]):
     def cells(self) -> set[tuple[str, str, str]]:
         return {(g.model, g.benchmark, g.setting) for g in self._groups if g.size}
 
+    def cell_sizes(self) -> dict[tuple[str, str, str], int]:
+        """Units per (model, benchmark, setting) cell: what a whole cell holds, so a summary can tell a
+        partial cell (units given up, or not run yet) from a whole one."""
+        out: dict[tuple[str, str, str], int] = {}
+        for g in self._groups:
+            if g.size:
+                cell = (g.model, g.benchmark, g.setting)
+                out[cell] = out.get(cell, 0) + g.size
+        return out
+
     def select(self, skip: Iterable[str] = frozenset()) -> UnitSelection:
         """The units whose ids are not in `skip` (a `UnitIds`, or any ids), in id order, still unbuilt."""
         todo = np.flatnonzero(~UnitIds.of(skip).contains(self._digests))
