@@ -28,6 +28,22 @@ def test_judge_follows_the_metrics_direction_and_says_nothing_without_an_interva
     assert judge(0.1, 0.3, higher_is_better=False) == BELOW  # more errors than the floor is worse
     assert judge(-0.3, -0.1, higher_is_better=False) == ABOVE
     assert judge(math.nan, 0.1) is None and judge(None, None) is None
+    # a descriptive metric (no better direction in the paper) is never above or below the floor
+    assert judge(0.1, 0.3, higher_is_better=None) is None and judge(-0.3, -0.1, higher_is_better=None) is None
+
+
+def test_planbench_xl_descriptive_metrics_get_no_direction_as_the_paper_marks_none():
+    """Tab. 3 marks Acc and EGT up, ITCR and UIRR down, and turns, EDT and S/C not at all: an oracle that
+    explores less than the floor is not 'below' it, and the paired table says which is larger, not better."""
+    from toolsweep.benchmarks.planbench_xl.metrics import MAIN_METRICS
+    from toolsweep.evaluator.report import _verdict
+
+    directions = {s.name: s.higher_is_better for s in MAIN_METRICS}
+    assert directions == {"accuracy": True, "egt_precision": True, "turns": None, "edt": None, "s_c_ratio": None,
+                          "itcr": False, "uirr": False}
+    edt = next(s for s in MAIN_METRICS if s.name == "edt")
+    assert _verdict({"ci_low": -2.0, "ci_high": -1.0}, edt) == ("B larger", "")
+    assert _verdict({"ci_low": 1.0, "ci_high": 2.0}, MAIN_METRICS[0])[0] == "A better"
 
 
 def _table(n_tasks: int = 12, seeds: int = 3) -> CellTable:

@@ -38,11 +38,12 @@ def _finite(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def judge(ci_low: Any, ci_high: Any, higher_is_better: bool = True) -> str | None:
+def judge(ci_low: Any, ci_high: Any, higher_is_better: bool | None = True) -> str | None:
     """Above, below or not distinguishable from the floor, from the interval of model − floor; None when
-    the interval is undefined (no (task, seed) cell where both have the metric)."""
+    the interval is undefined (no (task, seed) cell where both have the metric) or the metric is descriptive
+    (no better direction: being above the floor would mean nothing)."""
     lo, hi = _finite(ci_low), _finite(ci_high)
-    if lo is None or hi is None:
+    if lo is None or hi is None or higher_is_better is None:
         return None
     if lo > 0:
         return ABOVE if higher_is_better else BELOW

@@ -76,7 +76,9 @@ class MetricSpec(BaseModel):
     kind: Literal["mean", "ratio"] = "mean"
     numerator: str | None = None
     denominator: str | None = None
-    higher_is_better: bool = True
+    higher_is_better: bool | None = Field(
+        True, description="The metric's better direction; None for a descriptive metric the paper gives no "
+        "direction (PlanBench-XL's turns, EDT and S/C ratio): it gets no 'better' verdict and no floor judgement.")
     description: str = ""
     scale: float = Field(1.0, description="Display multiplier, e.g. 100 for percentages.")
 

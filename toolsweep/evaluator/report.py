@@ -314,7 +314,7 @@ def format_headline_table(
         by_cell = {(str(c["setting"]), str(c["model"])): c for c in own}
         labels = {str(c["model"]): _model_label(c) for c in own}
         episodes = sum(int(c.get("n") or 0) for c in own)
-        arrow = "higher is better" if spec.higher_is_better else "lower is better"
+        arrow = _direction_words(spec)
         lines = [f"== {benchmark}: {_header(spec)}, {arrow} ({episodes} episodes)"]
 
         def entry(s: str, m: str) -> str:
@@ -676,6 +676,8 @@ def _verdict(p: Mapping[str, Any], spec: MetricSpec | None) -> tuple[str, str]:
     if lo <= 0 <= hi:
         return "CI covers 0", ""
     a_higher = lo > 0
+    if spec is not None and spec.higher_is_better is None:  # descriptive: which is larger, not which is better
+        return ("A larger", "") if a_higher else ("B larger", "")
     a_better = a_higher if (spec is None or spec.higher_is_better) else not a_higher
     direction = "" if spec is None or spec.higher_is_better else " (lower is better)"
     return ("A better" + direction, "better-a") if a_better else ("B better" + direction, "better-b")
@@ -841,7 +843,15 @@ def _table_notes(own: Sequence[Mapping[str, Any]], level: str, missing: Sequence
 
 
 def _arrow(spec: MetricSpec) -> str:
-    return "↑" if spec.higher_is_better else "↓"
+    return {True: "↑", False: "↓"}.get(spec.higher_is_better, "")
+
+
+def _direction_words(spec: MetricSpec) -> str:
+    return {True: "higher is better", False: "lower is better"}.get(spec.higher_is_better, "descriptive, no better direction")
+
+
+def _lower_note(spec: MetricSpec) -> str:
+    return " (lower is better)" if spec.higher_is_better is False else ""
 
 
 def headline_chart(benchmark: str, own: Sequence[Mapping[str, Any]], spec: MetricSpec, level: str) -> str:
@@ -923,7 +933,7 @@ def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
         parts.append(
             '<p class="note">'
             + "; ".join(
-                f"{_e(s.name)}: {_e(s.description)}{'' if s.higher_is_better else ' (lower is better)'}"
+                f"{_e(s.name)}: {_e(s.description)}{_lower_note(s)}"
                 for s in described
             )
             + "</p>"
@@ -941,7 +951,7 @@ def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
             tables = []
             for chunk in _chunks(models, MODELS_PER_TABLE):
                 t_rows = [
-                    [(_header(s), ""), ("↑" if s.higher_is_better else "↓", "")]
+                    [(_header(s), ""), (_arrow(s), "")]
                     + [_estimate_td(by_cell.get((setting, m)), s) for m in chunk]
                     for s in specs
                 ]
@@ -991,7 +1001,7 @@ def _floor_details(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
                 (format_estimate(reading.get("floor"), s.scale), "num floor"),
                 (_difference_text(reading, s), "num"),
                 (str(diff.get("n", "")), "num"),
-                (FLOOR_WORDS.get(str(judgement), _MISSING) + ("" if s.higher_is_better else " (lower is better)"),
+                (FLOOR_WORDS.get(str(judgement), _MISSING) + _lower_note(s),
                  _FLOOR_CLASS.get(str(judgement), "")),
             ])
     if not rows:

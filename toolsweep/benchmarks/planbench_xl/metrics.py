@@ -186,7 +186,7 @@ def _blocked_followup(env: PlanBenchEnv, m: dict[str, float]) -> None:
     m.update(counts)
 
 
-def _ratio(name: str, num: str, den: str, desc: str, *, higher: bool = True, scale: float = 1.0) -> MetricSpec:
+def _ratio(name: str, num: str, den: str, desc: str, *, higher: bool | None = True, scale: float = 1.0) -> MetricSpec:
     return MetricSpec(name=name, kind="ratio", numerator=num, denominator=den, higher_is_better=higher,
                       description=desc, scale=scale)
 
@@ -196,9 +196,12 @@ MAIN_METRICS = [
                scale=100.0),
     MetricSpec(name="egt_precision", description="EGT precision over Q' (episodes with a trusted execution)",
                scale=100.0),
-    MetricSpec(name="turns", higher_is_better=False, description="Average turns per query"),
-    MetricSpec(name="edt", description="Mean explored datatypes beyond the inputs"),
-    _ratio("s_c_ratio", "retrievals", "tool_calls", "Retrieval turns / tool-call turns (global totals)"),
+    # Tab. 3 marks Acc and EGT with an up arrow, ITCR and UIRR with a down arrow, and leaves turns, EDT and
+    # S/C unmarked: descriptive (the oracle takes 2|pi| + 1 turns; exploring more is neither good nor bad)
+    MetricSpec(name="turns", higher_is_better=None, description="Average turns per query"),
+    MetricSpec(name="edt", higher_is_better=None, description="Mean explored datatypes beyond the inputs"),
+    _ratio("s_c_ratio", "retrievals", "tool_calls", "Retrieval turns / tool-call turns (global totals)",
+           higher=None),
     _ratio("itcr", "invalid_calls", "tool_calls", "Invalid tool-call rate (global totals)", higher=False,
            scale=100.0),
     _ratio("uirr", "untrusted_rejections", "tool_calls", "Untrusted-input rejection rate (global totals)",
