@@ -388,6 +388,8 @@ def run_sweep(
     if isinstance(planned, RunOutcome):
         return planned
     _wait_for_mlflow(config, log)  # before any model server or GPU is taken
+    if planned.all_recorded:
+        return rewrite_record(planned, clock, log)
     with provisioned(planned, log) as models:
         todo = planned.todo()
         with rollout_workers(planned, models, todo, log) as scheduler:
@@ -463,6 +465,7 @@ class SweepPlan:
     unit_ids: UnitIds = field(default_factory=UnitIds)
     rope_reasons: dict[str, str] = field(default_factory=dict)  # why each `rope_scaling: auto` model got its rope
     record: RecordScope | None = None
+    all_recorded: bool = False  # every unit is in the run directory: only the record is rewritten (`rewrite_record`)
 
     def __post_init__(self) -> None:
         self.unit_ids = self.units.id_set()  # shares the unit space's digests: no copy
@@ -505,9 +508,31 @@ def plan_sweep(config: SweepConfig, log: Log = _stderr,
         finished = _nothing_to_do(run_dir, record_config, units, log)
         if finished is not None:
             return finished
+    extras = {**registered_extras(), **(extra_benchmarks or {})}
+    if run_dir.exists() and units.id_set() <= run_dir.finished_unit_ids():
+        # an edited config (a setting, model or seed removed) whose units are all recorded: no budget to check
+        return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir, extras, rope_reasons=rope_reasons,
+                         record=record, all_recorded=True)
     check_budgets(config, log)  # before any engine starts
-    return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir,
-                     {**registered_extras(), **(extra_benchmarks or {})}, rope_reasons=rope_reasons, record=record)
+    return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir, extras, rope_reasons=rope_reasons,
+                     record=record)
+
+
+def rewrite_record(plan: SweepPlan, clock: PhaseClock, log: Log) -> RunOutcome:
+    """Every unit the config asks for is recorded, but the record (manifest, summary, report, plots,
+    MLflow) was made for another config, e.g. one with a setting more: it is rewritten for this
+    config's scope from the episodes on disk. Nothing is played, so neither Ray nor a model server
+    starts (a finished sweep with a setting removed took 13-53 s of Ray start-up to change nothing)."""
+    log(f"{plan.run_dir.path}: all {len(plan.units)} units are recorded; rewriting the summary and report for "
+        "this config (nothing to run, no Ray started)")
+    _write_manifest(plan, None)
+    with result_sink(plan, log) as sink:
+        sink.start()
+        clock.lap("start")
+        _update_failures(plan.run_dir, [], plan.config.max_attempts, log)  # units recorded since leave it
+        outcome = finish(plan, Models(None, {}), sink, None, len(plan.units), clock)
+    outcome.phase_s = dict(clock.laps)
+    return outcome
 
 
 def resolve_rope_scaling(config: SweepConfig, log: Log) -> tuple[SweepConfig, dict[str, str]]:
@@ -651,7 +676,7 @@ def _write_manifest(plan: SweepPlan, runtime: Any, waves: Any = None) -> None:
             for s in p.tasks_by_setting:
                 if seq := record.benchmarks[p.benchmark].stop_sequences(s):
                     stops.setdefault(p.benchmark, {})[s] = seq
-        models = runtime.manifest()
+        models = runtime.manifest() if runtime is not None else _recorded_models(run_dir, config)
         if run_dir.exists():  # a subset serves some models: the others keep what was recorded of them
             models = {**run_dir.read_manifest().get("models", {}), **models}
         manifest = _with_history(run_dir, build_manifest(config, record.fingerprints, models, stops))
@@ -664,6 +689,14 @@ def _write_manifest(plan: SweepPlan, runtime: Any, waves: Any = None) -> None:
         manifest = {**manifest, "waves": waves.as_json()}
     if plan.is_subset or not current or waves_changed:
         run_dir.write_manifest(manifest)
+
+
+def _recorded_models(run_dir: RunDirectory, config: SweepConfig) -> dict[str, Any]:
+    """The manifest entries of the config's models as recorded when their episodes were played (a
+    record rewritten with no server started describes the servers that made its episodes)."""
+    recorded = run_dir.read_manifest().get("models", {}) if run_dir.exists() else {}
+    names = [m.name for m in [*config.models, *config.helpers]]
+    return {name: recorded[name] for name in names if name in recorded}
 
 
 def subset_invocation(subset: SweepConfig) -> dict[str, Any]:
