@@ -768,7 +768,8 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
     stats = None
     if scheduler is not None and todo:
         _await_warmups(scheduler, scheduler.warmups, log)
-        with make_progress(len(todo), plan.config.name, progress, log) as bar, frozen_heap():
+        with make_progress(len(todo), plan.config.name, progress, log, plan.config.progress_interval_s) as bar, \
+                frozen_heap():
             scheduler.record = sink.add
             scheduler.progress = bar
             if models is not None and models.waves is not None and len(models.waves.waves) > 1:
