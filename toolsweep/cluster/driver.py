@@ -31,6 +31,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
@@ -146,6 +147,7 @@ def finalize_run(
     complete = unit_ids is not None and kept == len(unit_ids)
     kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
     cells = table.summarize(specs_for, **kw)
+    count_truncated_replies(cells, table)
     paired = table.paired(specs_for, **kw) if len({c["model"] for c in cells}) > 1 else []
     tables_by_benchmark: dict[str, list[Any]] = {}
     for name, bench in benchmarks.items():
@@ -184,6 +186,8 @@ def finalize_run(
     for t in tables:
         full += "\n\n" + _format_report_table(t)
     text = format_headline_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence)
+    if cut := truncated_text(cells):
+        text += "\n\n" + cut
     if cells:
         text += "\n\n(every metric, the paper tables and the terminations: report.html, or toolsweep report --full)"
     summary["table_text"] = text  # what a re-run with nothing to do prints
@@ -209,6 +213,27 @@ def _read_cells(run_dir: RunDirectory, unit_ids: Set[str] | None) -> tuple[CellT
         kept += part.num_rows
         table.add_columns({name: part.column(name).to_pylist() for name in columns[1:]})
     return table, kept, outside
+
+
+def count_truncated_replies(cells: list[dict[str, Any]], table: CellTable) -> None:
+    """Each cell's `truncated_replies`: the agent's replies cut at max_tokens (finish_reason "length"),
+    summed over its scored episodes. Scored as the model left them, but a cell where many were cut
+    measures the budget as much as the model."""
+    from toolsweep.evaluator.episode import TRUNCATED_REPLIES
+
+    for cell in cells:
+        episodes = table.cells.get((cell["model"], cell["benchmark"], cell["setting"]))
+        column = episodes.columns.get(TRUNCATED_REPLIES) if episodes is not None else None
+        cell["truncated_replies"] = int(np.nansum(np.frombuffer(column, dtype=float))) if column else 0
+
+
+def truncated_text(cells: list[dict[str, Any]]) -> str:
+    """A line naming the cells with replies cut at max_tokens, or nothing when none was cut."""
+    cut = [c for c in cells if c.get("truncated_replies")]
+    if not cut:
+        return ""
+    return "replies cut at max_tokens (scored as cut; `toolsweep show` marks them): " + ", ".join(
+        f"{c['model']}/{c['benchmark']}/{c['setting']} {c['truncated_replies']} in {c['n']} episodes" for c in cut)
 
 
 def write_plots(
