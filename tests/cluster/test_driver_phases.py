@@ -67,3 +67,39 @@ def test_the_phases_make_a_run_and_a_rerun_is_planned_as_done(tmp_path):
     assert out.done == out.total_units == 12
     again = plan_sweep(cfg, lambda m: None, EXTRA)
     assert isinstance(again, RunOutcome) and again.done == 0 and again.skipped == 12
+
+
+def test_a_finished_sweep_with_a_setting_removed_rewrites_its_record_without_ray(tmp_path, monkeypatch):
+    import json
+
+    ray = _no_ray()
+    cfg = make_config(tmp_path, name="phases-shrink", n_tasks=3, seeds=[0], mlflow=False)
+    first = run_sweep(cfg, progress=False, extra_benchmarks=EXTRA, log=lambda m: None)
+    assert first.done == 12 and not ray.is_initialized()
+
+    def no_ray_start(*args, **kwargs):
+        raise AssertionError("Ray was started for a sweep whose units are all recorded")
+
+    monkeypatch.setattr(ray, "init", no_ray_start)
+    shrunk = cfg.model_copy(update={"benchmarks": [cfg.benchmarks[0].model_copy(update={"settings": ["small"]})]})
+    lines: list[str] = []
+    out = run_sweep(shrunk, progress=False, extra_benchmarks=EXTRA, log=lines.append)
+    assert out.done == 0 and out.skipped == out.total_units == 6 and out.gave_up == 0
+    assert not ray.is_initialized() and not any("rollout workers" in line for line in lines), lines
+    summary = json.loads(out.run_dir.summary_path.read_text())
+    assert {(c["model"], c["setting"]) for c in summary["cells"]} == {("oracle", "small"), ("random", "small")}
+    assert summary["complete"] and summary["units"] == 6 and summary["episodes_not_in_config"] == 6
+    assert summary["config_sha256"] == shrunk.config_sha256()
+    manifest = json.loads(out.run_dir.manifest_path.read_text())
+    assert manifest["config_sha256"] == shrunk.config_sha256()
+    assert [h["config_sha256"] for h in manifest["config_history"]] == [cfg.config_sha256()]
+    assert set(manifest["models"]) == {"oracle", "random"}  # as recorded when the episodes were played
+    assert "large" not in out.table_text and "small" in out.table_text
+
+    # unchanged since: the summary is reused as it is; the setting back: the whole record again, no Ray either
+    again = run_sweep(shrunk, progress=False, extra_benchmarks=EXTRA, log=lambda m: None)
+    assert again.skipped == 6 and again.run_dir.summary_path.read_text() == out.run_dir.summary_path.read_text()
+    whole = run_sweep(cfg, progress=False, extra_benchmarks=EXTRA, log=lambda m: None)
+    summary = json.loads(whole.run_dir.summary_path.read_text())
+    assert len(summary["cells"]) == 4 and summary["episodes_not_in_config"] == 0 and summary["complete"]
+    assert not ray.is_initialized()

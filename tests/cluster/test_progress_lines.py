@@ -1,8 +1,19 @@
-"""Off a terminal, progress is a plain line every so often (never silence, never one giant line)."""
+"""Off a terminal, progress is a plain line every so often (never silence, never one giant line):
+when units finish, and as a heartbeat saying what is in flight when none finished for a while."""
 
 from __future__ import annotations
 
-from toolsweep.cluster.progress import LogProgress, make_progress
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
+
+from conftest import FAKE_TARGET  # noqa: E402
+from models_fake_server import FakeOpenAIServer  # noqa: E402
+from test_llm_sweep import adder  # noqa: E402
+from toolsweep.cluster.config import SweepConfig  # noqa: E402
+from toolsweep.cluster.driver import run_sweep  # noqa: E402
+from toolsweep.cluster.progress import LogProgress, make_progress  # noqa: E402
 
 
 def test_a_line_every_period_and_at_the_end():
@@ -21,5 +32,48 @@ def test_a_line_every_period_and_at_the_end():
     assert all("\r" not in line for line in lines)
 
 
+def test_a_heartbeat_when_no_unit_finishes_says_what_is_in_flight():
+    now = [0.0]
+    lines: list[str] = []
+    p = LogProgress(10, "sweep", lines.append, every_s=30, clock=lambda: now[0])
+    status = {"running": 4, "oldest_s": 190.0, "gave_up": 1, "checking": ["served"], "abandoned": []}
+    for _ in range(100):  # the scheduler asks every second or so; a line comes once a period
+        now[0] += 1
+        if p.due():
+            p.heartbeat(status)
+    assert len(lines) == 3  # at 30, 60 and 90 s, with no unit finished
+    assert lines[0] == ("sweep: 0/10 units (0%), 0.5 min elapsed, ETA ?; running 4 (oldest 3.2 min), queued 5, "
+                        "given up 1, model served: endpoint being checked, its units wait")
+    now[0] += 25
+    p.update(1)  # a finished unit's line (its period was up) starts the next period
+    assert len(lines) == 4 and lines[-1].startswith("sweep: 1/10 units") and "running" not in lines[-1]
+    now[0] += 29
+    p.heartbeat(status)
+    assert len(lines) == 4
+
+
 def test_without_a_terminal_the_bar_becomes_lines():
     assert isinstance(make_progress(10, "s", True, print), LogProgress)  # pytest's stderr is not a terminal
+    assert make_progress(10, "s", True, print, every_s=2.5).every_s == 2.5
+
+
+def test_a_sweep_of_slow_episodes_prints_heartbeats_before_any_unit_finishes(ray_local, tmp_path):
+    lines: list[str] = []
+    with FakeOpenAIServer(delay_s=2.0) as server:  # a slow model: each episode takes two of its replies
+        server.default = adder
+        cfg = SweepConfig.model_validate({
+            "name": "heartbeat", "seeds": 1,
+            "models": [{"name": "served", "kind": "openai", "base_url": server.base_url, "model": "m"}],
+            "benchmarks": [{"name": "fake", "options": {"n_tasks": 2}, "settings": ["small"]}],
+            "concurrency": {"workers": 1, "episodes_per_worker": 2},
+            "bootstrap": {"n_resamples": 100, "live_n_resamples": 20},
+            "output_dir": str(tmp_path / "runs"), "mlflow": False, "preflight": False,
+            "progress_interval_s": 0.5,
+        })
+        out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lines.append)
+    assert out.done == 2, lines
+    progress = [line for line in lines if line.startswith("heartbeat: ")]
+    before = [line for line in progress if line.startswith("heartbeat: 0/2 units")]
+    assert before, lines  # lines while no unit had finished
+    assert all("running 2 (oldest " in line and "queued 0" in line for line in before), before
+    assert progress[-1].startswith("heartbeat: 2/2 units (100%)")

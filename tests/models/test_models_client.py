@@ -252,7 +252,7 @@ def test_reply_cut_at_max_tokens_is_flagged_not_judged(server):
     body["choices"][0]["finish_reason"] = "length"
     server.script.append(body)
     reply = run(LLMPolicy(client(server)).act([Message(role="user", content="q")], []))
-    assert reply.message.content == "The answer is" and reply.message.model_extra == {"truncated": True}
+    assert reply.message.content == "The answer is" and reply.message.model_extra == {"truncated": True, "max_tokens": 1024}
 
 
 def test_policy_system_prompt_and_request_fields():

@@ -229,8 +229,15 @@ def test_smollm2_judges_and_critiques_apb_episodes(smollm2):
     start = time.monotonic()
     holistic, refine = asyncio.run(main())
     elapsed = time.monotonic() - start
-    assert [c.role for c in holistic.trajectory.consults] == ["judge"]
-    assert [c.role for c in refine.trajectory.consults] == ["judge", "critic", "judge"]
+    # an unreadable verdict is asked again, up to JUDGE_ASKS times per answer
+    from toolsweep.benchmarks.apb.environment import JUDGE_ASKS
+
+    held = [c.role for c in holistic.trajectory.consults]
+    assert set(held) == {"judge"} and 1 <= len(held) <= JUDGE_ASKS
+    roles = [c.role for c in refine.trajectory.consults]
+    critic_at = roles.index("critic")
+    assert roles.count("critic") == 1 and set(roles) - {"critic"} == {"judge"}
+    assert 1 <= critic_at <= JUDGE_ASKS and 1 <= len(roles) - critic_at - 1 <= JUDGE_ASKS
     for r in (holistic, refine):
         assert r.termination == TerminationReason.ANSWERED, r.error
         assert all(c.error is None and c.reply.text().strip() and c.usage.completion_tokens > 0
@@ -239,9 +246,9 @@ def test_smollm2_judges_and_critiques_apb_episodes(smollm2):
     assert m["rule_correct"] == 1.0 and m["judge_unreadable"] in (0.0, 1.0)
     if m["judge_unreadable"] == 0.0:  # a readable verdict replaced the rule grade, and agreement says so
         assert m["judge_agree"] == float(m["correct"] == m["rule_correct"])
-    else:
-        assert m["correct"] == 1.0 and math.isnan(m["judge_agree"])
-    review = refine.trajectory.consults[1].reply.text().strip()
+    else:  # unreadable after every ask: undefined, never the rule grade
+        assert math.isnan(m["correct"]) and math.isnan(m["judge_agree"]) and m["judge_reasks"] == JUDGE_ASKS - 1
+    review = refine.trajectory.consults[critic_at].reply.text().strip()
     assert review[:40] in refine.trajectory.messages[3].text()  # the agent's second turn carries the review
     print(f"\napb helpers: {elapsed:.0f}s; verdicts "
           f"{[c.reply.text()[:80] for r in (holistic, refine) for c in r.trajectory.consults]}")

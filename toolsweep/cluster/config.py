@@ -250,6 +250,11 @@ class SweepConfig(_Strict):
     mlflow_interval_s: float = Field(
         2.0, gt=0, description="Seconds between live MLflow updates of the cells that changed."
     )
+    progress_interval_s: float = Field(
+        30.0, gt=0, le=86_400,
+        description="Off a terminal (a log file, CI, `kubectl logs`): seconds between progress lines. A line "
+        "comes at least this often while units run, also when none finishes: units done, running (the oldest "
+        "one's age), queued, and models whose endpoint is being checked.")
     preflight: bool = Field(
         True, description="Before the first unit, check that each model's replies parse into valid actions."
     )

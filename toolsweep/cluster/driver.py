@@ -31,6 +31,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
@@ -149,6 +150,7 @@ def finalize_run(
     complete = unit_ids is not None and kept == len(unit_ids)
     kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
     cells = table.summarize(specs_for, **kw, resample=config.bootstrap.resample)
+    count_truncated_replies(cells, table)
     paired = table.paired(specs_for, **kw, resample=config.bootstrap.resample) \
         if len({c["model"] for c in cells}) > 1 else []
     attach_floors(cells, paired, config.floor_model(), specs_for,
@@ -197,6 +199,8 @@ def finalize_run(
     for t in tables:
         full += "\n\n" + _format_report_table(t)
     text = format_headline_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence, missing=missing)
+    if cut := truncated_text(cells):
+        text += "\n\n" + cut
     if cells:
         text += "\n\n(every metric, the paper tables and the terminations: report.html, or toolsweep report --full)"
     summary["table_text"] = text  # what a re-run with nothing to do prints
@@ -222,6 +226,27 @@ def _read_cells(run_dir: RunDirectory, unit_ids: Set[str] | None) -> tuple[CellT
         kept += part.num_rows
         table.add_columns({name: part.column(name).to_pylist() for name in columns[1:]})
     return table, kept, outside
+
+
+def count_truncated_replies(cells: list[dict[str, Any]], table: CellTable) -> None:
+    """Each cell's `truncated_replies`: the agent's replies cut at max_tokens (finish_reason "length"),
+    summed over its scored episodes. Scored as the model left them, but a cell where many were cut
+    measures the budget as much as the model."""
+    from toolsweep.evaluator.episode import TRUNCATED_REPLIES
+
+    for cell in cells:
+        episodes = table.cells.get((cell["model"], cell["benchmark"], cell["setting"]))
+        column = episodes.columns.get(TRUNCATED_REPLIES) if episodes is not None else None
+        cell["truncated_replies"] = int(np.nansum(np.frombuffer(column, dtype=float))) if column else 0
+
+
+def truncated_text(cells: list[dict[str, Any]]) -> str:
+    """A line naming the cells with replies cut at max_tokens, or nothing when none was cut."""
+    cut = [c for c in cells if c.get("truncated_replies")]
+    if not cut:
+        return ""
+    return "replies cut at max_tokens (scored as cut; `toolsweep show` marks them): " + ", ".join(
+        f"{c['model']}/{c['benchmark']}/{c['setting']} {c['truncated_replies']} in {c['n']} episodes" for c in cut)
 
 
 def write_plots(
@@ -401,6 +426,8 @@ def run_sweep(
     if isinstance(planned, RunOutcome):
         return planned
     _wait_for_mlflow(config, log)  # before any model server or GPU is taken
+    if planned.all_recorded:
+        return rewrite_record(planned, clock, log)
     with provisioned(planned, log) as models:
         todo = planned.todo()
         with rollout_workers(planned, models, todo, log) as scheduler:
@@ -477,6 +504,7 @@ class SweepPlan:
     unit_ids: UnitIds = field(default_factory=UnitIds)
     rope_reasons: dict[str, str] = field(default_factory=dict)  # why each `rope_scaling: auto` model got its rope
     record: RecordScope | None = None
+    all_recorded: bool = False  # every unit is in the run directory: only the record is rewritten (`rewrite_record`)
 
     def __post_init__(self) -> None:
         self.unit_ids = self.units.id_set()  # shares the unit space's digests: no copy
@@ -520,9 +548,31 @@ def plan_sweep(config: SweepConfig, log: Log = _stderr,
         finished = _nothing_to_do(run_dir, record_config, units, log)
         if finished is not None:
             return finished
+    extras = {**registered_extras(), **(extra_benchmarks or {})}
+    if run_dir.exists() and units.id_set() <= run_dir.finished_unit_ids():
+        # an edited config (a setting, model or seed removed) whose units are all recorded: no budget to check
+        return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir, extras, rope_reasons=rope_reasons,
+                         record=record, all_recorded=True)
     check_budgets(config, log)  # before any engine starts
-    return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir,
-                     {**registered_extras(), **(extra_benchmarks or {})}, rope_reasons=rope_reasons, record=record)
+    return SweepPlan(config, plans, benchmarks, units, fingerprints, run_dir, extras, rope_reasons=rope_reasons,
+                     record=record)
+
+
+def rewrite_record(plan: SweepPlan, clock: PhaseClock, log: Log) -> RunOutcome:
+    """Every unit the config asks for is recorded, but the record (manifest, summary, report, plots,
+    MLflow) was made for another config, e.g. one with a setting more: it is rewritten for this
+    config's scope from the episodes on disk. Nothing is played, so neither Ray nor a model server
+    starts (a finished sweep with a setting removed took 13-53 s of Ray start-up to change nothing)."""
+    log(f"{plan.run_dir.path}: all {len(plan.units)} units are recorded; rewriting the summary and report for "
+        "this config (nothing to run, no Ray started)")
+    _write_manifest(plan, None)
+    with result_sink(plan, log) as sink:
+        sink.start()
+        clock.lap("start")
+        _update_failures(plan.run_dir, [], plan.config.max_attempts, log)  # units recorded since leave it
+        outcome = finish(plan, Models(None, {}), sink, None, len(plan.units), clock)
+    outcome.phase_s = dict(clock.laps)
+    return outcome
 
 
 def resolve_rope_scaling(config: SweepConfig, log: Log) -> tuple[SweepConfig, dict[str, str]]:
@@ -666,7 +716,7 @@ def _write_manifest(plan: SweepPlan, runtime: Any, waves: Any = None) -> None:
             for s in p.tasks_by_setting:
                 if seq := record.benchmarks[p.benchmark].stop_sequences(s):
                     stops.setdefault(p.benchmark, {})[s] = seq
-        models = runtime.manifest()
+        models = runtime.manifest() if runtime is not None else _recorded_models(run_dir, config)
         if run_dir.exists():  # a subset serves some models: the others keep what was recorded of them
             models = {**run_dir.read_manifest().get("models", {}), **models}
         manifest = _with_history(run_dir, build_manifest(config, record.fingerprints, models, stops))
@@ -679,6 +729,14 @@ def _write_manifest(plan: SweepPlan, runtime: Any, waves: Any = None) -> None:
         manifest = {**manifest, "waves": waves.as_json()}
     if plan.is_subset or not current or waves_changed:
         run_dir.write_manifest(manifest)
+
+
+def _recorded_models(run_dir: RunDirectory, config: SweepConfig) -> dict[str, Any]:
+    """The manifest entries of the config's models as recorded when their episodes were played (a
+    record rewritten with no server started describes the servers that made its episodes)."""
+    recorded = run_dir.read_manifest().get("models", {}) if run_dir.exists() else {}
+    names = [m.name for m in [*config.models, *config.helpers]]
+    return {name: recorded[name] for name in names if name in recorded}
 
 
 def subset_invocation(subset: SweepConfig) -> dict[str, Any]:
@@ -751,7 +809,8 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
     stats = None
     if scheduler is not None and todo:
         _await_warmups(scheduler, scheduler.warmups, log)
-        with make_progress(len(todo), plan.config.name, progress, log) as bar, frozen_heap():
+        with make_progress(len(todo), plan.config.name, progress, log, plan.config.progress_interval_s) as bar, \
+                frozen_heap():
             scheduler.record = sink.add
             scheduler.progress = bar
             if models is not None and models.waves is not None and len(models.waves.waves) > 1:

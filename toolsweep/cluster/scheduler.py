@@ -95,6 +95,7 @@ class _Lease:
     spare: bool = False  # queued at the worker, not yet running (see `Scheduler.spares_per_worker`)
     token: str = ""  # a spare's name at its worker, never reused (a retried unit is a new lease)
     asked_back: bool = False  # the driver asked the worker to return it (once only)
+    since: float = 0.0  # when it was leased, or for a spare when it started (the progress heartbeat's oldest age)
 
 
 class _Slots:
@@ -126,6 +127,7 @@ class _Slots:
         """A spare started: it now holds a slot of its worker and of its model."""
         self.release(unit_id, lease)
         lease.spare = False
+        lease.since = time.monotonic()
         self.take(unit_id, lease)
 
 
@@ -209,6 +211,7 @@ class Scheduler:
                     break
                 self._finish_heals(pending, stats)
                 pending = self._lease(pending, in_flight, slots)
+                self._heartbeat(in_flight, stats)
                 # Record only after the freed slots are leased again: the workers never wait on
                 # the driver's bookkeeping.
                 if finished:
@@ -285,6 +288,19 @@ class Scheduler:
             self._healing.clear()
         stats.wall_s = time.monotonic() - start
         return stats
+
+    def _heartbeat(self, in_flight: dict[str, _Lease], stats: SchedulerStats) -> None:
+        """Off a terminal, a progress line also when no unit finished for a while (`LogProgress.heartbeat`):
+        what runs, since when, and which models' endpoints are being checked. Gathered only when due."""
+        due = getattr(self.progress, "due", None)
+        if due is None or not due():
+            return
+        started = [lease.since for lease in in_flight.values() if not lease.spare]
+        status: dict[str, Any] = {"running": len(started), "gave_up": len(stats.gave_up),
+                                  "checking": sorted(self._healing), "abandoned": sorted(self._abandoned)}
+        if started:
+            status["oldest_s"] = time.monotonic() - min(started)
+        self.progress.heartbeat(status)
 
     def _top_up_polls(self, polls: dict[Any, tuple[int, Any]], w: int) -> None:
         """Keep POLLS_PER_WORKER `collect` calls waiting at worker w (its current handle)."""
@@ -422,7 +438,7 @@ class Scheduler:
                 if self._pick_worker(slots.running) is None and self._pick_spare_worker(slots) is None:
                     break  # every slot and spare place is taken
                 continue
-            lease = in_flight[unit.unit_id] = _Lease(unit, attempts, w, spare)
+            lease = in_flight[unit.unit_id] = _Lease(unit, attempts, w, spare, since=time.monotonic())
             slots.take(unit.unit_id, lease)
             if spare:
                 self._send(batches)  # the episodes start before the spares are packed

@@ -54,7 +54,7 @@ def _message(m: Message, width: int, max_chars: int) -> str:
     text = m.content or ""
     if len(text) > max_chars:
         text = text[:max_chars] + f" … [{len(text) - max_chars} more characters]"
-    out = [f"[{m.role}{' ' + m.name if m.name else ''}]"]
+    out = [f"[{m.role}{' ' + m.name if m.name else ''}]{cut_marker(m)}"]
     if text:
         out.append(_wrap(text, width, "  "))
     for tc in m.tool_calls or []:
@@ -62,13 +62,25 @@ def _message(m: Message, width: int, max_chars: int) -> str:
     return "\n".join(out)
 
 
+def cut_marker(m: Message) -> str:
+    """' (cut at max_tokens (512))' for a reply the endpoint cut at its budget (finish_reason "length"),
+    so it does not read as one the model ended itself; '' otherwise."""
+    extra = m.model_extra or {}
+    if not extra.get("truncated"):
+        return ""
+    budget = extra.get("max_tokens")
+    return f" (cut at max_tokens ({budget}))" if budget else " (cut at max_tokens)"
+
+
 def transcript(result: EpisodeResult, width: int = 100, max_chars: int = 1500) -> str:
     u = result.unit
+    cut = sum(1 for s in result.trajectory.steps if cut_marker(s.reply))
     parts = [
         _wrap(f"{u.model} | {u.benchmark} | {u.setting} | task {u.task_id} | seed {u.seed} | unit {u.unit_id[:12]}",
               width, "   ", first="== "),
         _wrap(f"ended: {result.termination.value}; {len(result.trajectory.steps)} turns; "
-              f"{result.trajectory.prompt_tokens}+{result.trajectory.completion_tokens} tokens", width, "   "),
+              f"{result.trajectory.prompt_tokens}+{result.trajectory.completion_tokens} tokens"
+              + (f"; {cut} of its replies cut at max_tokens" if cut else ""), width, "   "),
     ]
     parts.extend(_message(m, width, max_chars) for m in result.trajectory.messages)
     metrics = strict({k: v for k, v in result.metrics.items() if "/" not in k})

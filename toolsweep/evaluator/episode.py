@@ -180,6 +180,16 @@ async def run_episode(
     return finish(termination)
 
 
+TRUNCATED_REPLIES = "truncated_replies"
+"""The episode's metric (present only when non-zero) counting the agent's replies cut at max_tokens;
+summary.json sums it per cell. The benchmark's own metrics score the cut replies as they are."""
+
+
+def truncated_replies(trajectory: Trajectory) -> int:
+    """The agent's replies the endpoint cut at max_tokens (finish_reason "length": the client flags them)."""
+    return sum(1 for step in trajectory.steps if (step.reply.model_extra or {}).get("truncated"))
+
+
 def _timed(usage: Usage, act_s: float, env_s: float) -> Usage:
     """The turn's usage with the environment's time, and the policy's own time where the policy
     reported no latency (a scripted policy; a served model's client measures its call itself)."""
@@ -203,10 +213,14 @@ def _result(
         metrics = {}
         error = (error or "") + traceback.format_exc(limit=8)
         reason = TerminationReason.ENV_ERROR
+    metrics = {k: float(v) for k, v in metrics.items()}
+    cut = truncated_replies(trajectory)
+    if cut:
+        metrics[TRUNCATED_REPLIES] = float(cut)
     return EpisodeResult(
         unit=unit,
         termination=reason,
-        metrics={k: float(v) for k, v in metrics.items()},
+        metrics=metrics,
         trajectory=trajectory,
         error=error,
         wall_time_s=elapsed,

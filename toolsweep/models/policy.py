@@ -111,7 +111,8 @@ class LLMPolicy:
         )
         message = response.message
         if response.finish_reason == "length":
-            # A reply cut at max_tokens is still the model's answer; the flag lets a reader tell it
-            # apart from one the model ended itself.
-            message = message.model_copy(update={"truncated": True})
+            # A reply cut at max_tokens is still the model's answer; the flag (with the budget it was cut
+            # at) lets a reader tell it apart from one the model ended itself (`toolsweep show`, and the
+            # cell's `truncated_replies` in summary.json).
+            message = message.model_copy(update={"truncated": True, "max_tokens": self.sampling.max_tokens})
         return AgentReply(message=message, usage=usage)

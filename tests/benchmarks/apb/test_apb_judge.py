@@ -11,6 +11,7 @@ import math
 import pytest
 
 from toolsweep.benchmarks.apb import APB, SETTINGS, prompts
+from toolsweep.benchmarks.apb.environment import JUDGE_ASKS, JUDGE_REMINDER
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
 from toolsweep.evaluator import AgentReply, Message, TerminationReason, WorkUnit, run_episode
 
@@ -65,8 +66,52 @@ def test_judge_flags_and_an_unreadable_verdict(judged):
     assert m["judge_flag_agree"] == pytest.approx(5 / 6)
     garbled, _ = play(judged, "stepwise_k1", "oracle", {"judge": Judge("I think this looks fine!")})
     g = garbled.metrics
-    assert g["judge_unreadable"] == 1.0 and g["correct"] == 1.0  # the rule grade stands in
+    # the judge's failure, not the model's: asked again, then left undefined, never the rule grade
+    assert [c.role for c in garbled.trajectory.consults] == ["judge"] * JUDGE_ASKS
+    assert g["judge_unreadable"] == 1.0 and g["judge_reasks"] == JUDGE_ASKS - 1 and g["rule_correct"] == 1.0
+    assert math.isnan(g["correct"]) and math.isnan(g["grade"]) and all(math.isnan(g[f]) for f in ("E1", "E4"))
     assert math.isnan(g["judge_agree"]) and g["judge_pos"] == 0.0 and g["rule_pos"] == 0.0
+
+
+class Scripted:
+    """Answers consults from a list of replies, in turn (the last one repeated), keeping each request."""
+
+    def __init__(self, *replies: str | dict) -> None:
+        self.replies = [r if isinstance(r, str) else json.dumps(r) for r in replies]
+        self.requests: list[list[Message]] = []
+
+    async def act(self, messages, tools):
+        self.requests.append(list(messages))
+        reply = self.replies[min(len(self.requests), len(self.replies)) - 1]
+        return AgentReply(message=Message(role="assistant", content=reply))
+
+
+def test_an_unreadable_verdict_is_asked_again_and_the_readable_one_grades(judged):
+    judge = Scripted("Looks fine to me.", {"is_correct": "NO", "score": 0.2, "error_list": ["E1"]})
+    result, _ = play(judged, "holistic", "oracle", {"judge": judge})
+    m = result.metrics
+    assert (m["correct"], m["grade"], m["E1"], m["rule_correct"]) == (0.0, 0.2, 1.0, 1.0)  # the judge's, read
+    assert m["judge_unreadable"] == 0.0 and m["judge_reasks"] == 1.0 and m["judge_agree"] == 0.0
+    first, second = judge.requests
+    assert second[: len(first)] == first  # the same request, then its unreadable reply and a reminder
+    assert second[-2].text() == "Looks fine to me." and second[-1].text() == JUDGE_REMINDER
+
+
+def test_a_verdict_unreadable_after_every_ask_leaves_each_kind_of_case_unscored(judged):
+    broken, _ = play(judged, "broken", "oracle", {"judge": Scripted("category: replace")})
+    m = broken.metrics
+    assert all(math.isnan(m[k]) for k in ("replace", "alter", "recovery", "correct"))
+    assert m["rule_replace"] + m["rule_alter"] == 1.0 and m["judge_unreadable"] == 1.0
+    refused, _ = play(judged, "unsolvable_tool", "always_refuse", {"judge": Scripted("PASS")})
+    assert math.isnan(refused.metrics["pass"]) and math.isnan(refused.metrics["correct"])
+    assert refused.metrics["rule_pass"] == 1.0 and refused.metrics["judge_unreadable"] == 1.0
+    # refinement: the initial answer's verdict never readable, the refined one's readable at its first ask
+    judge = Scripted("?", "?", "?", YES)
+    refined, _ = play(judged, "refine_self_plus", "oracle", {"judge": judge})
+    r = refined.metrics
+    assert [c.role for c in refined.trajectory.consults] == ["judge"] * (JUDGE_ASKS + 1)
+    assert math.isnan(r["hol_base_cr"]) and math.isnan(r["hol_delta"]) and r["hol_refined_cr"] == 1.0
+    assert r["correct"] == 1.0 and r["judge_unreadable"] == 0.5
 
 
 def test_broken_and_unsolvable_verdicts(judged):

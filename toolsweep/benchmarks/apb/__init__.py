@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolsweep.benchmarks.apb.environment import APBEnv
+from toolsweep.benchmarks.apb.environment import JUDGE_PROTOCOL, APBEnv
 from toolsweep.benchmarks.apb.generator import (
     EXTRANEOUS_LEVELS,
     GENERATOR_VERSION,
@@ -237,6 +237,8 @@ class APB(Benchmark):
             self._fingerprint = {"version": self.version, "generator_version": GENERATOR_VERSION,
                                  "grader_version": GRADER_VERSION, "gen_seed": self.options.gen_seed,
                                  "cases_sha256": h.hexdigest(), "options": self.options.model_dump()}
+            if self.judge_model:  # judged episodes made before the current unreadable-verdict policy differ
+                self._fingerprint["judge_protocol"] = JUDGE_PROTOCOL
         return self._fingerprint
 
     def report_tables(self, cells: list[dict[str, Any]], episodes: Any = None) -> list[ReportTable]:

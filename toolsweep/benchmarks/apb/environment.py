@@ -22,6 +22,17 @@ from toolsweep.evaluator.types import Consult, Message, Observation, Termination
 
 NAN = float("nan")
 BROKEN_CATEGORIES = ("replace", "alter", "retry", "refuse", "other")
+JUDGE_ASKS = 3
+"""How often the judge is asked for one verdict. An unreadable verdict is the judge's failure, not the
+evaluated model's: the judge is asked again, its reply and a reminder of the output format added to
+the request (`JUDGE_REMINDER`); a verdict still unreadable after this many asks leaves the answer's
+judged values undefined (NaN: out of those metrics' n) and counts in `judge_unreadable`. It never
+falls back to the rule grade, which would mix two graders in one metric."""
+JUDGE_REMINDER = ("Your reply could not be read as a verdict. Reply again with ONLY the JSON object that the "
+                  "Output Format above asks for, with every key it names, and no other text.")
+JUDGE_PROTOCOL = "reask-3-nan"
+"""In the fingerprint of a judged APB (grader: llm:<name>): what an unreadable verdict does. Judged
+episodes recorded before it (when the rule grade stood in) are not mixed with new ones."""
 
 
 def fine_bin(L: int) -> str:
@@ -61,13 +72,14 @@ class Judged:
     flags: set[str] = field(default_factory=set)
 
 
-def judged_plan(rule: PlanResult, verdict: dict[str, Any]) -> tuple[Judged, bool]:
-    """The judge's verdict on a plan, or the rule grader's when the judge's reply is unreadable."""
+def judged_plan(verdict: dict[str, Any]) -> Judged | None:
+    """The judge's verdict on a plan; None when it is unreadable (the plan's judged values are then
+    undefined, never the rule grader's)."""
     if "correct" not in verdict:
-        return Judged(rule.correct, rule.grade, set(rule.flags)), False
+        return None
     grade = verdict.get("grade")
     grade = min(1.0, max(0.0, float(grade))) if grade is not None and math.isfinite(grade) else NAN
-    return Judged(bool(verdict["correct"]), grade, set(verdict.get("flags", ()))), True
+    return Judged(bool(verdict["correct"]), grade, set(verdict.get("flags", ())))
 
 
 def agreement_metrics(rule: dict[str, float], judge: dict[str, float] | None) -> dict[str, float]:
@@ -91,7 +103,10 @@ def agreement_metrics(rule: dict[str, float], judge: dict[str, float] | None) ->
     return out
 
 
-def _plan_values(res: PlanResult | Judged) -> dict[str, float]:
+def _plan_values(res: PlanResult | Judged | None) -> dict[str, float]:
+    """A plan's correct, grade and flags; all NaN for an unreadable verdict (None)."""
+    if res is None:
+        return {"correct": NAN, "grade": NAN, **{f: NAN for f in FLAGS}}
     return {"correct": float(res.correct), "grade": res.grade, **{f: float(f in res.flags) for f in FLAGS}}
 
 
@@ -133,6 +148,7 @@ class APBEnv:
         self.uses_judge = options.grader.startswith("llm:")
         self.uses_model_critic = options.critic.startswith("model:")
         self.rule_result: PlanResult | None = None  # the rule grade of the final plan, kept when a judge grades
+        self.judge_reasks = 0  # the judge's replies that were unreadable and asked again (`_ask_judge`)
         self.critique: str | None = None  # the critic model's review of the initial answer
         self._consults: list[tuple[str, list[Message], Callable[[str], None]]] = []
         self._after: Callable[[], Observation] | None = None
@@ -228,7 +244,7 @@ class APBEnv:
         self.results = self._grade_final(text)
         self.done = True
         if self.uses_judge:
-            return self._consult([("judge", self.judge_messages(text), self._apply_judge)], self._final_obs)
+            return self._consult([self._ask_judge(text, self._apply_judge)], self._final_obs)
         return self._final_obs()
 
     # ------------------------------------------------------------------ helper models
@@ -252,37 +268,59 @@ class APBEnv:
         handle(reply.text())
         return self._next_consult()
 
-    def _apply_judge(self, reply: str) -> None:
+    def _verdict_readable(self, verdict: dict[str, Any]) -> bool:
+        """Whether a parsed verdict says what this case's judge must say (J5: a category; else is_correct)."""
+        return "category" in verdict if self.kind == "broken" else "correct" in verdict
+
+    def _ask_judge(self, answer: str, on_verdict: Callable[[dict[str, Any]], None]
+                   ) -> tuple[str, list[Message], Callable[[str], None]]:
+        """The judge's consult for `answer`. An unreadable reply is asked again (up to `JUDGE_ASKS` in
+        all), with the reply and `JUDGE_REMINDER` added; `on_verdict` gets the first readable verdict, or
+        {} (unreadable) after the last ask. The asks after the first are counted in `judge_reasks`."""
+        messages = self.judge_messages(answer)
+        asked = [1]
+
+        def handle(reply: str) -> None:
+            verdict = parse_judge_verdict(reply)
+            if self._verdict_readable(verdict) or asked[0] >= JUDGE_ASKS:
+                on_verdict(verdict if self._verdict_readable(verdict) else {})
+                return
+            asked[0] += 1
+            self.judge_reasks += 1
+            again = [*messages, Message(role="assistant", content=reply), Message(role="user", content=JUDGE_REMINDER)]
+            self._consults.insert(0, ("judge", again, handle))  # asked next, before any other consult
+
+        return "judge", messages, handle
+
+    def _apply_judge(self, verdict: dict[str, Any]) -> None:
         """Grade by the judge's verdict (J1-J9) in place of the rules; the rule values stay under
-        `rule_*`, with the per-case agreement between the two. An unreadable verdict keeps the rule
-        grade and counts in `judge_unreadable`."""
+        `rule_*`, with the per-case agreement between the two. A verdict unreadable after every ask
+        (`JUDGE_ASKS`) leaves the judged values undefined (NaN) and counts in `judge_unreadable`."""
         m = self.results
-        verdict = parse_judge_verdict(reply)
         rule = {k: m[k] for k in ("correct", "grade", *FLAGS) if k in m}
-        judged: dict[str, float] | None = None
+        readable = self._verdict_readable(verdict)
         if self.kind == "broken":
-            if "category" in verdict:
-                cat = verdict["category"]
-                judged = {c: float(cat == c) for c in BROKEN_CATEGORIES}
-                judged["recovery"] = judged["correct"] = float(cat in ("replace", "alter"))
+            cat = verdict.get("category")
+            judged = {c: float(cat == c) if readable else NAN for c in BROKEN_CATEGORIES}
+            judged["recovery"] = judged["correct"] = float(cat in ("replace", "alter")) if readable else NAN
+            if readable:
                 self.info["judge_category"] = cat
             for k in (*BROKEN_CATEGORIES, "recovery"):
                 m[f"rule_{k}"] = m[k]
         elif self.kind == "unsolvable":
-            if "correct" in verdict:
-                judged = {"pass": float(verdict["correct"]), "correct": float(verdict["correct"])}
+            passed = float(verdict["correct"]) if readable else NAN
+            judged = {"pass": passed, "correct": passed}
             m["rule_pass"] = m["pass"]
         else:
-            plan, readable = judged_plan(self.rule_result, verdict)
-            judged = _plan_values(plan) if readable else None
+            judged = _plan_values(judged_plan(verdict))
             m["rule_grade"] = m["grade"]
-        if judged is not None:
-            m.update(judged)
-            for key in list(m):  # the breakdowns (by modality, step bin, ...) follow the judged values
-                if key.startswith(("correct_", "grade_")) and math.isfinite(m[key]):
-                    m[key] = m[key.split("_", 1)[0]]
-        m.update(agreement_metrics(rule, judged))
-        self.info["judge"] = {"readable": judged is not None, "correct": m["correct"]}
+        m.update(judged)
+        for key in list(m):  # the breakdowns (by modality, step bin, ...) follow the judged values
+            if key.startswith(("correct_", "grade_")) and math.isfinite(m[key]):
+                m[key] = m[key.split("_", 1)[0]]
+        m.update(agreement_metrics(rule, judged if readable else None))
+        m["judge_reasks"] = float(self.judge_reasks)
+        self.info["judge"] = {"readable": readable, "correct": m["correct"], "reasks": self.judge_reasks}
 
     def critic_messages(self, initial: str, metric: bool) -> list[Message]:
         """What the critic model of Critic_R± sees (§8.1): the task, the initial answer, and P8 (holistic)
@@ -305,10 +343,10 @@ class APBEnv:
         metric = mode.endswith("plus")
         if self.turn == 1:
             self.base_result = self._grade(text)
-            self.base_judged: PlanResult | Judged = self.base_result
+            self.base_judged: PlanResult | Judged | None = self.base_result
             requests: list[tuple[str, list[Message], Callable[[str], None]]] = []
             if self.uses_judge:
-                requests.append(("judge", self.judge_messages(text), self._judge_base))
+                requests.append(self._ask_judge(text, self._judge_base))
             if critic and self.uses_model_critic:
                 requests.append(("critic", self.critic_messages(text, metric), self._keep_critique))
 
@@ -330,22 +368,23 @@ class APBEnv:
         self.done = True
         self.info = {"parsed": final.parsed, "flags": sorted(final.flags), "base_flags": sorted(self.base_result.flags)}
         if self.uses_judge:
-            return self._consult([("judge", self.judge_messages(text), lambda r: self._judge_final(final, r))],
-                                 self._final_obs)
+            return self._consult([self._ask_judge(text, lambda v: self._judge_final(final, v))], self._final_obs)
         return Observation(done=True, termination=TerminationReason.ANSWERED, info=dict(self.info))
 
     def _keep_critique(self, reply: str) -> None:
         self.critique = reply.strip() or "(the critic gave no review)"
 
-    def _judge_base(self, reply: str) -> None:
-        self.base_judged, self._base_readable = judged_plan(self.base_result, parse_judge_verdict(reply))
+    def _judge_base(self, verdict: dict[str, Any]) -> None:
+        self.base_judged = judged_plan(verdict)  # None (undefined) when unreadable after every ask
 
-    def _judge_final(self, final: PlanResult, reply: str) -> None:
-        judged, readable = judged_plan(final, parse_judge_verdict(reply))
+    def _judge_final(self, final: PlanResult, verdict: dict[str, Any]) -> None:
+        judged = judged_plan(verdict)
+        base_readable = self.base_judged is not None
         self.results = self._refine_metrics(self.base_judged, judged)
-        self.results.update(agreement_metrics(_plan_values(final), _plan_values(judged) if readable else None))
-        self.results["judge_unreadable"] = 1.0 - (float(readable) + float(self._base_readable)) / 2
-        self.info["judge"] = {"readable": readable, "base_readable": self._base_readable}
+        self.results.update(agreement_metrics(_plan_values(final), _plan_values(judged) if judged is not None else None))
+        self.results["judge_unreadable"] = 1.0 - (float(judged is not None) + float(base_readable)) / 2
+        self.results["judge_reasks"] = float(self.judge_reasks)
+        self.info["judge"] = {"readable": judged is not None, "base_readable": base_readable, "reasks": self.judge_reasks}
 
     @staticmethod
     def rule_critique(res: PlanResult, metric: bool) -> str:
@@ -411,21 +450,24 @@ class APBEnv:
                     m[f"grade_{key}_{val}"] = m["grade"] if val == mine[key] else NAN
         return m
 
-    def _refine_metrics(self, base: PlanResult | Judged, final: PlanResult | Judged) -> dict[str, float]:
+    def _refine_metrics(self, base: PlanResult | Judged | None, final: PlanResult | Judged | None) -> dict[str, float]:
+        """The refinement's metrics from the graded initial and final answers; a judge's verdict that
+        stayed unreadable (None) leaves what depends on it undefined (NaN)."""
         h = "hol" if self.half == "holistic" else "sw"
         m: dict[str, float] = {}
         for half in ("hol", "sw"):
             for key in ("base_cr", "refined_cr", "delta", "over_correction", "repair", "base_grade", "refined_grade"):
                 m[f"{half}_{key}"] = NAN
-        b, f = float(base.correct), float(final.correct)
+        bv, fv = _plan_values(base), _plan_values(final)
+        b, f = bv["correct"], fv["correct"]
         m[f"{h}_base_cr"], m[f"{h}_refined_cr"], m[f"{h}_delta"] = b, f, f - b
-        m[f"{h}_base_grade"], m[f"{h}_refined_grade"] = base.grade, final.grade
+        m[f"{h}_base_grade"], m[f"{h}_refined_grade"] = bv["grade"], fv["grade"]
         m[f"{h}_over_correction"] = (1.0 - f) if b == 1.0 else NAN
         m[f"{h}_repair"] = f if b == 0.0 else NAN
         m["correct"] = f
-        m["grade"] = final.grade
+        m["grade"] = fv["grade"]
         for flag in FLAGS:
-            m[flag] = float(flag in final.flags)
+            m[flag] = fv[flag]
         return m
 
     def result(self) -> dict[str, float]:

@@ -119,7 +119,10 @@ def judge_specs(*, judged_cr: bool = False) -> list[MetricSpec]:
              MetricSpec(name="judge_grade_abs_err", description="MAE between judge and rule grades",
                         higher_is_better=False),
              MetricSpec(name="judge_flag_agree", description="Err-Type: mean per-flag agreement (E1-E6)", scale=100.0),
-             _pct("judge_unreadable", "judge replies that were not a readable verdict (rule grade kept)", lower=True),
+             _pct("judge_unreadable", "answers whose judge verdict stayed unreadable after every ask (JUDGE_ASKS): "
+                  "their judged values are undefined (out of n), never the rule grade", lower=True),
+             MetricSpec(name="judge_reasks", higher_is_better=False,
+                        description="unreadable judge replies asked again, per episode"),
              _pct("rule_correct", "CR by the rule grader")]
     if judged_cr:  # judge_validation: the judged CR next to the rule CR
         specs.append(_pct("correct", "CR by the LLM judge"))
