@@ -33,7 +33,7 @@ def test_floor_true_adds_the_floor_once_as_ordinary_units():
                                                          {"name": "floor", "kind": "scripted", "policy": "baseline"}]))
     units, _ = current_units(cfg)
     assert units.id_set() == current_units(by_hand)[0].id_set()  # the same units as the model listed by hand
-    assert units.cell_sizes() == {(m, "coin", s): 3 * 2 for m in ("oracle", "floor") for s in ("certain", "even")}
+    assert units.cell_sizes() == {(m, "coin", s): 3 * 2 for m in ("oracle", "floor") for s in ("certain", "even", "tasky")}
     # a subset of the models keeps the floor beside them
     assert [m.name for m in select_subset(cfg, models=["oracle"]).models] == ["oracle", "floor"]
     plain = SweepConfig.model_validate(_config())
