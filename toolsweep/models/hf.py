@@ -22,9 +22,11 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolsweep.evaluator.episode import deadline_credit, deadline_paused
 from toolsweep.evaluator.protocols import ContextExceeded, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
 from toolsweep.models.client import ChatResponse
@@ -70,12 +72,59 @@ class _Request:
     seed: int | None
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
+    started: asyncio.Future  # set when its batch begins to generate (or it is answered without one)
+    credit: Callable[[float], None] | None = None  # gives its episode's wall-clock guard seconds back
     submitted: float = field(default_factory=time.monotonic)
 
     def abandoned(self) -> bool:
         """Nobody waits for this reply any more: its episode timed out or was cancelled (read from the
         generation thread; a stale read only costs one more decoding step)."""
         return self.future.done() or self.loop.is_closed()
+
+    def begin(self) -> None:
+        """From the generation thread: this request's batch starts now."""
+        def mark() -> None:
+            if not self.started.done():
+                self.started.set_result(None)
+
+        try:
+            self.loop.call_soon_threadsafe(mark)
+        except RuntimeError:  # the episode's loop is gone
+            pass
+
+    def give_back(self, seconds: float) -> None:
+        """From the generation thread: `seconds` of this request's generation were not its episode's."""
+        if self.credit is not None:
+            try:
+                self.loop.call_soon_threadsafe(self.credit, seconds)
+            except RuntimeError:
+                pass
+
+
+class _Preempted:
+    """Wall-clock time the generation thread spent not running while it generated a batch: the CPU was
+    another process's (or another thread's of this one). Handed back to the episodes of the batch about
+    every `every_s`, from the decoding loop, so an episode's guard counts the time its generation worked,
+    not the time a saturated machine made it wait: under load that wait grew with every other process,
+    and counted, it expired episodes that were being served. A generation that stalls without a
+    decoding step in between hands nothing back, so the guard still catches a hang."""
+
+    def __init__(self, requests: list[_Request], every_s: float = 1.0) -> None:
+        self.requests, self.every_s = requests, every_s
+        self.wall, self.cpu = time.monotonic(), time.thread_time()
+        self.total = 0.0
+
+    def tick(self, final: bool = False) -> None:
+        wall = time.monotonic()
+        if not final and wall - self.wall < self.every_s:
+            return
+        cpu = time.thread_time()
+        lost = max(0.0, (wall - self.wall) - (cpu - self.cpu))
+        self.wall, self.cpu = wall, cpu
+        if lost > 0:
+            self.total += lost
+            for req in self.requests:
+                req.give_back(lost)
 
 
 class HFClient:
@@ -110,6 +159,7 @@ class HFClient:
         self.batches: list[int] = []  # sizes of the batches generated (for tests and benchmarks)
         self.batch_steps: list[int] = []  # decoding steps each of those batches ran
         self.dropped = 0  # requests abandoned before or during their generation
+        self.preempted_s = 0.0  # generation time handed back to episodes (the thread was not running)
 
     # -- loading (in the generation thread: heavy imports never at module import) --------------
     def _load(self) -> None:
@@ -190,9 +240,19 @@ class HFClient:
     ) -> ChatResponse:
         self._ensure_thread()
         loop = asyncio.get_running_loop()
-        request = _Request(messages, tools or None, sampling or Sampling(), seed, loop, loop.create_future())
+        request = _Request(messages, tools or None, sampling or Sampling(), seed, loop, loop.create_future(),
+                           loop.create_future(), deadline_credit())
         self._queue.put(request)
-        return await request.future
+        try:
+            # Waiting in the queue (behind other episodes' batches, or the model's loading) is not this
+            # episode's working time: on a saturated machine it grows with everything else in flight,
+            # and counted against `episode_timeout_s` it expired every episode before its turn came.
+            with deadline_paused():
+                await request.started
+            return await request.future
+        finally:
+            if not request.future.done():  # cancelled or expired: the generation thread drops it
+                request.future.cancel()
 
     # -- the generation thread ----------------------------------------------------------------
     def _run(self) -> None:
@@ -247,6 +307,8 @@ class HFClient:
     @staticmethod
     def _deliver(req: _Request, outcome: Any) -> None:
         def settle() -> None:
+            if not req.started.done():
+                req.started.set_result(None)
             if req.future.done():
                 return
             if isinstance(outcome, BaseException):
@@ -295,15 +357,20 @@ class HFClient:
         from transformers import StoppingCriteria, StoppingCriteriaList
 
         closing, requests = self._closing, [req for req, _ in live]
+        preempted = _Preempted(requests)
 
         class StopAbandoned(StoppingCriteria):
-            """Ends a row whose episode no longer waits (and every row once the client closes)."""
+            """Ends a row whose episode no longer waits (and every row once the client closes); called at
+            every decoding step, it also hands preempted time back to the batch's episodes."""
 
             def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                preempted.tick()
                 stop = closing.is_set()
                 return torch.tensor([stop or req.abandoned() for req in requests], device=input_ids.device)
 
         tok, model = self._tokenizer, self._model
+        for req in requests:
+            req.begin()
         self.batches.append(len(live))
         width = max(len(ids) for _, ids in live)
         pad = tok.pad_token_id
@@ -320,6 +387,8 @@ class HFClient:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with torch.inference_mode():
             out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        preempted.tick(final=True)  # queued on each episode's loop before its reply
+        self.preempted_s += preempted.total
         self.batch_steps.append(int(out.shape[1]) - width)
         now = time.monotonic()
         for row, (req, ids) in enumerate(live):
