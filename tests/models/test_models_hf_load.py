@@ -185,6 +185,40 @@ def test_time_the_generation_was_preempted_is_not_the_episodes(smollm2):
     assert result.wall_time_s > budget_s and client.preempted_s > 0, (result.wall_time_s, budget_s, cpu_s)
 
 
+def test_the_other_rows_of_a_batch_are_not_the_episodes_time(smollm2):
+    """An episode whose reply is generated in a batch with three others waits for the whole batch. With a
+    budget of half the batch's time it finishes: the guard counts its share of the batch (a quarter)."""
+    from toolsweep.evaluator import TerminationReason, WorkUnit, get_benchmark, run_episode
+    from toolsweep.evaluator.types import Sampling
+
+    client = _client(smollm2, max_batch_size=4, batch_wait_ms=1000)
+    story = Sampling(temperature=0.0, max_tokens=200)
+
+    async def batch_of_four(episode=None):
+        before = (client.preempted_s, len(client.batches))
+        others = [asyncio.create_task(client.chat(STORY, sampling=story)) for _ in range(3 if episode else 4)]
+        result = await episode if episode else None
+        replies = await asyncio.gather(*others)
+        assert client.batches[before[1]:] == [4], client.batches  # the four were generated together
+        return result, replies[0].latency_s - (client.preempted_s - before[0])
+
+    try:
+        asyncio.run(client.chat(STORY, sampling=Sampling(temperature=0.0, max_tokens=8)))  # load, warm up
+        _, batch_s = asyncio.run(batch_of_four())  # the batch's own time (preemption excluded)
+        budget_s = 0.5 * batch_s + 1.0
+        bench = get_benchmark("fake")
+        unit = WorkUnit(sweep="t3", model="smollm2-load", benchmark="fake", setting="small", task_id="t0", seed=0)
+        env = bench.make_env("t0", "small", 0)
+        episode = run_episode(env, _AsksOnce(client, story), unit, max_turns=1, timeout_s=budget_s)
+        result, _ = asyncio.run(batch_of_four(episode))
+    finally:
+        client.close()
+    assert result.termination != TerminationReason.TIMEOUT, result.error
+    assert result.trajectory.completion_tokens == 200
+    # the precondition: the episode took longer than its budget, waiting for the whole batch
+    assert result.wall_time_s > budget_s, (result.wall_time_s, budget_s)
+
+
 def test_sweep_completes_under_a_cpu_saturating_load(smollm2, tmp_path):
     """A real transformers-backend sweep (`toolsweep run`, embedded Ray, SmolLM2 in a rollout worker) while
     one busy loop per core saturates the machine: it slows down, but every unit is recorded, none is

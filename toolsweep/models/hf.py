@@ -101,30 +101,40 @@ class _Request:
                 pass
 
 
-class _Preempted:
-    """Wall-clock time the generation thread spent not running while it generated a batch: the CPU was
-    another process's (or another thread's of this one). Handed back to the episodes of the batch about
-    every `every_s`, from the decoding loop, so an episode's guard counts the time its generation worked,
-    not the time a saturated machine made it wait: under load that wait grew with every other process,
-    and counted, it expired episodes that were being served. A generation that stalls without a
-    decoding step in between hands nothing back, so the guard still catches a hang."""
+class _NotItsOwn:
+    """The part of a batch's wall-clock time that is not any one episode's own work, handed back to each
+    episode of the batch about every `every_s` from the decoding loop, so an episode's guard
+    (`episode_timeout_s`) counts what generating its own reply cost, whatever else the machine does:
+
+    - the time the generation thread was not running (the CPU was another process's, or another
+      thread's of this one): on a saturated machine that grew with every other process, and counted,
+      it expired episodes that were being served;
+    - of the time it ran, the other rows' share: a batch of n rows computes n replies, so one episode's
+      reply is 1/n of it (a batch of 8 ToolMaze prompts costs about 8 times one).
+
+    A generation that stalls without a decoding step in between hands nothing back, so the guard still
+    catches a hang."""
 
     def __init__(self, requests: list[_Request], every_s: float = 1.0) -> None:
         self.requests, self.every_s = requests, every_s
         self.wall, self.cpu = time.monotonic(), time.thread_time()
-        self.total = 0.0
+        self.preempted = 0.0
+        self.shared = 0.0
 
     def tick(self, final: bool = False) -> None:
         wall = time.monotonic()
         if not final and wall - self.wall < self.every_s:
             return
         cpu = time.thread_time()
-        lost = max(0.0, (wall - self.wall) - (cpu - self.cpu))
+        ran = min(cpu - self.cpu, wall - self.wall)
+        preempted = (wall - self.wall) - ran
+        shared = ran * (1 - 1 / len(self.requests))
         self.wall, self.cpu = wall, cpu
-        if lost > 0:
-            self.total += lost
+        self.preempted += preempted
+        self.shared += shared
+        if preempted + shared > 0:
             for req in self.requests:
-                req.give_back(lost)
+                req.give_back(preempted + shared)
 
 
 class HFClient:
@@ -159,7 +169,8 @@ class HFClient:
         self.batches: list[int] = []  # sizes of the batches generated (for tests and benchmarks)
         self.batch_steps: list[int] = []  # decoding steps each of those batches ran
         self.dropped = 0  # requests abandoned before or during their generation
-        self.preempted_s = 0.0  # generation time handed back to episodes (the thread was not running)
+        self.preempted_s = 0.0  # generation time the thread was not running (handed back to episodes)
+        self.shared_s = 0.0  # generation time of other rows of a batch (handed back to each episode)
 
     # -- loading (in the generation thread: heavy imports never at module import) --------------
     def _load(self) -> None:
@@ -357,14 +368,14 @@ class HFClient:
         from transformers import StoppingCriteria, StoppingCriteriaList
 
         closing, requests = self._closing, [req for req, _ in live]
-        preempted = _Preempted(requests)
+        not_its_own = _NotItsOwn(requests)
 
         class StopAbandoned(StoppingCriteria):
             """Ends a row whose episode no longer waits (and every row once the client closes); called at
-            every decoding step, it also hands preempted time back to the batch's episodes."""
+            every decoding step, it also hands what was not an episode's own time back to it."""
 
             def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-                preempted.tick()
+                not_its_own.tick()
                 stop = closing.is_set()
                 return torch.tensor([stop or req.abandoned() for req in requests], device=input_ids.device)
 
@@ -387,8 +398,9 @@ class HFClient:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with torch.inference_mode():
             out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
-        preempted.tick(final=True)  # queued on each episode's loop before its reply
-        self.preempted_s += preempted.total
+        not_its_own.tick(final=True)  # queued on each episode's loop before its reply
+        self.preempted_s += not_its_own.preempted
+        self.shared_s += not_its_own.shared
         self.batch_steps.append(int(out.shape[1]) - width)
         now = time.monotonic()
         for row, (req, ids) in enumerate(live):
