@@ -58,7 +58,10 @@ def deadline_credit() -> Callable[[float], None] | None:
     def give_back(seconds: float) -> None:
         when = deadline.when()
         if when is not None and seconds > 0 and not deadline.expired():
-            deadline.reschedule(when + seconds)
+            try:
+                deadline.reschedule(when + seconds)
+            except RuntimeError:  # the episode has ended (cancelled) since: nothing to give back to
+                pass
 
     return give_back
 
