@@ -90,6 +90,36 @@ def test_timeout_is_a_scored_result():
     assert result.wall_time_s < 2
 
 
+class _Queued:
+    """Waits `queued_s` in a queue (the deadline paused), then works `work_s`, then answers."""
+
+    def __init__(self, queued_s, work_s):
+        self.queued_s, self.work_s = queued_s, work_s
+
+    async def act(self, messages, tools):
+        from toolsweep.evaluator.episode import deadline_paused
+
+        with deadline_paused():
+            await asyncio.sleep(self.queued_s)
+        await asyncio.sleep(self.work_s)
+        return AgentReply(message=Message(role="assistant", content="3"))
+
+
+def test_a_paused_wait_never_expires_the_episode_and_the_rest_of_the_budget_still_applies():
+    bench = FakeBench()
+    unit = _unit()
+    # A queue twice as long as the whole budget: the episode finishes, and took longer than the budget.
+    env = bench.make_env(unit.task_id, unit.setting, unit.seed)
+    result = asyncio.run(run_episode(env, _Queued(queued_s=0.6, work_s=0.0), unit, timeout_s=0.3))
+    assert result.termination == TerminationReason.ANSWERED, result.error
+    assert result.wall_time_s >= 0.6
+    # What was left of the budget before the wait still bounds the work after it.
+    env = bench.make_env(unit.task_id, unit.setting, unit.seed)
+    result = asyncio.run(run_episode(env, _Queued(queued_s=0.1, work_s=5.0), unit, timeout_s=0.3))
+    assert result.termination == TerminationReason.TIMEOUT
+    assert result.wall_time_s < 3
+
+
 def test_unit_identity_is_stable_and_seeds_differ():
     a, b = _unit(seed=0), _unit(seed=1)
     assert a.unit_id == _unit(seed=0).unit_id

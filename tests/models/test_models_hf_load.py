@@ -1,13 +1,17 @@
 """Tier 3: the transformers backend under load. A request whose episode has already timed out is never
-generated (nor finished once its episode leaves), and a client closed in the middle of a generation
-ends it at the next decoding step: the process exits 0, not with torch's abort at interpreter exit."""
+generated (nor finished once its episode leaves), a request's time queued behind other batches is not
+its episode's, a client closed in the middle of a generation ends it at the next decoding step (the
+process exits 0, not with torch's abort at interpreter exit), and a sweep on a CPU-saturated machine
+finishes."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -82,3 +86,179 @@ def test_a_process_that_exits_mid_generation_exits_cleanly(smollm2):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert "leaving mid-generation" in proc.stdout
+
+
+def test_a_request_queued_behind_other_batches_does_not_expire_its_episode(smollm2):
+    """Time in the generation queue is not the episode's working time: an episode whose request waits
+    behind longer generations than its whole budget still finishes (it expired before)."""
+    from toolsweep.evaluator import TerminationReason, WorkUnit, get_benchmark, run_episode
+    from toolsweep.evaluator.types import Sampling
+    from toolsweep.models.config import HFModelConfig
+    from toolsweep.models.factory import build_policy
+    from toolsweep.models.hf import HFClient
+
+    model = HFModelConfig(name="smollm2-queued", path=str(smollm2), num_threads=1, max_model_len=4096,
+                          max_batch_size=1, batch_wait_ms=0)
+    client = HFClient.shared(model)  # the instance the episode's policy reaches
+    bench = get_benchmark("fake")
+    unit = WorkUnit(sweep="t3", model=model.name, benchmark="fake", setting="small", task_id="t0", seed=0,
+                    sampling=Sampling(temperature=0.0, max_tokens=24))
+    long = Sampling(temperature=0.0, max_tokens=250)
+    msgs = [{"role": "user", "content": "Write a long story about a dragon."}]  # 250 tokens and more
+    budget_s = 15.0
+
+    async def main():
+        ahead = [asyncio.create_task(client.chat(msgs, sampling=long)) for _ in range(2)]
+        await asyncio.sleep(0.2)  # queued first: the episode's first request waits behind both
+        env = bench.make_env("t0", "small", 0)
+        result = await run_episode(env, build_policy(model, bench, env, unit), unit, max_turns=3, timeout_s=budget_s)
+        await asyncio.gather(*ahead)
+        return result
+
+    try:
+        result = asyncio.run(main())
+    finally:
+        client.close()
+    assert result.termination != TerminationReason.TIMEOUT, result.error
+    assert result.trajectory.completion_tokens > 0
+    # the precondition: the episode waited longer than its whole budget (two long generations first)
+    assert client.batch_steps[:2] == [250, 250] and result.wall_time_s > budget_s, (client.batch_steps,
+                                                                                   result.wall_time_s)
+
+
+STORY = [{"role": "user", "content": "Write a long story about a dragon."}]  # greedy: 250 tokens and more
+
+
+class _AsksOnce:
+    """An agent that asks the model for a story once and answers with it (the fake env then ends)."""
+
+    def __init__(self, client, sampling):
+        self.client, self.sampling = client, sampling
+
+    async def act(self, messages, tools):
+        from toolsweep.evaluator import AgentReply
+        from toolsweep.evaluator.types import Usage
+
+        reply = await self.client.chat(STORY, sampling=self.sampling)
+        return AgentReply(message=reply.message, usage=Usage(completion_tokens=reply.completion_tokens))
+
+
+def test_time_the_generation_was_preempted_is_not_the_episodes(smollm2):
+    """The generation thread shares its CPU with a busy loop pinned to the same core, so the generation
+    takes about twice its CPU time in wall-clock time. An episode whose budget lies between the two
+    finishes: the guard counts the time its generation ran, not the time the machine made it wait."""
+    from toolsweep.evaluator import TerminationReason, WorkUnit, get_benchmark, run_episode
+    from toolsweep.evaluator.types import Sampling
+
+    core = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})  # this thread; the generation thread started below inherits it
+    client = _client(smollm2, max_batch_size=1, batch_wait_ms=0)
+    story = Sampling(temperature=0.0, max_tokens=200)
+    burner = None
+    try:
+        async def timed_story():
+            preempted = client.preempted_s
+            reply = await client.chat(STORY, sampling=story)
+            return reply.latency_s - (client.preempted_s - preempted), reply
+
+        asyncio.run(client.chat(STORY, sampling=Sampling(temperature=0.0, max_tokens=8)))  # load, warm up
+        cpu_s, calibration = asyncio.run(timed_story())  # the generation's own time (preemption excluded)
+        assert calibration.completion_tokens == 200
+        burner = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\n"
+                                   "while True: pass"])
+        time.sleep(0.5)
+        budget_s = 1.5 * cpu_s + 1.0
+        bench = get_benchmark("fake")
+        unit = WorkUnit(sweep="t3", model="smollm2-load", benchmark="fake", setting="small", task_id="t0", seed=0)
+        env = bench.make_env("t0", "small", 0)
+        result = asyncio.run(run_episode(env, _AsksOnce(client, story), unit, max_turns=1, timeout_s=budget_s))
+    finally:
+        if burner is not None:
+            burner.kill()
+            burner.wait()
+        os.sched_setaffinity(0, before)
+        client.close()
+    assert result.termination != TerminationReason.TIMEOUT, result.error
+    assert result.trajectory.completion_tokens == 200
+    # the precondition: the episode took longer than its budget, its generation being preempted
+    assert result.wall_time_s > budget_s and client.preempted_s > 0, (result.wall_time_s, budget_s, cpu_s)
+
+
+def test_the_other_rows_of_a_batch_are_not_the_episodes_time(smollm2):
+    """An episode whose reply is generated in a batch with three others waits for the whole batch. With a
+    budget of half the batch's time it finishes: the guard counts its share of the batch (a quarter)."""
+    from toolsweep.evaluator import TerminationReason, WorkUnit, get_benchmark, run_episode
+    from toolsweep.evaluator.types import Sampling
+
+    client = _client(smollm2, max_batch_size=4, batch_wait_ms=1000)
+    story = Sampling(temperature=0.0, max_tokens=200)
+
+    async def batch_of_four(episode=None):
+        before = (client.preempted_s, len(client.batches))
+        others = [asyncio.create_task(client.chat(STORY, sampling=story)) for _ in range(3 if episode else 4)]
+        result = await episode if episode else None
+        replies = await asyncio.gather(*others)
+        assert client.batches[before[1]:] == [4], client.batches  # the four were generated together
+        return result, replies[0].latency_s - (client.preempted_s - before[0])
+
+    try:
+        asyncio.run(client.chat(STORY, sampling=Sampling(temperature=0.0, max_tokens=8)))  # load, warm up
+        _, batch_s = asyncio.run(batch_of_four())  # the batch's own time (preemption excluded)
+        budget_s = 0.5 * batch_s + 1.0
+        bench = get_benchmark("fake")
+        unit = WorkUnit(sweep="t3", model="smollm2-load", benchmark="fake", setting="small", task_id="t0", seed=0)
+        env = bench.make_env("t0", "small", 0)
+        episode = run_episode(env, _AsksOnce(client, story), unit, max_turns=1, timeout_s=budget_s)
+        result, _ = asyncio.run(batch_of_four(episode))
+    finally:
+        client.close()
+    assert result.termination != TerminationReason.TIMEOUT, result.error
+    assert result.trajectory.completion_tokens == 200
+    # the precondition: the episode took longer than its budget, waiting for the whole batch
+    assert result.wall_time_s > budget_s, (result.wall_time_s, budget_s)
+
+
+def test_sweep_completes_under_a_cpu_saturating_load(smollm2, tmp_path):
+    """A real transformers-backend sweep (`toolsweep run`, embedded Ray, SmolLM2 in a rollout worker) while
+    one busy loop per core saturates the machine: it slows down, but every unit is recorded, none is
+    given up, and it exits 0 (expiries, retried, are allowed). Before, 0 of 16 episodes finished: the
+    worker ran at Ray's niceness 15 and its requests' time queued behind other batches counted against
+    the episode's budget, so every attempt expired (bench/hf_load.py)."""
+    import yaml
+
+    from toolsweep.evaluator.rundir import RunDirectory
+
+    units = 2  # ToolMaze C1 prompts are ~6,400 tokens: about a minute of one core per reply
+    cfg = tmp_path / "sweep.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "name": "hf-under-load",
+        "seeds": [0],
+        "models": [{"name": "smollm2-hf", "kind": "hf", "path": str(smollm2), "max_batch_size": 8,
+                    "batch_wait_ms": 20, "max_model_len": 8192, "tool_parser": "hermes", "num_threads": 1,
+                    "max_in_flight": 16}],
+        "benchmarks": [{"name": "toolmaze", "settings": ["C1-P0-std"], "tasks": {"limit": units}}],
+        "sampling": {"temperature": 0.0, "max_tokens": 128},
+        "concurrency": {"workers": 1},
+        # the shipped SmolLM2 sweep's guard (configs/sweeps/smollm2_cpu.yaml)
+        "episode_timeout_s": 300,
+        "output_dir": str(tmp_path / "runs"),
+        "mlflow": False,
+        "preflight": False,  # SmolLM2-135M answers the preflight's tool-call probe in prose
+    }))
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        done = subprocess.run([sys.executable, "-m", "toolsweep.cluster.cli", "run", str(cfg), "--no-progress"],
+                              env=env, capture_output=True, text=True, timeout=3600)
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    print("\n" + done.stderr[-1500:])
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = next((tmp_path / "runs" / "hf-under-load").iterdir())
+    assert not (run / "failures.jsonl").exists() or not (run / "failures.jsonl").read_text().strip()
+    rows = RunDirectory(run).read_table(columns=["unit_id", "termination"]).to_pylist()
+    assert len(rows) == len({r["unit_id"] for r in rows}) == units
+    assert all(r["termination"] not in ("timeout", "infra_error") for r in rows), rows

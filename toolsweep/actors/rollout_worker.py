@@ -308,6 +308,23 @@ class RolloutWorker:
         return {"worker_id": self.worker_id, "node_id": self.node_id, "pid": os.getpid()}
 
 
+IN_PROCESS_MODEL_KINDS = ("hf",)
+
+
+def worker_options(models: Any) -> dict[str, Any]:
+    """Ray actor options a rollout worker needs for these models (an iterable of model configs).
+
+    Ray starts its workers at niceness 15 (`RAY_worker_niceness`), which keeps the raylet responsive
+    when tasks are the machine's only load. A worker that hosts a model in-process (the transformers
+    backend) is the sweep's compute, though: next to ordinary processes it got about 1/28 of their CPU
+    share, so on a machine saturated by anything else its generation all but stopped (0 of 16 SmolLM2
+    episodes finished under load, bench/hf_load.py). Such a worker runs at the ordinary niceness 0, as
+    Ray runs its own job supervisors; a vLLM server is a process of its own and is not affected."""
+    if any(getattr(m, "kind", None) in IN_PROCESS_MODEL_KINDS for m in models):
+        return {"runtime_env": {"env_vars": {"RAY_worker_niceness": "0"}}}
+    return {}
+
+
 _NOT_THE_MODELS = (TerminationReason.INFRA_ERROR, TerminationReason.TIMEOUT, TerminationReason.CONFIG_ERROR)
 
 

@@ -112,6 +112,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         # a subset runs its units; the run directory's record goes on describing the whole config
         subset = select_subset(config, models=_names(args.models), benchmarks=_names(args.benchmarks),
                                settings=_names(args.settings), limit=args.limit)
+        if not config.ray_address:
+            # The embedded Ray's processes end with this one, even when it is killed (see session_guard).
+            from toolsweep.cluster.session_guard import start_guard
+
+            start_guard()
         if config.stop_when is not None:  # an adaptive sweep: rounds of run_sweep (docs/adaptive.md)
             from toolsweep.cluster.adaptive import run_adaptive
 

@@ -220,7 +220,7 @@ class SweepConfig(_Strict):
     bootstrap: Bootstrap = Field(default_factory=Bootstrap)
     episode_timeout_s: float = Field(
         3600.0, gt=0, description="Infrastructure guard on an episode's working wall-clock time (waits for a "
-        "slot, backoffs and failed attempts excluded); an expiry is retried, never scored. The benchmarks' own "
+        "slot or in an in-process model's queue, backoffs and failed attempts excluded); an expiry is retried, never scored. The benchmarks' own "
         "budgets are in turns and tokens.")
     max_attempts: int = Field(3, ge=1, description="Tries per unit on infrastructure errors specific to the "
                               "unit (an endpoint outage spends none: see outage_budget_s).")

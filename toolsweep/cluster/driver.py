@@ -924,7 +924,7 @@ def _start_workers(
 ) -> Any:
     """Create the rollout workers (spread over the nodes) and their scheduler, and start the workers'
     warm-up (`scheduler.warmups`)."""
-    from toolsweep.actors.rollout_worker import RemoteRolloutWorker
+    from toolsweep.actors.rollout_worker import RemoteRolloutWorker, worker_options
     from toolsweep.cluster.scheduler import Scheduler
     from toolsweep.models.secrets import Secrets
 
@@ -942,7 +942,7 @@ def _start_workers(
         # Named so operators (and the fault tests) can find a sweep's workers.
         return RemoteRolloutWorker.options(
             name=f"toolsweep:{config.name}:{config.resolved_run_id()}:worker-{i}:{uuid.uuid4().hex[:6]}",
-            num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=10_000,
+            num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=10_000, **worker_options(models.values()),
         ).remote(
             f"worker-{i}", models, options, endpoints, extra_benchmarks,
             config.episode_timeout_s, config.concurrency.offload_env, keys,

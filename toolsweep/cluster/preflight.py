@@ -448,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         if not ray.is_initialized():
+            if not args.address:
+                from toolsweep.cluster.session_guard import start_guard
+
+                start_guard()  # the embedded Ray's processes end with this one, even when it is killed
             ray.init(address=args.address or "local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     def line(r: ProbeResult) -> None:
         if not args.json:

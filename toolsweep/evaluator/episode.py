@@ -8,10 +8,11 @@ scheduler can retry the unit elsewhere.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
@@ -39,10 +40,51 @@ def exclude_from_deadline(seconds: float) -> None:
     slot, in a backoff or in a failed attempt is the infrastructure's, not the model's (a no-op outside
     an episode)."""
     deadline = _DEADLINE.get()
-    if deadline is not None and seconds > 0:
+    if deadline is not None and seconds > 0 and not deadline.expired():
         when = deadline.when()
         if when is not None:
             deadline.reschedule(when + seconds)
+
+
+def deadline_credit() -> Callable[[float], None] | None:
+    """A function that gives the running episode's wall-clock guard seconds back, bound to that guard, to
+    be called later on the episode's event loop (from another thread: through `call_soon_threadsafe`);
+    None outside an episode. For a model in this process whose generation is preempted by other work on
+    the machine: that time is the machine's, not the episode's."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return None
+
+    def give_back(seconds: float) -> None:
+        when = deadline.when()
+        if when is not None and seconds > 0 and not deadline.expired():
+            try:
+                deadline.reschedule(when + seconds)
+            except RuntimeError:  # the episode has ended (cancelled) since: nothing to give back to
+                pass
+
+    return give_back
+
+
+@contextlib.contextmanager
+def deadline_paused() -> Iterator[None]:
+    """Stop the running episode's wall-clock guard for the duration of the block, then give it back what
+    it had left: for a wait that is the infrastructure's, not the model's (a request queued behind other
+    episodes' batches). Unlike `exclude_from_deadline`, which credits a wait once it is over, the guard
+    cannot expire during the wait, however long a saturated machine makes it (a no-op outside an episode)."""
+    deadline = _DEADLINE.get()
+    when = deadline.when() if deadline is not None else None
+    if when is None or deadline.expired():  # no guard, or it has fired already (the task is being cancelled)
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    left = when - loop.time()
+    deadline.reschedule(None)
+    try:
+        yield
+    finally:
+        if not deadline.expired():
+            deadline.reschedule(loop.time() + left)
 
 
 async def _call(fn: Callable[..., T], *args: Any, offload: bool | Executor) -> T:

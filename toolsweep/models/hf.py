@@ -22,9 +22,11 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolsweep.evaluator.episode import deadline_credit, deadline_paused
 from toolsweep.evaluator.protocols import ContextExceeded, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
 from toolsweep.models.client import ChatResponse
@@ -70,12 +72,69 @@ class _Request:
     seed: int | None
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
+    started: asyncio.Future  # set when its batch begins to generate (or it is answered without one)
+    credit: Callable[[float], None] | None = None  # gives its episode's wall-clock guard seconds back
     submitted: float = field(default_factory=time.monotonic)
 
     def abandoned(self) -> bool:
         """Nobody waits for this reply any more: its episode timed out or was cancelled (read from the
         generation thread; a stale read only costs one more decoding step)."""
         return self.future.done() or self.loop.is_closed()
+
+    def begin(self) -> None:
+        """From the generation thread: this request's batch starts now."""
+        def mark() -> None:
+            if not self.started.done():
+                self.started.set_result(None)
+
+        try:
+            self.loop.call_soon_threadsafe(mark)
+        except RuntimeError:  # the episode's loop is gone
+            pass
+
+    def give_back(self, seconds: float) -> None:
+        """From the generation thread: `seconds` of this request's generation were not its episode's."""
+        if self.credit is not None:
+            try:
+                self.loop.call_soon_threadsafe(self.credit, seconds)
+            except RuntimeError:
+                pass
+
+
+class _NotItsOwn:
+    """The part of a batch's wall-clock time that is not any one episode's own work, handed back to each
+    episode of the batch about every `every_s` from the decoding loop, so an episode's guard
+    (`episode_timeout_s`) counts what generating its own reply cost, whatever else the machine does:
+
+    - the time the generation thread was not running (the CPU was another process's, or another
+      thread's of this one): on a saturated machine that grew with every other process, and counted,
+      it expired episodes that were being served;
+    - of the time it ran, the other rows' share: a batch of n rows computes n replies, so one episode's
+      reply is 1/n of it (a batch of 8 ToolMaze prompts costs about 8 times one).
+
+    A generation that stalls without a decoding step in between hands nothing back, so the guard still
+    catches a hang."""
+
+    def __init__(self, requests: list[_Request], every_s: float = 1.0) -> None:
+        self.requests, self.every_s = requests, every_s
+        self.wall, self.cpu = time.monotonic(), time.thread_time()
+        self.preempted = 0.0
+        self.shared = 0.0
+
+    def tick(self, final: bool = False) -> None:
+        wall = time.monotonic()
+        if not final and wall - self.wall < self.every_s:
+            return
+        cpu = time.thread_time()
+        ran = min(cpu - self.cpu, wall - self.wall)
+        preempted = (wall - self.wall) - ran
+        shared = ran * (1 - 1 / len(self.requests))
+        self.wall, self.cpu = wall, cpu
+        self.preempted += preempted
+        self.shared += shared
+        if preempted + shared > 0:
+            for req in self.requests:
+                req.give_back(preempted + shared)
 
 
 class HFClient:
@@ -110,6 +169,8 @@ class HFClient:
         self.batches: list[int] = []  # sizes of the batches generated (for tests and benchmarks)
         self.batch_steps: list[int] = []  # decoding steps each of those batches ran
         self.dropped = 0  # requests abandoned before or during their generation
+        self.preempted_s = 0.0  # generation time the thread was not running (handed back to episodes)
+        self.shared_s = 0.0  # generation time of other rows of a batch (handed back to each episode)
 
     # -- loading (in the generation thread: heavy imports never at module import) --------------
     def _load(self) -> None:
@@ -190,9 +251,19 @@ class HFClient:
     ) -> ChatResponse:
         self._ensure_thread()
         loop = asyncio.get_running_loop()
-        request = _Request(messages, tools or None, sampling or Sampling(), seed, loop, loop.create_future())
+        request = _Request(messages, tools or None, sampling or Sampling(), seed, loop, loop.create_future(),
+                           loop.create_future(), deadline_credit())
         self._queue.put(request)
-        return await request.future
+        try:
+            # Waiting in the queue (behind other episodes' batches, or the model's loading) is not this
+            # episode's working time: on a saturated machine it grows with everything else in flight,
+            # and counted against `episode_timeout_s` it expired every episode before its turn came.
+            with deadline_paused():
+                await request.started
+            return await request.future
+        finally:
+            if not request.future.done():  # cancelled or expired: the generation thread drops it
+                request.future.cancel()
 
     # -- the generation thread ----------------------------------------------------------------
     def _run(self) -> None:
@@ -247,6 +318,8 @@ class HFClient:
     @staticmethod
     def _deliver(req: _Request, outcome: Any) -> None:
         def settle() -> None:
+            if not req.started.done():
+                req.started.set_result(None)
             if req.future.done():
                 return
             if isinstance(outcome, BaseException):
@@ -295,15 +368,20 @@ class HFClient:
         from transformers import StoppingCriteria, StoppingCriteriaList
 
         closing, requests = self._closing, [req for req, _ in live]
+        not_its_own = _NotItsOwn(requests)
 
         class StopAbandoned(StoppingCriteria):
-            """Ends a row whose episode no longer waits (and every row once the client closes)."""
+            """Ends a row whose episode no longer waits (and every row once the client closes); called at
+            every decoding step, it also hands what was not an episode's own time back to it."""
 
             def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                not_its_own.tick()
                 stop = closing.is_set()
                 return torch.tensor([stop or req.abandoned() for req in requests], device=input_ids.device)
 
         tok, model = self._tokenizer, self._model
+        for req in requests:
+            req.begin()
         self.batches.append(len(live))
         width = max(len(ids) for _, ids in live)
         pad = tok.pad_token_id
@@ -320,6 +398,9 @@ class HFClient:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with torch.inference_mode():
             out = model.generate(input_ids=input_ids, attention_mask=attention, **kwargs)
+        not_its_own.tick(final=True)  # queued on each episode's loop before its reply
+        self.preempted_s += not_its_own.preempted
+        self.shared_s += not_its_own.shared
         self.batch_steps.append(int(out.shape[1]) - width)
         now = time.monotonic()
         for row, (req, ids) in enumerate(live):
