@@ -30,7 +30,8 @@ JUDGEMENT_SIGN = {ABOVE: 1.0, NOT_DISTINGUISHABLE: 0.0, BELOW: -1.0}
 """A judgement as a number (MLflow metrics are numbers): +1 above, 0 not distinguishable, -1 below."""
 
 
-def _finite(x: Any) -> float | None:
+def finite(x: Any) -> float | None:
+    """`x` as a float, or None when it is missing, not a number, NaN or infinite."""
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -42,7 +43,7 @@ def judge(ci_low: Any, ci_high: Any, higher_is_better: bool | None = True) -> st
     """Above, below or not distinguishable from the floor, from the interval of model − floor; None when
     the interval is undefined (no (task, seed) cell where both have the metric) or the metric is descriptive
     (no better direction: being above the floor would mean nothing)."""
-    lo, hi = _finite(ci_low), _finite(ci_high)
+    lo, hi = finite(ci_low), finite(ci_high)
     if lo is None or hi is None or higher_is_better is None:
         return None
     if lo > 0:

@@ -20,6 +20,7 @@ from typing import Any
 
 from toolsweep.evaluator.completeness import PARTIAL_MARK, PARTIAL_NOTE, is_partial, units_text
 from toolsweep.evaluator.floor import ABOVE, BELOW, NOT_DISTINGUISHABLE, floor_label, floor_of
+from toolsweep.evaluator.floor import finite as _finite
 from toolsweep.evaluator.protocols import MetricSpec, ReportTable
 from toolsweep.evaluator.types import TerminationReason
 
@@ -33,14 +34,6 @@ _MISSING = "—"
 
 
 # ----------------------------------------------------------------------------- numbers
-
-
-def _finite(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
 def _fmt(x: Any, scale: float = 1.0) -> str:
