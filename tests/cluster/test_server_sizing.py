@@ -152,3 +152,18 @@ def test_a_port_taken_before_the_server_binds_it_is_replaced(model_dir, fake_pyt
     assert not os.path.exists(f"/dev/shm/psm_toolsweep_fake_{server.port}")
     # the stand-in makes its segment before it binds (vLLM binds first): the failed try's is left, removed here
     Path(f"/dev/shm/psm_toolsweep_fake_{port}").unlink(missing_ok=True)
+
+
+def test_a_vllm_server_started_by_its_actor_runs_at_the_ordinary_niceness(gpu_cluster, model_dir, fake_python, tmp_path):
+    """Ray starts workers at niceness 15 and a server they start inherits it; the server is the sweep's
+    compute, so its actor (and the server) run at 0."""
+    gpu_cluster([(4, 2)])
+    model = gpu_model(model_dir, fake_python, "qwen", replicas=1).model_copy(update={"start_stagger_s": 0.0})
+    runtime = ModelRuntime([model], log_dir=str(tmp_path / "logs"))
+    try:
+        runtime.start()
+        (replica,) = runtime._replicas["qwen"]
+        assert os.getpriority(os.PRIO_PROCESS, replica.address["server_pid"]) == 0
+        assert os.getpriority(os.PRIO_PROCESS, replica.address["pid"]) == 0  # the actor itself
+    finally:
+        runtime.stop()

@@ -1,6 +1,7 @@
 """A reply the endpoint cut at max_tokens (finish_reason "length") is scored as the model left it, but
 never reads as one the model ended itself: the transcript record flags it with its budget, `toolsweep
-show` marks it, and summary.json counts such replies per cell. Real HTTP on 127.0.0.1, a real Ray."""
+show` marks it, and summary.json and each cell's MLflow run count such replies. Real HTTP on 127.0.0.1, a
+real Ray, a real MLflow store."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
-from conftest import FAKE_TARGET  # noqa: E402
+from conftest import FAKE_TARGET, session_mlflow_uri  # noqa: E402
 from models_fake_server import FakeOpenAIServer, text_reply  # noqa: E402
 from toolsweep.cluster import show  # noqa: E402
 from toolsweep.cluster.config import SweepConfig  # noqa: E402
@@ -38,7 +39,7 @@ def test_replies_cut_at_max_tokens_are_marked_in_show_and_counted_per_cell(ray_l
             "sampling": {"max_tokens": 64},
             "concurrency": {"workers": 1, "episodes_per_worker": 4},
             "bootstrap": {"n_resamples": 100, "live_n_resamples": 20},
-            "output_dir": str(tmp_path / "runs"), "mlflow": False, "preflight": False,
+            "output_dir": str(tmp_path / "runs"), "tracking_uri": session_mlflow_uri(), "preflight": False,
         })
         out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lambda m: None)
     assert out.done == 2 * N_TASKS
@@ -51,6 +52,13 @@ def test_replies_cut_at_max_tokens_are_marked_in_show_and_counted_per_cell(ray_l
     counts = {c["model"]: c["truncated_replies"] for c in summary["cells"]}
     assert counts == {"cut": N_TASKS, "whole": 0}
     assert f"cut/fake/small {N_TASKS} in {N_TASKS} episodes" in out.table_text and "whole/fake" not in out.table_text
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(session_mlflow_uri())
+    runs = client.search_runs([client.get_experiment_by_name("cut").experiment_id])
+    mirrored = {r.data.tags["model"]: r.data.metrics.get("truncated_replies") for r in runs
+                if "toolsweep.cell" in r.data.tags}
+    assert mirrored == {"cut": float(N_TASKS), "whole": 0.0}
 
     capsys.readouterr()
     assert show.main([str(cfg.run_path()), "--cell", "cut/fake/small", "--limit", "1"]) == 0

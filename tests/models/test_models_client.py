@@ -337,3 +337,27 @@ def test_unsendable_urls_and_keys_stop_the_run_and_transport_faults_are_never_th
     with pytest.raises(InfraError, match="RuntimeError"):
         run(client(server, max_retries=1).chat([{"role": "user", "content": "hi"}]))
     assert not server.requests
+
+
+def test_waiting_for_a_connection_slot_longer_than_the_budget_does_not_expire_the_episode():
+    """With max_in_flight=1, an episode whose one request waits 2 s behind another request for the slot,
+    under a 1 s `episode_timeout_s`: the wait is the endpoint's queue, not the model, so the episode ends
+    answered. Before, the wait was credited only once it was over: the guard fired during it."""
+    with FakeOpenAIServer(delay_s=2.0) as s:
+        c = client(s, max_in_flight=1)
+        s.script.extend([text_reply("first"), tool_reply("add", '{"a": 2, "b": 3}', call_id="c1"), text_reply("5")])
+        unit = WorkUnit(sweep="s", model="remote", benchmark="add", setting="default", task_id="t0", seed=0)
+
+        async def main():
+            ahead = asyncio.create_task(c.chat([{"role": "user", "content": "ahead"}]))
+            await asyncio.sleep(0.1)  # it holds the only slot for 2 s
+            s.delay_s = 0.0  # the episode's own requests are quick
+            policy = LLMPolicy(c, seed=unit.rng_seed, session=unit.unit_id)
+            result = await run_episode(AddEnv(), policy, unit, timeout_s=1.0)
+            await ahead
+            return result
+
+        result = run(main())
+    assert result.termination == TerminationReason.ANSWERED, result.error
+    assert result.metrics["correct"] == 1.0
+    assert result.wall_time_s > 1.0  # the precondition: the episode took longer than its budget

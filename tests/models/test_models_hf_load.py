@@ -1,8 +1,8 @@
 """Tier 3: the transformers backend under load. A request whose episode has already timed out is never
 generated (nor finished once its episode leaves), a request's time queued behind other batches is not
 its episode's, a client closed in the middle of a generation ends it at the next decoding step (the
-process exits 0, not with torch's abort at interpreter exit), and a sweep on a CPU-saturated machine
-finishes."""
+process exits 0, not with torch's abort at interpreter exit), prompts that start like a computed one
+reuse it and give the same replies, and a sweep on a CPU-saturated machine finishes."""
 
 from __future__ import annotations
 
@@ -27,9 +27,12 @@ def smollm2() -> Path:
 
 
 def _client(path: Path, **kw):
+    """A client for the batching tests: prefix reuse off unless asked for (with it, requests sharing a
+    long prefix are generated one after another, not side by side)."""
     from toolsweep.models.config import HFModelConfig
     from toolsweep.models.hf import HFClient
 
+    kw.setdefault("prefix_cache_mib", 0)
     cfg = HFModelConfig(name="smollm2-load", path=str(path), num_threads=1, max_model_len=4096, **kw)
     return HFClient(cfg)
 
@@ -217,3 +220,67 @@ def test_the_other_rows_of_a_batch_are_not_the_episodes_time(smollm2):
     assert result.trajectory.completion_tokens == 200
     # the precondition: the episode took longer than its budget, waiting for the whole batch
     assert result.wall_time_s > budget_s, (result.wall_time_s, budget_s)
+
+
+TOOLS = [{"type": "function", "function": {
+    "name": f"records_{i}_lookup",
+    "description": "Look up the record of a thing by its identifier and return every field it has. " * 2,
+    "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+}} for i in range(20)]
+
+
+def _three_episodes_of_three_turns(client) -> list[list[str]]:
+    """Three concurrent conversations over the same tool list (about 1,900 tokens of prompt each)."""
+    from toolsweep.evaluator.types import Sampling
+
+    async def episode(k: int) -> list[str]:
+        msgs: list[dict] = [{"role": "user", "content": f"Find record {k} and tell me its date."}]
+        replies = []
+        for turn in range(3):
+            reply = await client.chat(msgs, tools=TOOLS, sampling=Sampling(temperature=0.0, max_tokens=30))
+            replies.append(reply.message.model_dump_json())
+            msgs += [{"role": "assistant", "content": reply.message.content or ""},
+                     {"role": "user", "content": f"And record {k + turn + 1}?"}]
+        return replies
+
+    async def main():
+        return await asyncio.gather(*(episode(k) for k in range(3)))
+
+    return asyncio.run(main())
+
+
+def test_prompts_that_start_like_a_computed_one_reuse_it_and_answer_the_same(smollm2):
+    """Every turn after the first of the sweep shares the tool list (and its episode's earlier turns)
+    with a stored prompt: only the new tokens are computed, and greedy replies are those of computing
+    every prompt whole. Before the prefix store, each of the nine prompts was computed in full."""
+    whole = _client(smollm2, max_batch_size=8, batch_wait_ms=50)
+    try:
+        expected = _three_episodes_of_three_turns(whole)
+    finally:
+        whole.close()
+    assert whole.reused_tokens == 0
+    reusing = _client(smollm2, max_batch_size=8, batch_wait_ms=50, prefix_cache_mib=512)
+    try:
+        got = _three_episodes_of_three_turns(reusing)
+    finally:
+        reusing.close()
+    assert got == expected
+    assert reusing.prompt_tokens == whole.prompt_tokens
+    first_prompt = whole.prompt_tokens // 9
+    computed = reusing.prompt_tokens - reusing.reused_tokens
+    # the first prompt whole, then only each turn's new tokens (a few dozen each), not 9 prompts
+    assert computed < 2 * first_prompt, (computed, reusing.prompt_tokens, reusing.reused_tokens)
+    # the three first turns arrive together and share the tool list: one is computed, the others reuse it
+    assert reusing.batches[:3] == [1, 1, 1], reusing.batches
+    assert whole.batches[0] == 3, whole.batches
+
+
+def test_a_store_too_small_for_any_prompt_computes_every_prompt_whole(smollm2):
+    """A budget smaller than one prompt's cache keeps nothing (never more memory than asked for)."""
+    small = _client(smollm2, prefix_cache_mib=1)  # SmolLM2 holds ~46 KB of cache a token
+    try:
+        _three_episodes_of_three_turns(small)
+        assert small._prefix is not None and small._prefix.entries == []
+    finally:
+        small.close()
+    assert small.reused_tokens == 0 and small.prompt_tokens > 0

@@ -128,6 +128,10 @@ def launch_replica(
     options: dict[str, Any] = {
         "num_cpus": res["CPU"], "max_concurrency": 4, "max_restarts": 0,
         "name": f"{ACTOR_PREFIX}{config.name}:{replica}:{uuid.uuid4().hex[:6]}",
+        # Ray runs its workers at niceness 15 and the vLLM server it starts inherits it: next to any
+        # ordinary process the server that is the sweep's compute got a sliver of the CPU (a CPU
+        # engine, and a GPU engine's scheduler and tokenizer). It runs at the ordinary niceness.
+        "runtime_env": {"env_vars": {"RAY_worker_niceness": "0"}},
     }
     if config.device == "gpu":
         if placement_group is None:

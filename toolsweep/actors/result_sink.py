@@ -160,8 +160,9 @@ def cell_metrics(summary: dict[str, Any]) -> dict[str, float]:
     summary also, per metric, its variance decomposition (`<metric>.icc`, `.effective_n`, ...), pass^k
     (`<metric>.pass_k.<k>`) and, against the no-LLM floor, the floor's value (`<metric>.floor`, with
     `_ci_low`, `_ci_high`), model − floor (`<metric>.above_floor`, with `_ci_low`, `_ci_high`: the paired
-    interval) and the judgement (`<metric>.vs_floor`: 1 above, 0 not distinguishable, -1 below); and the
-    cell's units (`units_done`, `units_expected`, `complete` 1 or 0)."""
+    interval) and the judgement (`<metric>.vs_floor`: 1 above, 0 not distinguishable, -1 below); the
+    replies cut at max_tokens (`truncated_replies`); and the cell's units (`units_done`, `units_expected`,
+    `complete` 1 or 0)."""
     from toolsweep.evaluator.floor import JUDGEMENT_SIGN
 
     out: dict[str, float] = {"n": float(summary["n"])}
@@ -187,6 +188,8 @@ def cell_metrics(summary: dict[str, Any]) -> dict[str, float]:
             for suffix, field_name in (("", "value"), ("_ci_low", "ci_low"), ("_ci_high", "ci_high")):
                 _put(out, keys[name] + prefix + suffix, (part or {}).get(field_name))
         _put(out, f"{keys[name]}.vs_floor", JUDGEMENT_SIGN.get(str(reading.get("judgement"))))
+    if "truncated_replies" in summary:  # replies cut at max_tokens: the cell measures the budget too
+        _put(out, "truncated_replies", summary["truncated_replies"])
     if "units_expected" in summary:
         _put(out, "units_done", summary.get("units_done"))
         _put(out, "units_expected", summary["units_expected"])

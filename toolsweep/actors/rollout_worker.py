@@ -319,7 +319,7 @@ def worker_options(models: Any) -> dict[str, Any]:
     backend) is the sweep's compute, though: next to ordinary processes it got about 1/28 of their CPU
     share, so on a machine saturated by anything else its generation all but stopped (0 of 16 SmolLM2
     episodes finished under load, bench/hf_load.py). Such a worker runs at the ordinary niceness 0, as
-    Ray runs its own job supervisors; a vLLM server is a process of its own and is not affected."""
+    Ray runs its own job supervisors (and as toolsweep runs its vLLM servers' actors)."""
     if any(getattr(m, "kind", None) in IN_PROCESS_MODEL_KINDS for m in models):
         return {"runtime_env": {"env_vars": {"RAY_worker_niceness": "0"}}}
     return {}

@@ -39,6 +39,7 @@ from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json, unit_id_digests
 from toolsweep.evaluator.summary import CellTable, convergence_from_table, convergence_label
+from toolsweep.evaluator.types import TerminationReason
 from toolsweep.evaluator.sweep import expand_units
 from toolsweep.evaluator.unit_ids import UnitIds
 
@@ -1058,7 +1059,8 @@ def failure_breakdown(gave_up: list[Any]) -> str:
     for r in gave_up:
         error = r.error or ""
         cause = ("endpoint outage" if "outage budget" in error
-                 else "timeout" if "timed out" in error or "timeout" in error.lower()
+                 else "timeout" if (r.termination == TerminationReason.TIMEOUT or "timed out" in error
+                                    or "timeout" in error.lower())
                  else "rollout worker died" if "rollout worker died" in error
                  else f"infra error after {r.attempts} attempts")
         counts.setdefault(r.unit.model, Counter())[cause] += 1

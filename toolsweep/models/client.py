@@ -14,16 +14,18 @@ API key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
 import threading
 import time
+from collections.abc import AsyncIterator
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolsweep.evaluator.episode import exclude_from_deadline
+from toolsweep.evaluator.episode import deadline_paused, exclude_from_deadline
 from toolsweep.evaluator.failures import classify_status, describe, is_config, redact, retry_after_seconds
 from toolsweep.evaluator.protocols import ContextExceeded, EndpointConfigError, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
@@ -183,6 +185,19 @@ def pick_replica(urls: list[str], session: str | None, attempt: int = 0) -> str:
     return urls[index % len(urls)]
 
 
+@contextlib.asynccontextmanager
+async def _connection_slot(semaphore: asyncio.Semaphore) -> AsyncIterator[None]:
+    """Hold one of the endpoint's `max_in_flight` slots. The episode's guard is stopped while it waits for
+    one: the wait is other episodes' requests, not this model's time, and a wait longer than the time
+    the episode had left (many episodes over a slow endpoint) must not expire it before it is asked."""
+    with deadline_paused():
+        await semaphore.acquire()
+    try:
+        yield
+    finally:
+        semaphore.release()
+
+
 class OpenAIClient:
     """Async client of OpenAI-compatible chat endpoints (`models.http`), one per process and endpoint.
 
@@ -279,9 +294,7 @@ class OpenAIClient:
             headers["Authorization"] = f"Bearer {key}"
         http, semaphore = self._session()
         last, last_cause, hung = "", "unreachable", 0
-        waited = time.monotonic()
-        async with semaphore:
-            exclude_from_deadline(time.monotonic() - waited)  # waiting for a slot is not the model's time
+        async with _connection_slot(semaphore):
             for attempt in range(self.endpoint.max_retries + 1):
                 url = pick_replica(self.endpoint.base_urls, session, attempt).rstrip("/") + "/chat/completions"
                 start = time.monotonic()

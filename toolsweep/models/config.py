@@ -257,6 +257,12 @@ class HFModelConfig(_LLMBase):
     )
     max_model_len: int | None = Field(None, gt=0, description="Context window; None = the model's.")
     num_threads: int | None = Field(None, gt=0, description="torch intra-op threads; None = torch's default.")
+    prefix_cache_mib: float = Field(
+        1024.0, ge=0,
+        description="Memory for the key/value caches of prompts already computed, reused by later prompts "
+                    "that start the same way (an episode's earlier turns, a setting's shared tool list), as "
+                    "vLLM's prefix caching does; 0 turns reuse off and every prompt is computed whole.",
+    )
     seed: int = 0
 
     @field_validator("path", "chat_template")

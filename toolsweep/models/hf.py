@@ -8,6 +8,11 @@ vLLM. Tool calls are read from the generated text in the Hermes convention
 (`<tool_call>{"name": ..., "arguments": ...}</tool_call>`), as vLLM's `hermes` parser does, so the
 same model gives the same messages through both backends.
 
+Prompts already computed are kept (`prefix_cache_mib`, toolsweep.models.prefix_cache): an episode's
+next turn and every episode over the same tool list compute only the tokens after the part they share
+with a stored prompt, as vLLM's prefix caching does. Without it a ~6,400-token ToolMaze prompt cost
+about a minute of a CPU core every turn.
+
 Sampled decoding (temperature > 0) draws from one torch generator per batch seeded from the batch's
 request seeds: reproducible for a given batch composition; greedy decoding does not depend on it.
 """
@@ -31,6 +36,7 @@ from toolsweep.evaluator.protocols import ContextExceeded, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
 from toolsweep.models.client import ChatResponse
 from toolsweep.models.config import HFModelConfig
+from toolsweep.models.prefix_cache import PrefixStore, common_prefix
 
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
 
@@ -171,6 +177,9 @@ class HFClient:
         self.dropped = 0  # requests abandoned before or during their generation
         self.preempted_s = 0.0  # generation time the thread was not running (handed back to episodes)
         self.shared_s = 0.0  # generation time of other rows of a batch (handed back to each episode)
+        self._prefix = (PrefixStore(int(config.prefix_cache_mib * 2**20)) if config.prefix_cache_mib > 0 else None)
+        self.prompt_tokens = 0  # prompt tokens of every generated request
+        self.reused_tokens = 0  # of those, taken from the prefix store instead of computed
 
     # -- loading (in the generation thread: heavy imports never at module import) --------------
     def _load(self) -> None:
@@ -228,6 +237,8 @@ class HFClient:
                 break
             if req is not None:
                 self._deliver(req, InfraError(f"hf model {self.config.name!r} was shut down"))
+        if self._prefix is not None:
+            self._prefix.clear()
 
     @classmethod
     def close_all(cls) -> None:
@@ -351,9 +362,16 @@ class HFClient:
                     f"context window of {self.max_model_len} tokens"))
                 continue
             live.append((req, ids))
-        # Left padding makes every row as long as the longest prompt: generate prompts of very
-        # different lengths (a 200-token chat next to a 6k-token tool list) in separate batches.
-        live.sort(key=lambda item: len(item[1]))
+        if self._prefix is None:
+            self._generate_by_length(live)
+        else:
+            self._generate_reusing(live)
+
+    def _generate_by_length(self, live: list[tuple[_Request, list[int]]]) -> None:
+        """Batches of prompts of similar length. Left padding makes every row as long as the longest
+        prompt: prompts of very different lengths (a 200-token chat next to a 6k-token tool list) go in
+        separate batches."""
+        live = sorted(live, key=lambda item: len(item[1]))
         group_start = 0
         for i in range(1, len(live) + 1):
             if i == len(live) or len(live[i][1]) > 2 * len(live[group_start][1]) + 64:
@@ -363,7 +381,74 @@ class HFClient:
                     self._generate_batch(batch)
                 group_start = i
 
-    def _generate_batch(self, live: list[tuple[_Request, list[int]]]) -> None:
+    def _generate_reusing(self, pending: list[tuple[_Request, list[int]]]) -> None:
+        """Generate with the prefix store: a prompt that starts like a computed one is generated alone on
+        a copy of that one's cache (only its new tokens are computed); prompts with nothing stored are
+        batched, except that of several sharing a long prefix (first turns over the same tool list)
+        one goes first and the others then reuse it, rather than all computing it side by side."""
+        while pending:
+            store = self._prefix
+            if store is None:  # this model's cache cannot be reused (found at its first batch)
+                self._generate_by_length(pending)
+                return
+            fresh: list[tuple[_Request, list[int]]] = []
+            later: list[tuple[_Request, list[int]]] = []
+            for req, ids in pending:
+                if req.abandoned():
+                    self.dropped += 1
+                    continue
+                entry, n = store.lookup(ids)
+                if entry is not None:
+                    self._generate_batch([(req, ids)], reuse=(entry.cache, n))
+                elif any(common_prefix(ids, other) >= store.min_prefix for _, other in fresh):
+                    later.append((req, ids))
+                else:
+                    fresh.append((req, ids))
+            self._generate_by_length(fresh)
+            pending = later
+
+    # -- the key/value caches the prefix store holds -------------------------------------------
+    def _cache_rows(self, cache: Any, row: int, start: int, stop: int) -> tuple[Any, int]:
+        """A new single-row cache holding positions [start, stop) of `row` of `cache`, and its size."""
+        from transformers import DynamicCache
+
+        data = [(layer.keys[row:row + 1, :, start:stop].clone(), layer.values[row:row + 1, :, start:stop].clone())
+                for layer in cache.layers]
+        nbytes = sum(k.nbytes + v.nbytes for k, v in data)
+        return DynamicCache(ddp_cache_data=data, config=self._model.config), nbytes
+
+    def _reusable(self, cache: Any) -> bool:
+        """Only full-attention key/value layers can be cut at any position and reused; a sliding-window,
+        linear-attention or recurrent layer cannot (such models compute every prompt whole)."""
+        try:
+            from transformers.cache_utils import DynamicCache, DynamicLayer
+        except ImportError:
+            return False
+        return (type(cache) is DynamicCache and bool(getattr(cache, "layers", None))
+                and all(type(layer) is DynamicLayer for layer in cache.layers))
+
+    def _keep(self, cache: Any, live: list[tuple[_Request, list[int]]], width: int,
+              replies: list[list[int]]) -> None:
+        """Store each row's prompt and reply tokens with their cache (the next turn's prompt starts so)."""
+        store = self._prefix
+        if store is None:
+            return
+        if not self._reusable(cache):
+            self._prefix = None  # once: this model's cache layout does not allow reuse
+            return
+        length = cache.get_seq_length()
+        for row, ((_, ids), new) in enumerate(zip(live, replies)):
+            pad = width - len(ids)
+            tokens = list(ids) + new
+            stop = min(len(tokens) - 1, length - pad)  # the last token was sampled, never fed back
+            if stop < store.min_prefix:
+                continue
+            rows, nbytes = self._cache_rows(cache, row, pad, pad + stop)
+            store.put(tokens[:stop], rows, nbytes)
+
+    def _generate_batch(self, live: list[tuple[_Request, list[int]]], reuse: tuple[Any, int] | None = None) -> None:
+        """Generate one batch and deliver its replies. `reuse` = (a stored cache, n): a single prompt whose
+        first n tokens are that cache's; only the rest is computed."""
         import torch
         from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -390,7 +475,14 @@ class HFClient:
         sampling = live[0][0].sampling
         max_new = max(req.sampling.max_tokens for req, _ in live)
         kwargs: dict[str, Any] = {"max_new_tokens": max_new, "eos_token_id": self._eos_ids, "pad_token_id": pad,
-                                  "stopping_criteria": StoppingCriteriaList([StopAbandoned()])}
+                                  "stopping_criteria": StoppingCriteriaList([StopAbandoned()]),
+                                  "return_dict_in_generate": True}
+        reused = 0
+        if reuse is not None:
+            cache, reused = reuse
+            kwargs["past_key_values"], _ = self._cache_rows(cache, 0, 0, reused)  # a copy: the store's stays
+        self.prompt_tokens += sum(len(ids) for _, ids in live)
+        self.reused_tokens += reused
         if sampling.temperature > 0:
             torch.manual_seed(stable_seed(*(req.seed for req, _ in live)) & 0xFFFFFFFF)
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
@@ -401,21 +493,17 @@ class HFClient:
         not_its_own.tick(final=True)  # queued on each episode's loop before its reply
         self.preempted_s += not_its_own.preempted
         self.shared_s += not_its_own.shared
-        self.batch_steps.append(int(out.shape[1]) - width)
+        sequences = out.sequences
+        self.batch_steps.append(int(sequences.shape[1]) - width)
+        replies = [self._reply_tokens(sequences[row, width:].tolist(), req) for row, (req, _) in enumerate(live)]
         now = time.monotonic()
-        for row, (req, ids) in enumerate(live):
+        for (req, ids), (new, finish) in zip(live, replies):
             if self._closing.is_set():
                 self._deliver(req, InfraError(f"hf model {self.config.name!r} was shut down"))
                 continue
             if req.abandoned():
                 self.dropped += 1
                 continue
-            new = out[row, width:].tolist()[: req.sampling.max_tokens]
-            finish = "length"
-            for i, t in enumerate(new):
-                if t in self._eos_ids:
-                    new, finish = new[: i + 1], "stop"
-                    break
             text = tok.decode(new, skip_special_tokens=True)
             cut = min((i for i in (text.find(s) for s in req.sampling.stop) if i >= 0), default=-1)
             if cut >= 0:  # a stop sequence, as an OpenAI server applies it: excluded from the reply
@@ -432,3 +520,13 @@ class HFClient:
                 finish_reason=finish,
                 replica="in-process",
             ))
+        if not self._closing.is_set():
+            self._keep(out.past_key_values, live, width, [new for new, _ in replies])
+
+    def _reply_tokens(self, generated: list[int], req: _Request) -> tuple[list[int], str]:
+        """A row's own reply: cut at its max_tokens and after its first stop token."""
+        new = generated[: req.sampling.max_tokens]
+        for i, t in enumerate(new):
+            if t in self._eos_ids:
+                return new[: i + 1], "stop"
+        return new, "length"

@@ -1,0 +1,82 @@
+"""The prefix store of the transformers backend (pure logic; the backend's reuse with SmolLM2 is tested
+in tests/models/test_models_hf_load.py, tier 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolsweep.models.prefix_cache import PrefixStore, common_prefix
+
+
+@pytest.mark.parametrize("a,b,n", [
+    ([1, 2, 3, 4], [1, 2, 3, 4], 4),
+    ([1, 2, 3, 4], [1, 2, 9, 4], 2),
+    ([1, 2, 3], [1, 2, 3, 4, 5], 3),
+    ([7], [8], 0),
+    ([], [1], 0),
+    (list(range(1000)), list(range(999)) + [5], 999),
+    (list(range(1000)), [0] + [-1] * 999, 1),
+])
+def test_common_prefix(a, b, n):
+    assert common_prefix(a, b) == n
+    # the store keeps tuples and the tokenizer gives lists: a list against a tuple compares by items
+    assert common_prefix(tuple(a), b) == n
+    assert common_prefix(a, tuple(b)) == n
+
+
+def _ids(prefix: int, tail: list[int]) -> list[int]:
+    return list(range(prefix)) + tail
+
+
+def test_lookup_takes_the_longest_shared_prefix_and_leaves_a_token_to_compute():
+    store = PrefixStore(budget_bytes=10_000, min_prefix=8)
+    store.put(_ids(20, [-1]), "short", 100)
+    store.put(_ids(50, [-2, -3]), "long", 100)
+    entry, n = store.lookup(_ids(50, [-2, -3, 7, 8]))
+    assert (entry.cache, n) == ("long", 52)
+    entry, n = store.lookup(_ids(30, [99]))
+    assert (entry.cache, n) == ("long", 30)
+    # a prompt equal to a stored sequence still computes its last token (the model needs an input)
+    entry, n = store.lookup(_ids(50, [-2, -3]))
+    assert (entry.cache, n) == ("long", 51)
+
+
+def test_a_prefix_shorter_than_min_prefix_is_not_reused():
+    store = PrefixStore(budget_bytes=10_000, min_prefix=8)
+    store.put(_ids(20, []), "a", 100)
+    assert store.lookup(_ids(7, [99] * 10)) == (None, 0)
+    assert store.lookup(_ids(8, [99] * 10))[1] == 8
+    assert store.put(list(range(7)), "too short", 1) is False
+
+
+def test_a_longer_sequence_supersedes_its_prefixes():
+    store = PrefixStore(budget_bytes=10_000, min_prefix=4)
+    store.put(_ids(10, []), "turn 1", 100)
+    store.put(_ids(10, [50, 51]), "turn 2", 120)
+    store.put(_ids(6, [70]), "other", 80)  # shares 6 tokens, is no prefix of turn 2: kept
+    assert [e.cache for e in store.entries] == ["turn 2", "other"]
+    assert store.nbytes == 200
+    # a sequence that a stored one already starts with adds nothing
+    assert store.put(_ids(10, [50]), "covered", 10) is False
+    assert [e.cache for e in store.entries] == ["turn 2", "other"]
+
+
+def test_least_recently_used_entries_go_first_within_the_budget():
+    store = PrefixStore(budget_bytes=300, min_prefix=4)
+    for k in range(3):
+        store.put([k] * 10, f"e{k}", 100)
+    store.lookup([0] * 10 + [5])  # e0 used: e1 is now the least recently used
+    store.put([9] * 10, "e9", 100)
+    assert sorted(e.cache for e in store.entries) == ["e0", "e2", "e9"]
+    assert store.nbytes <= 300
+    store.put([8] * 10, "big", 250)  # needs room for 250: the three others go
+    assert [e.cache for e in store.entries] == ["big"]
+    assert store.put([6] * 10, "larger than the budget", 301) is False
+    assert [e.cache for e in store.entries] == ["big"]
+
+
+def test_clear_empties_the_store():
+    store = PrefixStore(budget_bytes=300, min_prefix=4)
+    store.put([1] * 10, "a", 100)
+    store.clear()
+    assert store.entries == [] and store.lookup([1] * 10) == (None, 0)
