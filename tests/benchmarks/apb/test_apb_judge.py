@@ -202,3 +202,18 @@ def test_shipped_judge_config_is_valid():
     [plan] = resolve_plans(cfg)
     assert len(plan.tasks_by_setting["judge_validation"]) == 720
     assert [m.name for m in cfg.helpers] == ["judge"]
+
+
+def test_efficiency_follows_the_judges_verdict(judged):
+    """C_pass and the optimal rate are over the cases the grader calls solved: with a judge grading, the
+    judge's verdict (an optimal plan the judge fails is neither), unreadable leaves them undefined; the
+    rule grader's values stay under rule_*."""
+    failed, _ = play(judged, "efficiency", "oracle", {"judge": Judge({"is_correct": "NO", "score": 0.3})})
+    m = failed.metrics
+    assert m["correct"] == 0.0 and m["rule_correct"] == 1.0
+    assert math.isnan(m["cost_pass"]) and m["optimal_rate"] == 0.0
+    assert m["rule_cost_pass"] == m["cost"] and m["rule_optimal_rate"] == 1.0
+    passed, _ = play(judged, "efficiency", "oracle", {"judge": Judge(YES)})
+    assert passed.metrics["cost_pass"] == passed.metrics["cost"] and passed.metrics["optimal_rate"] == 1.0
+    unreadable, _ = play(judged, "efficiency", "oracle", {"judge": Judge("fine")})
+    assert math.isnan(unreadable.metrics["cost_pass"]) and math.isnan(unreadable.metrics["optimal_rate"])

@@ -30,9 +30,10 @@ judged values undefined (NaN: out of those metrics' n) and counts in `judge_unre
 falls back to the rule grade, which would mix two graders in one metric."""
 JUDGE_REMINDER = ("Your reply could not be read as a verdict. Reply again with ONLY the JSON object that the "
                   "Output Format above asks for, with every key it names, and no other text.")
-JUDGE_PROTOCOL = "reask-3-nan"
-"""In the fingerprint of a judged APB (grader: llm:<name>): what an unreadable verdict does. Judged
-episodes recorded before it (when the rule grade stood in) are not mixed with new ones."""
+JUDGE_PROTOCOL = "reask-3-nan/efficiency-judged"
+"""In the fingerprint of a judged APB (grader: llm:<name>): what an unreadable verdict does, and that
+C_pass and the optimal rate follow the judge. Judged episodes recorded before either (when the rule
+grade stood in) are not mixed with new ones."""
 
 
 def fine_bin(L: int) -> str:
@@ -314,6 +315,8 @@ class APBEnv:
         else:
             judged = _plan_values(judged_plan(verdict))
             m["rule_grade"] = m["grade"]
+            if self.kind == "efficiency":
+                judged.update(self._judged_efficiency(m, judged["correct"]))
         m.update(judged)
         for key in list(m):  # the breakdowns (by modality, step bin, ...) follow the judged values
             if key.startswith(("correct_", "grade_")) and math.isfinite(m[key]):
@@ -321,6 +324,17 @@ class APBEnv:
         m.update(agreement_metrics(rule, judged if readable else None))
         m["judge_reasks"] = float(self.judge_reasks)
         self.info["judge"] = {"readable": readable, "correct": m["correct"], "reasks": self.judge_reasks}
+
+    def _judged_efficiency(self, m: dict[str, float], correct: float) -> dict[str, float]:
+        """C_pass and the optimal rate over the cases the judge calls solved (the plan's cost is still the
+        rule grader's reading); undefined when the verdict was unreadable. The rule values stay under
+        `rule_cost_pass`, `rule_optimal_rate`."""
+        m["rule_cost_pass"], m["rule_optimal_rate"] = m["cost_pass"], m["optimal_rate"]
+        if not math.isfinite(correct):
+            return {"cost_pass": NAN, "optimal_rate": NAN}
+        solved = correct == 1.0
+        return {"cost_pass": m["cost"] if solved else NAN,
+                "optimal_rate": float(solved and math.isclose(m["cost"], float(self.task["optimal_cost"])))}
 
     def critic_messages(self, initial: str, metric: bool) -> list[Message]:
         """What the critic model of Critic_R± sees (§8.1): the task, the initial answer, and P8 (holistic)
