@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
+import logging
 import queue
 import re
 import threading
@@ -38,6 +39,7 @@ from toolsweep.models.client import ChatResponse
 from toolsweep.models.config import HFModelConfig
 from toolsweep.models.prefix_cache import PrefixStore, common_prefix
 
+_log = logging.getLogger(__name__)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
 
 
@@ -178,6 +180,7 @@ class HFClient:
         self.preempted_s = 0.0  # generation time the thread was not running (handed back to episodes)
         self.shared_s = 0.0  # generation time of other rows of a batch (handed back to each episode)
         self._prefix = (PrefixStore(int(config.prefix_cache_mib * 2**20)) if config.prefix_cache_mib > 0 else None)
+        self._bytes_per_token = 0  # of the model's key/value cache, learnt from the first prompt kept
         self.prompt_tokens = 0  # prompt tokens of every generated request
         self.reused_tokens = 0  # of those, taken from the prefix store instead of computed
 
@@ -282,49 +285,115 @@ class HFClient:
             self._load()
         except BaseException as exc:  # noqa: BLE001 - reported to every waiting request
             self._load_error = exc
+        pending: list[tuple[_Request, list[int]]] = []  # tokenized, waiting for their generation
         while True:
-            first = self._queue.get()
-            if first is None or self._closing.is_set():
-                if first is not None:
-                    self._deliver(first, InfraError(f"hf model {self.config.name!r} was shut down"))
+            stop = self._gather(pending)
+            if stop or self._closing.is_set():
+                for req, _ in pending:
+                    self._deliver(req, InfraError(f"hf model {self.config.name!r} was shut down"))
                 return
-            batch = [first]
+            live = [(req, ids) for req, ids in pending if not req.abandoned()]
+            self.dropped += len(pending) - len(live)
+            pending[:] = live
+            if pending:
+                self._serve_next(pending)
+
+    def _gather(self, pending: list[tuple[_Request, list[int]]]) -> bool:
+        """Take every request queued into `pending` (tokenized); when nothing waits, block for the next
+        one and give it `batch_wait_ms` to find company. True when the client is closing."""
+        if not pending:
+            first = self._queue.get()
+            if first is None:
+                return True
+            self._take(first, pending)
             deadline = time.monotonic() + self.config.batch_wait_ms / 1000
-            while len(batch) < self.config.max_batch_size:
+            while len(pending) < self.config.max_batch_size:
                 remaining = deadline - time.monotonic()
                 try:
-                    item = self._queue.get(timeout=max(remaining, 0)) if remaining > 0 else self._queue.get_nowait()
+                    item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if item is None:
-                    self._queue.put(None)
-                    break
-                batch.append(item)
-            batch = self._drop_abandoned(batch)
-            if not batch:
-                continue
-            if self._load_error is not None:
-                err = InfraError(f"hf model {self.config.name!r} failed to load from {self.config.path}: {self._load_error!r}")
-                for req in batch:
-                    self._deliver(req, err)
-                continue
-            # One generate() call per sampling mode; the cap on new tokens is per request.
-            groups: dict[tuple[float, float], list[_Request]] = {}
-            for req in batch:
-                groups.setdefault((req.sampling.temperature, req.sampling.top_p), []).append(req)
-            for group in groups.values():
-                try:
-                    self._generate(group)
-                except BaseException as exc:  # noqa: BLE001
-                    for req in group:
-                        self._deliver(req, InfraError(f"hf generation failed: {exc!r}"))
+                    return True
+                self._take(item, pending)
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is None:
+                return True
+            self._take(item, pending)
 
-    def _drop_abandoned(self, requests: list[_Request]) -> list[_Request]:
-        """The requests someone still waits for: an episode that timed out must not cost a generation
-        (under load, generating for expired episodes starved the live ones until none finished)."""
-        live = [r for r in requests if not r.abandoned()]
-        self.dropped += len(requests) - len(live)
-        return live
+    def _take(self, req: _Request, pending: list[tuple[_Request, list[int]]]) -> None:
+        """Tokenize a request into `pending`, or answer it at once: the model failed to load, the chat
+        template cannot render it, or it cannot fit the context window."""
+        if req.abandoned():
+            self.dropped += 1
+            return
+        if self._load_error is not None:
+            self._deliver(req, InfraError(
+                f"hf model {self.config.name!r} failed to load from {self.config.path}: {self._load_error!r}"))
+            return
+        try:
+            ids = self._tokenizer(self.render(req.messages, req.tools), add_special_tokens=False)["input_ids"]
+        except Exception as exc:  # noqa: BLE001 - a template that cannot render this conversation
+            self._deliver(req, InfraError(f"chat template failed: {exc!r}"))
+            return
+        if len(ids) + req.sampling.max_tokens > self.max_model_len:
+            self._deliver(req, ContextExceeded(
+                f"prompt of {len(ids)} tokens + max_tokens {req.sampling.max_tokens} exceeds the "
+                f"context window of {self.max_model_len} tokens"))
+            return
+        pending.append((req, ids))
+
+    def _serve_next(self, pending: list[tuple[_Request, list[int]]]) -> None:
+        """Generate the next piece of work and take it out of `pending`.
+
+        With the prefix store: a prompt that a stored one covers for at least half its tokens (an
+        episode's next turn) goes first, alone, on a copy of that cache: cheap, and it finishes episodes
+        already under way before new ones start. Otherwise the oldest prompts are batched (one sampling
+        mode, the cap on new tokens per request), leaving out any that shares half its prompt with one
+        already in the batch (it will reuse that one), and no more than the store can keep for their
+        next turns (a batch whose caches evicted each other would compute every next turn whole)."""
+        store = self._prefix
+        if store is not None:
+            for i, (req, ids) in enumerate(pending):
+                entry, n = store.lookup(ids)
+                if entry is not None and 2 * n >= len(ids):
+                    del pending[i]
+                    self._guarded([(req, ids)], lambda: self._generate_batch([(req, ids)], reuse=(entry.cache, n)))
+                    return
+        mode = (pending[0][0].sampling.temperature, pending[0][0].sampling.top_p)
+        chosen: list[tuple[_Request, list[int]]] = []
+        room = self._keepable(pending[0])
+        for req, ids in pending:
+            if len(chosen) >= min(self.config.max_batch_size, room):
+                break
+            if (req.sampling.temperature, req.sampling.top_p) != mode:
+                continue
+            if store is not None and any(2 * common_prefix(ids, other) >= len(ids) for _, other in chosen):
+                continue
+            chosen.append((req, ids))
+        taken = {id(req) for req, _ in chosen}
+        pending[:] = [(req, ids) for req, ids in pending if id(req) not in taken]
+        self._guarded(chosen, lambda: self._generate_by_length(chosen))
+
+    def _keepable(self, first: tuple[_Request, list[int]]) -> int:
+        """How many conversations like `first` (prompt and reply) the prefix store holds at once; no
+        limit without a store or before the model's cache size per token is known."""
+        if self._prefix is None or not self._bytes_per_token:
+            return self.config.max_batch_size
+        req, ids = first
+        per_row = self._bytes_per_token * (len(ids) + req.sampling.max_tokens)
+        return max(1, int(self._prefix.budget_bytes // per_row))
+
+    def _guarded(self, requests: list[tuple[_Request, list[int]]], generate: Callable[[], None]) -> None:
+        try:
+            generate()
+        except BaseException as exc:  # noqa: BLE001 - the requests' failure, never the thread's end
+            for req, _ in requests:
+                self._deliver(req, InfraError(f"hf generation failed: {exc!r}"))
 
     @staticmethod
     def _deliver(req: _Request, outcome: Any) -> None:
@@ -347,26 +416,6 @@ class HFClient:
         """The prompt text the chat template makes of a conversation (tools shown when given)."""
         return self._tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
 
-    def _generate(self, group: list[_Request]) -> None:
-        tok = self._tokenizer
-        live: list[tuple[_Request, list[int]]] = []
-        for req in self._drop_abandoned(group):
-            try:
-                ids = tok(self.render(req.messages, req.tools), add_special_tokens=False)["input_ids"]
-            except Exception as exc:  # noqa: BLE001 - a template that cannot render this conversation
-                self._deliver(req, InfraError(f"chat template failed: {exc!r}"))
-                continue
-            if len(ids) + req.sampling.max_tokens > self.max_model_len:
-                self._deliver(req, ContextExceeded(
-                    f"prompt of {len(ids)} tokens + max_tokens {req.sampling.max_tokens} exceeds the "
-                    f"context window of {self.max_model_len} tokens"))
-                continue
-            live.append((req, ids))
-        if self._prefix is None:
-            self._generate_by_length(live)
-        else:
-            self._generate_reusing(live)
-
     def _generate_by_length(self, live: list[tuple[_Request, list[int]]]) -> None:
         """Batches of prompts of similar length. Left padding makes every row as long as the longest
         prompt: prompts of very different lengths (a 200-token chat next to a 6k-token tool list) go in
@@ -380,32 +429,6 @@ class HFClient:
                 if batch:
                     self._generate_batch(batch)
                 group_start = i
-
-    def _generate_reusing(self, pending: list[tuple[_Request, list[int]]]) -> None:
-        """Generate with the prefix store: a prompt that starts like a computed one is generated alone on
-        a copy of that one's cache (only its new tokens are computed); prompts with nothing stored are
-        batched, except that of several sharing a long prefix (first turns over the same tool list)
-        one goes first and the others then reuse it, rather than all computing it side by side."""
-        while pending:
-            store = self._prefix
-            if store is None:  # this model's cache cannot be reused (found at its first batch)
-                self._generate_by_length(pending)
-                return
-            fresh: list[tuple[_Request, list[int]]] = []
-            later: list[tuple[_Request, list[int]]] = []
-            for req, ids in pending:
-                if req.abandoned():
-                    self.dropped += 1
-                    continue
-                entry, n = store.lookup(ids)
-                if entry is not None:
-                    self._generate_batch([(req, ids)], reuse=(entry.cache, n))
-                elif any(common_prefix(ids, other) >= store.min_prefix for _, other in fresh):
-                    later.append((req, ids))
-                else:
-                    fresh.append((req, ids))
-            self._generate_by_length(fresh)
-            pending = later
 
     # -- the key/value caches the prefix store holds -------------------------------------------
     def _cache_rows(self, cache: Any, row: int, start: int, stop: int) -> tuple[Any, int]:
@@ -435,6 +458,8 @@ class HFClient:
             return
         if not self._reusable(cache):
             self._prefix = None  # once: this model's cache layout does not allow reuse
+            _log.info("hf model %r: its key/value cache (%s) cannot be cut and reused; every prompt is "
+                      "computed whole", self.config.name, type(cache).__name__)
             return
         length = cache.get_seq_length()
         for row, ((_, ids), new) in enumerate(zip(live, replies)):
@@ -444,6 +469,7 @@ class HFClient:
             if stop < store.min_prefix:
                 continue
             rows, nbytes = self._cache_rows(cache, row, pad, pad + stop)
+            self._bytes_per_token = self._bytes_per_token or -(-nbytes // stop)
             store.put(tokens[:stop], rows, nbytes)
 
     def _generate_batch(self, live: list[tuple[_Request, list[int]]], reuse: tuple[Any, int] | None = None) -> None:
@@ -521,7 +547,12 @@ class HFClient:
                 replica="in-process",
             ))
         if not self._closing.is_set():
-            self._keep(out.past_key_values, live, width, [new for new, _ in replies])
+            try:
+                self._keep(out.past_key_values, live, width, [new for new, _ in replies])
+            except Exception as exc:  # noqa: BLE001 - reuse is an optimisation: never a reply's failure
+                self._prefix = None
+                _log.warning("hf model %r: computed prompts cannot be kept for reuse (%r); every prompt is "
+                             "computed whole from now on", self.config.name, exc)
 
     def _reply_tokens(self, generated: list[int], req: _Request) -> tuple[list[int], str]:
         """A row's own reply: cut at its max_tokens and after its first stop token."""
