@@ -284,3 +284,47 @@ def test_a_store_too_small_for_any_prompt_computes_every_prompt_whole(smollm2):
     finally:
         small.close()
     assert small.reused_tokens == 0 and small.prompt_tokens > 0
+
+
+def test_sweep_completes_under_a_cpu_saturating_load(smollm2, tmp_path):
+    """A real transformers-backend sweep (`toolsweep run`, embedded Ray, SmolLM2 in a rollout worker) while
+    one busy loop per core saturates the machine: it slows down, but every unit is recorded, none is
+    given up, and it exits 0. Before, 0 of 16 episodes finished (48 expiries): the worker ran at Ray's
+    niceness 15, queued time counted against the episode, and every turn recomputed its ~6,400-token
+    prompt (about a minute of a core a reply, so a 300 s guard expired five-turn episodes on its own)."""
+    import yaml
+
+    from toolsweep.evaluator.rundir import RunDirectory
+
+    units = 2  # ToolMaze C1 prompts are ~6,400 tokens: about a minute of one core for a first turn
+    cfg = tmp_path / "sweep.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "name": "hf-under-load",
+        "seeds": [0],
+        "models": [{"name": "smollm2-hf", "kind": "hf", "path": str(smollm2), "max_batch_size": 8,
+                    "batch_wait_ms": 20, "max_model_len": 8192, "tool_parser": "hermes", "num_threads": 1,
+                    "max_in_flight": 16}],
+        "benchmarks": [{"name": "toolmaze", "settings": ["C1-P0-std"], "tasks": {"limit": units}}],
+        "sampling": {"temperature": 0.0, "max_tokens": 128},
+        "concurrency": {"workers": 1},
+        "episode_timeout_s": 300,  # the shipped SmolLM2 sweep's guard (configs/sweeps/smollm2_cpu.yaml)
+        "output_dir": str(tmp_path / "runs"),
+        "mlflow": False,
+        "preflight": False,  # SmolLM2-135M answers the preflight's tool-call probe in prose
+    }))
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        done = subprocess.run([sys.executable, "-m", "toolsweep.cluster.cli", "run", str(cfg), "--no-progress"],
+                              env=env, capture_output=True, text=True, timeout=3600)
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    print("\n" + done.stderr[-1500:])
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = next((tmp_path / "runs" / "hf-under-load").iterdir())
+    assert not (run / "failures.jsonl").exists() or not (run / "failures.jsonl").read_text().strip()
+    rows = RunDirectory(run).read_table(columns=["unit_id", "termination"]).to_pylist()
+    assert len(rows) == len({r["unit_id"] for r in rows}) == units
+    assert all(r["termination"] not in ("timeout", "infra_error") for r in rows), rows
