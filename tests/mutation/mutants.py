@@ -33,6 +33,8 @@ EXPLOITS = "toolsweep/evaluator/exploits.py"
 TOOLMAZE = "toolsweep/benchmarks/toolmaze/metrics.py"
 APB_GRADER = "toolsweep/benchmarks/apb/grader.py"
 APB_METRICS = "toolsweep/benchmarks/apb/metrics.py"
+APB_ENV = "toolsweep/benchmarks/apb/environment.py"
+DRIVER = "toolsweep/cluster/driver.py"
 PLANBENCH_ENV = "toolsweep/benchmarks/planbench_xl/environment.py"
 PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
@@ -54,6 +56,7 @@ T_TOOLMAZE_MET = (
 )
 T_APB = ("tests/benchmarks/apb/test_apb_grade_rubric.py", "tests/benchmarks/apb/test_apb_grade_boundaries.py")
 T_APB_TABLES = ("tests/benchmarks/apb/test_apb_aggregation.py",)
+T_APB_JUDGE = ("tests/benchmarks/apb/test_apb_judge.py",)
 PB = "tests/benchmarks/planbench_xl/test_planbench_xl_episodes.py::"
 T_PLANBENCH_GROUNDING = (PB + "test_a_guessed_value_is_never_used_or_credited", PB + "test_grounding_rules")
 T_PLANBENCH_TARGET = (PB + "test_fig11_default_payment_method_trap_is_not_a_correct_answer",)
@@ -246,6 +249,12 @@ MUTANTS: list[Mutant] = [
     Mutant("apb-common-cost-over-all-cases", APB_METRICS, "efficiency_costs",
            "{t for t, (ok, _) in r.items() if ok}", "{t for t, (ok, _) in r.items()}", T_APB_TABLES,
            "C_com averaged over every case instead of the cases every model solved"),
+    Mutant("apb-judged-efficiency-rule-verdict", APB_ENV, "APBEnv._judged_efficiency",
+           "solved = correct == 1.0", "solved = m[\"correct\"] == 1.0", T_APB_JUDGE,
+           "C_pass and the optimal rate follow the rule grade while the judge grades"),
+    Mutant("blame-timeout-as-infra-error", DRIVER, "failure_breakdown",
+           "r.termination == TerminationReason.TIMEOUT or ", "", ("tests/cluster/test_failure_breakdown.py",),
+           "units given up on the episode guard are reported as infrastructure errors"),
     # ------------------------------------------------------------------ PlanBench-XL
     Mutant("planbench-credit-without-grounding", PLANBENCH_ENV, "PlanBenchEnv._answer",
            "correct = match and reached and grounded", "correct = match and reached", T_PLANBENCH_GROUNDING,
