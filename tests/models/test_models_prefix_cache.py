@@ -80,3 +80,28 @@ def test_clear_empties_the_store():
     store.put([1] * 10, "a", 100)
     store.clear()
     assert store.entries == [] and store.lookup([1] * 10) == (None, 0)
+
+
+def test_new_prompts_are_batched_no_wider_than_the_store_keeps_their_next_turns(tmp_path):
+    """A batch of new prompts whose caches evict each other would compute every next turn whole: the
+    transformers backend batches at most as many as the store holds (prompt + reply), at least one."""
+    from types import SimpleNamespace
+
+    from toolsweep.evaluator.types import Sampling
+    from toolsweep.models.config import HFModelConfig
+    from toolsweep.models.hf import HFClient
+
+    def client(mib: float) -> HFClient:
+        return HFClient(HFModelConfig(name="m", path=str(tmp_path), prefix_cache_mib=mib, max_batch_size=8))
+
+    request = SimpleNamespace(sampling=Sampling(max_tokens=128))
+    prompt = [0] * 6400
+    store = client(1024)
+    assert store._keepable((request, prompt)) == 8  # the cache's size a token is not known yet
+    store._bytes_per_token = 46_080  # SmolLM2-135M in float32: 30 layers x 2 x 3 heads x 64 x 4 bytes
+    assert store._keepable((request, prompt)) == 3  # 1 GiB over 6,528 tokens of 46,080 bytes
+    assert client(1)._keepable((request, prompt)) == 8  # nothing known yet
+    tiny = client(1)
+    tiny._bytes_per_token = 46_080
+    assert tiny._keepable((request, prompt)) == 1  # never zero: a prompt is still generated
+    assert client(0)._keepable((request, prompt)) == 8  # no store, no limit
