@@ -1,12 +1,13 @@
 """What reusing computed prompts saves the transformers backend on real ToolMaze episodes.
 
-Plays the same ToolMaze episodes (SmolLM2-135M-Instruct, greedy, one torch thread) through the hf
+Plays the same ToolMaze episodes (tasks x seeds) (SmolLM2-135M-Instruct, greedy, one torch thread) through the hf
 backend twice, one after the other in this process: with the prefix store off (`prefix_cache_mib: 0`,
 every prompt computed whole) and on (the default). Prints, per mode, the turns played, the prompt
 tokens asked for and computed, the wall time and the seconds per turn, and whether every reply was the
 same in both modes. Needs the hf extra and `toolsweep models prepare smollm2`.
 
-    python bench/hf_prefix.py [--setting C1-P0-std] [--episodes 2] [--max-tokens 128] [--max-turns 5]
+    python bench/hf_prefix.py [--setting C1-P0-std] [--episodes 2] [--seeds 1] [--temperature 0]
+                              [--max-tokens 128] [--max-turns 5]
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import asyncio
 import time
 
 
-def play(setting: str, episodes: int, max_tokens: int, max_turns: int, prefix_cache_mib: float) -> dict:
+def play(setting: str, episodes: int, seeds: int, temperature: float, max_tokens: int, max_turns: int,
+         prefix_cache_mib: float) -> dict:
     from toolsweep.evaluator import WorkUnit, get_benchmark, run_episode
     from toolsweep.evaluator.types import Sampling
     from toolsweep.models.config import HFModelConfig
@@ -31,10 +33,10 @@ def play(setting: str, episodes: int, max_tokens: int, max_turns: int, prefix_ca
     replies: list[str] = []
     turns = 0
     start = time.monotonic()
-    for task in bench.tasks(setting)[:episodes]:
+    for task, seed in [(t, s) for t in bench.tasks(setting)[:episodes] for s in range(seeds)]:
         unit = WorkUnit(sweep="bench", model=model.name, benchmark="toolmaze", setting=setting, task_id=task,
-                        seed=0, sampling=Sampling(temperature=0.0, max_tokens=max_tokens))
-        env = bench.make_env(task, setting, 0)
+                        seed=seed, sampling=Sampling(temperature=temperature, max_tokens=max_tokens))
+        env = bench.make_env(task, setting, seed)
         result = asyncio.run(run_episode(env, build_policy(model, bench, env, unit), unit, max_turns=max_turns))
         turns += result.num_turns
         replies += [s.reply.model_dump_json(exclude={"tool_calls": {"__all__": {"id"}}}) for s in result.trajectory.steps]
@@ -48,11 +50,14 @@ def play(setting: str, episodes: int, max_tokens: int, max_turns: int, prefix_ca
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--setting", default="C1-P0-std")
-    ap.add_argument("--episodes", type=int, default=2)
+    ap.add_argument("--episodes", type=int, default=2, help="tasks")
+    ap.add_argument("--seeds", type=int, default=1, help="seeds per task (the same prompt, sampled anew)")
+    ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--max-turns", type=int, default=5)
     args = ap.parse_args()
-    rows = [play(args.setting, args.episodes, args.max_tokens, args.max_turns, mib) for mib in (0, 1024)]
+    rows = [play(args.setting, args.episodes, args.seeds, args.temperature, args.max_tokens, args.max_turns, mib)
+            for mib in (0, 1024)]
     print(f"{'mode':>6} {'turns':>6} {'prompt tok':>11} {'computed':>9} {'wall s':>7} {'s/turn':>7} {'vs whole':>9}")
     for r in rows:
         print(f"{r['mode']:>6} {r['turns']:>6} {r['prompt']:>11,} {r['computed']:>9,} {r['wall_s']:>7.1f} "
