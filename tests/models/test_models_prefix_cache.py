@@ -105,3 +105,17 @@ def test_new_prompts_are_batched_no_wider_than_the_store_keeps_their_next_turns(
     tiny._bytes_per_token = 46_080
     assert tiny._keepable((request, prompt)) == 1  # never zero: a prompt is still generated
     assert client(0)._keepable((request, prompt)) == 8  # no store, no limit
+
+
+def test_reuse_on_or_off_is_in_a_models_identity_its_budget_is_not(tmp_path):
+    """Reusing computed prompts changes the arithmetic (as batching does): a unit computed with reuse is
+    another unit than one computed whole. The memory it has is operational: resizing reuses every unit."""
+    from toolsweep.cluster.identity import model_identity
+    from toolsweep.models.config import HFModelConfig
+
+    def identity(mib: float) -> dict:
+        return model_identity(HFModelConfig(name="m", path=str(tmp_path), prefix_cache_mib=mib))
+
+    assert identity(1024) == identity(4096) != identity(0)
+    assert identity(1024)["prefix_cache"] is True and "prefix_cache" not in identity(0)
+    assert "prefix_cache_mib" not in identity(1024)
