@@ -119,3 +119,35 @@ def test_reuse_on_or_off_is_in_a_models_identity_its_budget_is_not(tmp_path):
     assert identity(1024) == identity(4096) != identity(0)
     assert identity(1024)["prefix_cache"] is True and "prefix_cache" not in identity(0)
     assert "prefix_cache_mib" not in identity(1024)
+
+
+def test_a_batch_holds_at_most_max_batch_tokens_of_prompt(tmp_path):
+    """A batch's prompts are read in one step with no decoding step between, which the episode guard
+    cannot tell from a hang: eight 6,400-token ToolMaze prompts on a loaded CPU outlasted a 300 s guard
+    (each first attempt expired). Long prompts go one by one; short ones still share a batch."""
+    from types import SimpleNamespace
+
+    from toolsweep.evaluator.types import Sampling
+    from toolsweep.models.config import HFModelConfig
+    from toolsweep.models.hf import HFClient
+
+    class Recording(HFClient):
+        def _generate_batch(self, live, reuse=None):
+            self.batches.append([len(ids) for _, ids in live])
+
+    def request():
+        return SimpleNamespace(sampling=Sampling(max_tokens=128), abandoned=lambda: False)
+
+    client = Recording(HFModelConfig(name="m", path=str(tmp_path), prefix_cache_mib=0, max_batch_size=8,
+                                     max_batch_tokens=8192))
+    pending = [(request(), [i] * 6400) for i in range(3)] + [(request(), [9] * 300) for _ in range(4)]
+    while pending:
+        client._serve_next(pending)
+    # the oldest long prompt with the short ones that fit beside it (generated apart: lengths too far
+    # apart to pad together), then each other long prompt alone
+    assert client.batches == [[300, 300, 300, 300], [6400], [6400], [6400]]
+    short = Recording(HFModelConfig(name="m", path=str(tmp_path), prefix_cache_mib=0, max_batch_size=8))
+    pending = [(request(), [i] * 200) for i in range(10)]
+    while pending:
+        short._serve_next(pending)
+    assert short.batches == [[200] * 8, [200] * 2]

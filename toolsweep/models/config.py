@@ -248,6 +248,12 @@ class HFModelConfig(_LLMBase):
     device: str = "cpu"
     dtype: str = "float32"
     max_batch_size: int = Field(8, gt=0, description="Requests generated together in one batch.")
+    max_batch_tokens: int = Field(
+        8192, gt=0,
+        description="Prompt tokens of one batch at most (a longer prompt goes alone): a batch's prompts are "
+                    "read in one step with no decoding step between, which the episode guard cannot tell "
+                    "from a hang; eight 6,400-token prompts on a loaded CPU took longer than a 300 s guard.",
+    )
     batch_wait_ms: float = Field(
         20.0, ge=0, description="How long the first request of a batch waits for company."
     )

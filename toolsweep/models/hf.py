@@ -354,8 +354,9 @@ class HFClient:
         episode's next turn) goes first, alone, on a copy of that cache: cheap, and it finishes episodes
         already under way before new ones start. Otherwise the oldest prompts are batched (one sampling
         mode, the cap on new tokens per request), leaving out any that shares half its prompt with one
-        already in the batch (it will reuse that one), and no more than the store can keep for their
-        next turns (a batch whose caches evicted each other would compute every next turn whole)."""
+        already in the batch (it will reuse that one), no more than the store can keep for their next
+        turns (a batch whose caches evicted each other would compute every next turn whole), and no more
+        than `max_batch_tokens` of prompt (the first always goes)."""
         store = self._prefix
         if store is not None:
             for i, (req, ids) in enumerate(pending):
@@ -367,14 +368,18 @@ class HFClient:
         mode = (pending[0][0].sampling.temperature, pending[0][0].sampling.top_p)
         chosen: list[tuple[_Request, list[int]]] = []
         room = self._keepable(pending[0])
+        tokens = 0
         for req, ids in pending:
             if len(chosen) >= min(self.config.max_batch_size, room):
                 break
             if (req.sampling.temperature, req.sampling.top_p) != mode:
                 continue
+            if chosen and tokens + len(ids) > self.config.max_batch_tokens:
+                continue
             if store is not None and any(2 * common_prefix(ids, other) >= len(ids) for _, other in chosen):
                 continue
             chosen.append((req, ids))
+            tokens += len(ids)
         taken = {id(req) for req, _ in chosen}
         pending[:] = [(req, ids) for req, ids in pending if id(req) not in taken]
         self._guarded(chosen, lambda: self._generate_by_length(chosen))
