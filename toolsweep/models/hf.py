@@ -292,6 +292,8 @@ class HFClient:
                 for req, _ in pending:
                     self._deliver(req, InfraError(f"hf model {self.config.name!r} was shut down"))
                 return
+            # an episode that timed out must not cost a generation: under load, generating for expired
+            # episodes starved the live ones until none finished
             live = [(req, ids) for req, ids in pending if not req.abandoned()]
             self.dropped += len(pending) - len(live)
             pending[:] = live
