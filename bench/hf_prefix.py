@@ -42,7 +42,7 @@ def play(setting: str, episodes: int, seeds: int, temperature: float, max_tokens
         replies += [s.reply.model_dump_json(exclude={"tool_calls": {"__all__": {"id"}}}) for s in result.trajectory.steps]
     wall = time.monotonic() - start
     out = {"mode": "reuse" if prefix_cache_mib else "whole", "turns": turns, "prompt": client.prompt_tokens,
-           "computed": client.prompt_tokens - client.reused_tokens, "wall_s": wall, "replies": replies}
+           "computed": client.computed_tokens, "wall_s": wall, "replies": replies}
     client.close()
     return out
 

@@ -267,12 +267,12 @@ def test_prompts_that_start_like_a_computed_one_reuse_it_and_answer_the_same(smo
     assert got == expected
     assert reusing.prompt_tokens == whole.prompt_tokens
     first_prompt = whole.prompt_tokens // 9
-    computed = reusing.prompt_tokens - reusing.reused_tokens
-    # the first prompt whole, then only each turn's new tokens (a few dozen each), not 9 prompts
+    computed = reusing.computed_tokens
+    # the shared tool list once, then only each prompt's own tokens (a few dozen each), not 9 prompts
     assert computed < 2 * first_prompt, (computed, reusing.prompt_tokens, reusing.reused_tokens)
-    # the three first turns arrive together and share the tool list: one is computed, the others reuse it
-    assert reusing.batches[:3] == [1, 1, 1], reusing.batches
-    assert whole.batches[0] == 3, whole.batches
+    assert reusing.prefilled_tokens > first_prompt // 2  # the tool list, computed once for the three
+    # the three episodes are generated together every turn, reusing or not
+    assert reusing.batches == whole.batches == [3, 3, 3], (reusing.batches, whole.batches)
 
 
 def test_a_store_too_small_for_any_prompt_computes_every_prompt_whole(smollm2):

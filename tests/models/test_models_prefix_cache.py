@@ -132,8 +132,8 @@ def test_a_batch_holds_at_most_max_batch_tokens_of_prompt(tmp_path):
     from toolsweep.models.hf import HFClient
 
     class Recording(HFClient):
-        def _generate_batch(self, live, reuse=None):
-            self.batches.append([len(ids) for _, ids in live])
+        def _generate_batch(self, rows):
+            self.batches.append([len(row.ids) for row in rows])
 
     def request():
         return SimpleNamespace(sampling=Sampling(max_tokens=128), abandoned=lambda: False)

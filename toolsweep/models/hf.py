@@ -11,7 +11,9 @@ same model gives the same messages through both backends.
 Prompts already computed are kept (`prefix_cache_mib`, toolsweep.models.prefix_cache): an episode's
 next turn and every episode over the same tool list compute only the tokens after the part they share
 with a stored prompt, as vLLM's prefix caching does. Without it a ~6,400-token ToolMaze prompt cost
-about a minute of a CPU core every turn.
+about a minute of a CPU core every turn. Prompts that reuse stored caches are still batched together
+(each row's stored part is laid out in one batched cache), and a prefix that several new prompts of a
+batch share is computed once for all of them before they are generated together.
 
 Sampled decoding (temperature > 0) draws from one torch generator per batch seeded from the batch's
 request seeds: reproducible for a given batch composition; greedy decoding does not depend on it.
@@ -109,6 +111,21 @@ class _Request:
                 pass
 
 
+@dataclass
+class _Row:
+    """A prompt of a batch: its first `reused` tokens are those of `cache`, a stored cache (None: none)."""
+
+    req: _Request
+    ids: list[int]
+    cache: Any = None
+    reused: int = 0
+
+    @property
+    def fresh(self) -> int:
+        """Tokens of the prompt to compute."""
+        return len(self.ids) - self.reused
+
+
 class _NotItsOwn:
     """The part of a batch's wall-clock time that is not any one episode's own work, handed back to each
     episode of the batch about every `every_s` from the decoding loop, so an episode's guard
@@ -183,6 +200,12 @@ class HFClient:
         self._bytes_per_token = 0  # of the model's key/value cache, learnt from the first prompt kept
         self.prompt_tokens = 0  # prompt tokens of every generated request
         self.reused_tokens = 0  # of those, taken from the prefix store instead of computed
+        self.prefilled_tokens = 0  # computed once for several prompts of a batch (then reused by each)
+
+    @property
+    def computed_tokens(self) -> int:
+        """Prompt tokens this client computed: what each prompt did not reuse, and the shared prefixes."""
+        return self.prompt_tokens - self.reused_tokens + self.prefilled_tokens
 
     # -- loading (in the generation thread: heavy imports never at module import) --------------
     def _load(self) -> None:
@@ -350,41 +373,50 @@ class HFClient:
         pending.append((req, ids))
 
     def _serve_next(self, pending: list[tuple[_Request, list[int]]]) -> None:
-        """Generate the next piece of work and take it out of `pending`.
+        """Generate the next batch and take it out of `pending`.
 
-        With the prefix store: a prompt that a stored one covers for at least half its tokens (an
-        episode's next turn) goes first, alone, on a copy of that cache: cheap, and it finishes episodes
-        already under way before new ones start. Otherwise the oldest prompts are batched (one sampling
-        mode, the cap on new tokens per request), leaving out any that shares half its prompt with one
-        already in the batch (it will reuse that one), no more than the store can keep for their next
+        Episodes under way go first (a prompt that a stored one covers for at least half its tokens: an
+        episode's next turn, cheap, and it finishes episodes already started before new ones begin), then
+        the oldest. A batch has one sampling mode, no more rows than the store can keep for their next
         turns (a batch whose caches evicted each other would compute every next turn whole), and no more
-        than `max_batch_tokens` of prompt (the first always goes)."""
-        store = self._prefix
-        if store is not None:
-            for i, (req, ids) in enumerate(pending):
-                entry, n = store.lookup(ids)
-                if entry is not None and 2 * n >= len(ids):
-                    del pending[i]
-                    self._guarded([(req, ids)], lambda: self._generate_batch([(req, ids)], reuse=(entry.cache, n)))
-                    return
-        mode = (pending[0][0].sampling.temperature, pending[0][0].sampling.top_p)
-        chosen: list[tuple[_Request, list[int]]] = []
-        room = self._keepable(pending[0])
+        than `max_batch_tokens` to compute (the first always goes). A prompt's tokens to compute are
+        those after the longest prefix it shares with a stored prompt or with a prompt already in the
+        batch: that shared part is computed once for the batch (`_prefill_shared`)."""
+        rows = [self._row(req, ids) for req, ids in pending]
+        order = sorted(range(len(rows)), key=lambda i: (2 * rows[i].reused < len(rows[i].ids), i))
+        first = rows[order[0]]
+        mode = (first.req.sampling.temperature, first.req.sampling.top_p)
+        limit = min(self.config.max_batch_size, self._keepable((first.req, first.ids)))
+        chosen: list[_Row] = []
         tokens = 0
-        for req, ids in pending:
-            if len(chosen) >= min(self.config.max_batch_size, room):
+        for row in (rows[i] for i in order):
+            if len(chosen) >= limit:
                 break
-            if (req.sampling.temperature, req.sampling.top_p) != mode:
+            if (row.req.sampling.temperature, row.req.sampling.top_p) != mode:
                 continue
-            if chosen and tokens + len(ids) > self.config.max_batch_tokens:
+            cost = len(row.ids) - max([row.reused] + [self._shareable(row.ids, other.ids) for other in chosen])
+            if chosen and tokens + cost > self.config.max_batch_tokens:
                 continue
-            if store is not None and any(2 * common_prefix(ids, other) >= len(ids) for _, other in chosen):
-                continue
-            chosen.append((req, ids))
-            tokens += len(ids)
-        taken = {id(req) for req, _ in chosen}
+            chosen.append(row)
+            tokens += cost
+        taken = {id(row.req) for row in chosen}
         pending[:] = [(req, ids) for req, ids in pending if id(req) not in taken]
-        self._guarded(chosen, lambda: self._generate_by_length(chosen))
+        self._guarded([(row.req, row.ids) for row in chosen], lambda: self._generate_rows(chosen))
+
+    def _row(self, req: _Request, ids: list[int]) -> _Row:
+        """A prompt with the longest stored prefix it starts with (none without a store)."""
+        if self._prefix is None:
+            return _Row(req, ids)
+        entry, n = self._prefix.lookup(ids)
+        return _Row(req, ids) if entry is None else _Row(req, ids, entry.cache, n)
+
+    def _shareable(self, ids: list[int], other: list[int]) -> int:
+        """How many of `ids`' first tokens a prefix computed once for `ids` and `other` would cover: their
+        common prefix, leaving each a token to compute; 0 without a store or below its minimum."""
+        if self._prefix is None:
+            return 0
+        n = min(common_prefix(ids, other), len(ids) - 1, len(other) - 1)
+        return n if n >= self._prefix.min_prefix else 0
 
     def _keepable(self, first: tuple[_Request, list[int]]) -> int:
         """How many conversations like `first` (prompt and reply) the prefix store holds at once; no
@@ -423,29 +455,112 @@ class HFClient:
         """The prompt text the chat template makes of a conversation (tools shown when given)."""
         return self._tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
 
-    def _generate_by_length(self, live: list[tuple[_Request, list[int]]]) -> None:
-        """Batches of prompts of similar length. Left padding makes every row as long as the longest
-        prompt: prompts of very different lengths (a 200-token chat next to a 6k-token tool list) go in
-        separate batches."""
-        live = sorted(live, key=lambda item: len(item[1]))
-        group_start = 0
-        for i in range(1, len(live) + 1):
-            if i == len(live) or len(live[i][1]) > 2 * len(live[group_start][1]) + 64:
-                batch = [(req, ids) for req, ids in live[group_start:i] if not req.abandoned()]
-                self.dropped += i - group_start - len(batch)
-                if batch:
-                    self._generate_batch(batch)
-                group_start = i
+    def _generate_rows(self, rows: list[_Row]) -> None:
+        """Compute once what the rows share beyond the store, then generate them in batches of rows whose
+        lengths pad well together."""
+        if self._prefix is not None and len(rows) > 1:
+            requests = [row.req for row in rows]
+            for req in requests:
+                req.begin()
+            not_its_own = _NotItsOwn(requests)
+            self._prefill_shared(rows)
+            not_its_own.tick(final=True)  # each episode's share of the prefix computed for all of them
+            self.preempted_s += not_its_own.preempted
+            self.shared_s += not_its_own.shared
+            rows = [self._row(row.req, row.ids) for row in rows]
+        for batch in self._by_length(rows):
+            live = [row for row in batch if not row.req.abandoned()]
+            self.dropped += len(batch) - len(live)
+            if live:
+                self._generate_batch(live)
+
+    @staticmethod
+    def _by_length(rows: list[_Row]) -> list[list[_Row]]:
+        """Rows grouped so that padding costs little: every row of a batch is as long as the longest, and
+        computes as many new tokens as the one with most to compute. A 200-token chat beside a 6k-token
+        tool list, or an episode's next turn beside a prompt computed whole, go in separate batches."""
+        def split(group: list[_Row], size: Callable[[_Row], int]) -> list[list[_Row]]:
+            group = sorted(group, key=size)
+            parts: list[list[_Row]] = []
+            for row in group:
+                if parts and size(row) <= 2 * size(parts[-1][0]) + 64:
+                    parts[-1].append(row)
+                else:
+                    parts.append([row])
+            return parts
+
+        return [part for by_len in split(rows, lambda r: len(r.ids)) for part in split(by_len, lambda r: r.fresh)]
 
     # -- the key/value caches the prefix store holds -------------------------------------------
-    def _cache_rows(self, cache: Any, row: int, start: int, stop: int) -> tuple[Any, int]:
-        """A new single-row cache holding positions [start, stop) of `row` of `cache`, and its size."""
+    def _prefill_shared(self, rows: list[_Row]) -> None:
+        """Compute once, into the store, each prefix that rows of a batch share beyond what the store
+        already holds: episodes that start over one tool list compute it once, not once each, and are
+        then generated together. A failure turns reuse off (the rows are then computed whole)."""
+        try:
+            for i, row in enumerate(rows):
+                shared = max((self._shareable(row.ids, other.ids) for other in rows[:i]), default=0)
+                if self._prefix is None or shared - self._prefix.lookup(row.ids)[1] < self._prefix.min_prefix:
+                    continue
+                self._prefill(row.ids[:shared])
+        except Exception as exc:  # noqa: BLE001 - reuse is an optimisation: never a reply's failure
+            self._prefix = None
+            _log.warning("hf model %r: shared prompt prefixes cannot be computed for reuse (%r); every prompt "
+                         "is computed whole from now on", self.config.name, exc)
+
+    def _prefill(self, ids: list[int]) -> None:
+        """Compute the cache of `ids` (from the longest stored prefix of it) and store it."""
+        import torch
+
+        store = self._prefix
+        assert store is not None
+        entry, n = store.lookup(ids)
+        past = self._cache_rows(entry.cache, 0, range(n))[0] if entry is not None else None
+        with torch.inference_mode():
+            out = self._model(input_ids=torch.tensor([ids[n:]], device=self._model.device), past_key_values=past,
+                              use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        if not self._reusable(cache):
+            self._no_reuse(cache)
+            return
+        self.prefilled_tokens += len(ids) - n
+        nbytes = sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
+        self._bytes_per_token = self._bytes_per_token or -(-nbytes // len(ids))
+        store.put(ids, cache, nbytes)
+
+    def _cache_rows(self, cache: Any, row: int, positions: range | list[int]) -> tuple[Any, int]:
+        """A new single-row cache holding the given positions of `row` of `cache`, and its size."""
+        import torch
         from transformers import DynamicCache
 
-        data = [(layer.keys[row:row + 1, :, start:stop].clone(), layer.values[row:row + 1, :, start:stop].clone())
-                for layer in cache.layers]
+        if isinstance(positions, range) and positions.step == 1:
+            pick = lambda t: t[row:row + 1, :, positions.start:positions.stop].clone()  # noqa: E731
+        else:
+            index = torch.tensor(list(positions), dtype=torch.long, device=cache.layers[0].keys.device)
+            pick = lambda t: t[row:row + 1].index_select(2, index)  # noqa: E731
+        data = [(pick(layer.keys), pick(layer.values)) for layer in cache.layers]
         nbytes = sum(k.nbytes + v.nbytes for k, v in data)
         return DynamicCache(ddp_cache_data=data, config=self._model.config), nbytes
+
+    def _batched_cache(self, rows: list[_Row], width: int) -> Any:
+        """One cache for a batch: each row's stored positions at the end of `width`, masked zeros before
+        them (a row with nothing stored is all zeros: its whole prompt is computed)."""
+        import torch
+        from transformers import DynamicCache
+
+        template = next(row.cache for row in rows if row.cache is not None)
+        data = []
+        for i, layer in enumerate(template.layers):
+            pair = []
+            for kind in ("keys", "values"):
+                like = getattr(layer, kind)
+                columns = []
+                for row in rows:
+                    blank = like.new_zeros((1, like.shape[1], width - row.reused, like.shape[3]))
+                    stored = getattr(row.cache.layers[i], kind)[:, :, :row.reused] if row.reused else blank[:, :, :0]
+                    columns.append(torch.cat([blank, stored], dim=2))
+                pair.append(torch.cat(columns, dim=0))
+            data.append(tuple(pair))
+        return DynamicCache(ddp_cache_data=data, config=self._model.config)
 
     def _reusable(self, cache: Any) -> bool:
         """Only full-attention key/value layers can be cut at any position and reused; a sliding-window,
@@ -457,35 +572,41 @@ class HFClient:
         return (type(cache) is DynamicCache and bool(getattr(cache, "layers", None))
                 and all(type(layer) is DynamicLayer for layer in cache.layers))
 
-    def _keep(self, cache: Any, live: list[tuple[_Request, list[int]]], width: int,
-              replies: list[list[int]]) -> None:
-        """Store each row's prompt and reply tokens with their cache (the next turn's prompt starts so)."""
+    def _no_reuse(self, cache: Any) -> None:
+        self._prefix = None  # once: this model's cache layout does not allow reuse
+        _log.info("hf model %r: its key/value cache (%s) cannot be cut and reused; every prompt is "
+                  "computed whole", self.config.name, type(cache).__name__)
+
+    def _keep(self, cache: Any, rows: list[_Row], cached: int, fresh: int, replies: list[list[int]]) -> None:
+        """Store each row's prompt and reply tokens with their cache (the next turn's prompt starts so).
+        A row's positions in a batch of `cached` stored + `fresh` computed columns: its stored part ends
+        at `cached`, its computed part at `cached + fresh`, its reply follows."""
         store = self._prefix
         if store is None:
             return
         if not self._reusable(cache):
-            self._prefix = None  # once: this model's cache layout does not allow reuse
-            _log.info("hf model %r: its key/value cache (%s) cannot be cut and reused; every prompt is "
-                      "computed whole", self.config.name, type(cache).__name__)
+            self._no_reuse(cache)
             return
         length = cache.get_seq_length()
-        for row, ((_, ids), new) in enumerate(zip(live, replies)):
-            pad = width - len(ids)
-            tokens = list(ids) + new
-            stop = min(len(tokens) - 1, length - pad)  # the last token was sampled, never fed back
-            if stop < store.min_prefix:
+        for i, (row, new) in enumerate(zip(rows, replies)):
+            tokens = list(row.ids) + new
+            positions = [*range(cached - row.reused, cached),
+                         *range(cached + fresh - row.fresh, min(cached + fresh + len(new) - 1, length))]
+            if len(positions) < store.min_prefix:
                 continue
-            rows, nbytes = self._cache_rows(cache, row, pad, pad + stop)
-            self._bytes_per_token = self._bytes_per_token or -(-nbytes // stop)
-            store.put(tokens[:stop], rows, nbytes)
+            kept, nbytes = self._cache_rows(cache, i, positions)
+            self._bytes_per_token = self._bytes_per_token or -(-nbytes // len(positions))
+            store.put(tokens[:len(positions)], kept, nbytes)
 
-    def _generate_batch(self, live: list[tuple[_Request, list[int]]], reuse: tuple[Any, int] | None = None) -> None:
-        """Generate one batch and deliver its replies. `reuse` = (a stored cache, n): a single prompt whose
-        first n tokens are that cache's; only the rest is computed."""
+    def _generate_batch(self, rows: list[_Row]) -> None:
+        """Generate one batch and deliver its replies. A row's first `reused` tokens come from its stored
+        cache and only the rest is computed. Layout of a row: [pad][stored][pad][computed], so that every
+        row's stored part ends where the batch's cache does and its computed part where the prompt does;
+        positions follow the attention mask, so padding in the middle changes nothing."""
         import torch
         from transformers import StoppingCriteria, StoppingCriteriaList
 
-        closing, requests = self._closing, [req for req, _ in live]
+        closing, requests = self._closing, [row.req for row in rows]
         not_its_own = _NotItsOwn(requests)
 
         class StopAbandoned(StoppingCriteria):
@@ -500,24 +621,25 @@ class HFClient:
         tok, model = self._tokenizer, self._model
         for req in requests:
             req.begin()
-        self.batches.append(len(live))
-        width = max(len(ids) for _, ids in live)
+        self.batches.append(len(rows))
+        cached, fresh = max(row.reused for row in rows), max(row.fresh for row in rows)
+        width = cached + fresh
         pad = tok.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for _, ids in live], device=model.device)
-        attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for _, ids in live], device=model.device)
-        sampling = live[0][0].sampling
-        max_new = max(req.sampling.max_tokens for req, _ in live)
+        input_ids = torch.tensor([[pad] * (cached - r.reused) + r.ids[:r.reused] + [pad] * (fresh - r.fresh)
+                                  + r.ids[r.reused:] for r in rows], device=model.device)
+        attention = torch.tensor([[0] * (cached - r.reused) + [1] * r.reused + [0] * (fresh - r.fresh)
+                                  + [1] * r.fresh for r in rows], device=model.device)
+        sampling = rows[0].req.sampling
+        max_new = max(row.req.sampling.max_tokens for row in rows)
         kwargs: dict[str, Any] = {"max_new_tokens": max_new, "eos_token_id": self._eos_ids, "pad_token_id": pad,
                                   "stopping_criteria": StoppingCriteriaList([StopAbandoned()]),
                                   "return_dict_in_generate": True}
-        reused = 0
-        if reuse is not None:
-            cache, reused = reuse
-            kwargs["past_key_values"], _ = self._cache_rows(cache, 0, 0, reused)  # a copy: the store's stays
-        self.prompt_tokens += sum(len(ids) for _, ids in live)
-        self.reused_tokens += reused
+        if cached:
+            kwargs["past_key_values"] = self._batched_cache(rows, cached)  # copies: the store's stay
+        self.prompt_tokens += sum(len(row.ids) for row in rows)
+        self.reused_tokens += sum(row.reused for row in rows)
         if sampling.temperature > 0:
-            torch.manual_seed(stable_seed(*(req.seed for req, _ in live)) & 0xFFFFFFFF)
+            torch.manual_seed(stable_seed(*(row.req.seed for row in rows)) & 0xFFFFFFFF)
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
@@ -528,9 +650,10 @@ class HFClient:
         self.shared_s += not_its_own.shared
         sequences = out.sequences
         self.batch_steps.append(int(sequences.shape[1]) - width)
-        replies = [self._reply_tokens(sequences[row, width:].tolist(), req) for row, (req, _) in enumerate(live)]
+        replies = [self._reply_tokens(sequences[i, width:].tolist(), row.req) for i, row in enumerate(rows)]
         now = time.monotonic()
-        for (req, ids), (new, finish) in zip(live, replies):
+        for row, (new, finish) in zip(rows, replies):
+            req = row.req
             if self._closing.is_set():
                 self._deliver(req, InfraError(f"hf model {self.config.name!r} was shut down"))
                 continue
@@ -547,7 +670,7 @@ class HFClient:
             message = Message(role="assistant", content=content, tool_calls=calls or None)
             self._deliver(req, ChatResponse(
                 message=message,
-                prompt_tokens=len(ids),
+                prompt_tokens=len(row.ids),
                 completion_tokens=len(new),
                 latency_s=now - req.submitted,
                 finish_reason=finish,
@@ -555,7 +678,7 @@ class HFClient:
             ))
         if not self._closing.is_set():
             try:
-                self._keep(out.past_key_values, live, width, [new for new, _ in replies])
+                self._keep(out.past_key_values, rows, cached, fresh, [new for new, _ in replies])
             except Exception as exc:  # noqa: BLE001 - reuse is an optimisation: never a reply's failure
                 self._prefix = None
                 _log.warning("hf model %r: computed prompts cannot be kept for reuse (%r); every prompt is "
