@@ -151,3 +151,49 @@ def test_a_batch_holds_at_most_max_batch_tokens_of_prompt(tmp_path):
     while pending:
         short._serve_next(pending)
     assert short.batches == [[200] * 8, [200] * 2]
+
+
+def test_prompts_sharing_a_prefix_are_batched_and_next_turns_go_first(tmp_path):
+    """Three episodes starting over one tool list share most of their prompts: they are generated
+    together (their shared part computed once, so it counts once against max_batch_tokens), not one at a
+    time. Before, a prompt sharing half of one already chosen was left out, so concurrent episodes of a
+    benchmark never shared a batch. An episode's next turn (covered by a stored prompt) goes first."""
+    from types import SimpleNamespace
+
+    from toolsweep.evaluator.types import Sampling
+    from toolsweep.models.config import HFModelConfig
+    from toolsweep.models.hf import HFClient
+
+    class Recording(HFClient):
+        def _generate_rows(self, rows):
+            self.batches.append([(row.ids[-1], row.reused) for row in rows])
+
+    def request():
+        return SimpleNamespace(sampling=Sampling(max_tokens=128), abandoned=lambda: False)
+
+    tools = list(range(1000, 2000))  # a 1,000-token system prompt and tool list
+    client = Recording(HFModelConfig(name="m", path=str(tmp_path), prefix_cache_mib=64, max_batch_size=8,
+                                     max_batch_tokens=1500))
+    pending = [(request(), tools + [k] * 100) for k in range(3)]
+    client._serve_next(pending)
+    # 1,100 + 100 + 100 tokens to compute: one batch of the three
+    assert client.batches == [[(0, 0), (1, 0), (2, 0)]] and pending == []
+    # the same without a store: nothing is shared, 1,100 tokens each, one a batch
+    whole = Recording(HFModelConfig(name="m", path=str(tmp_path), prefix_cache_mib=0, max_batch_size=8,
+                                    max_batch_tokens=1500))
+    pending = [(request(), tools + [k] * 100) for k in range(3)]
+    while pending:
+        whole._serve_next(pending)
+    assert whole.batches == [[(0, 0)], [(1, 0)], [(2, 0)]]
+    # episode 1's next turn is covered by a stored prompt: it goes before the older new prompt
+    client._prefix.put(tools + [1] * 100 + [7] * 20, "cache", 10)
+    pending = [(request(), list(range(5000, 5900)) + [8]), (request(), tools + [1] * 100 + [7] * 20 + [9] * 30)]
+    client._serve_next(pending)
+    assert client.batches[-1] == [(9, 1120), (8, 0)]
+    # chosen together, generated apart: 30 tokens to compute beside 901 would pad the next turn 30-fold
+    from toolsweep.models.hf import _Row
+
+    rows = [_Row(None, tools + [0] * 150, "c", 1120), _Row(None, list(range(901))), _Row(None, tools + [2] * 140, "c", 1100)]
+    assert [[len(r.ids) for r in group] for group in HFClient._by_length(rows)] == [[1150, 1140], [901]]
+    short = [_Row(None, list(range(200))), _Row(None, list(range(6000)))]
+    assert [[len(r.ids) for r in group] for group in HFClient._by_length(short)] == [[200], [6000]]

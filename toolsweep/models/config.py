@@ -250,7 +250,8 @@ class HFModelConfig(_LLMBase):
     max_batch_size: int = Field(8, gt=0, description="Requests generated together in one batch.")
     max_batch_tokens: int = Field(
         8192, gt=0,
-        description="Prompt tokens of one batch at most (a longer prompt goes alone): a batch's prompts are "
+        description="Prompt tokens one batch computes at most (what its prompts reuse from stored ones, or "
+                    "share with each other, counts once; a longer prompt goes alone): a batch's prompts are "
                     "read in one step with no decoding step between, which the episode guard cannot tell "
                     "from a hang; eight 6,400-token prompts on a loaded CPU took longer than a 300 s guard.",
     )
