@@ -39,6 +39,7 @@ from toolsweep.evaluator.protocols import ContextExceeded, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
 from toolsweep.models.client import ChatResponse
 from toolsweep.models.config import HFModelConfig
+from toolsweep.models.hf_attention import use_grouped_sdpa
 from toolsweep.models.prefix_cache import PrefixStore, common_prefix
 
 _log = logging.getLogger(__name__)
@@ -198,6 +199,7 @@ class HFClient:
         self.shared_s = 0.0  # generation time of other rows of a batch (handed back to each episode)
         self._prefix = (PrefixStore(int(config.prefix_cache_mib * 2**20)) if config.prefix_cache_mib > 0 else None)
         self._bytes_per_token = 0  # of the model's key/value cache, learnt from the first prompt kept
+        self.grouped_attention = False  # toolsweep.models.hf_attention in use (set when the model loads)
         self.prompt_tokens = 0  # prompt tokens of every generated request
         self.reused_tokens = 0  # of those, taken from the prefix store instead of computed
         self.prefilled_tokens = 0  # computed once for several prompts of a batch (then reused by each)
@@ -219,6 +221,7 @@ class HFClient:
         tokenizer = AutoTokenizer.from_pretrained(cfg.path, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(cfg.path, dtype=getattr(torch, cfg.dtype), **kwargs)
         model.to(cfg.device).eval()
+        self.grouped_attention = use_grouped_sdpa(model)  # padded batches without a cache copy a step
         if cfg.chat_template:
             with open(cfg.chat_template) as f:
                 tokenizer.chat_template = f.read()
@@ -555,9 +558,10 @@ class HFClient:
                 like = getattr(layer, kind)
                 columns = []
                 for row in rows:
-                    blank = like.new_zeros((1, like.shape[1], width - row.reused, like.shape[3]))
-                    stored = getattr(row.cache.layers[i], kind)[:, :, :row.reused] if row.reused else blank[:, :, :0]
-                    columns.append(torch.cat([blank, stored], dim=2))
+                    parts = [getattr(row.cache.layers[i], kind)[:, :, :row.reused]] if row.reused else []
+                    if row.reused < width:
+                        parts.insert(0, like.new_zeros((1, like.shape[1], width - row.reused, like.shape[3])))
+                    columns.extend(parts if len(parts) == 1 else [torch.cat(parts, dim=2)])
                 pair.append(torch.cat(columns, dim=0))
             data.append(tuple(pair))
         return DynamicCache(ddp_cache_data=data, config=self._model.config)
