@@ -176,6 +176,9 @@ class Scheduler:
         # model -> its units that failed on infrastructure while it was checked: the check's verdict
         # decides whether they spend an attempt (`endpoint_health`)
         self._parked: dict[str, list[tuple[_Lease, EncodedResult]]] = {}
+        # model -> its units drawn while it is checked: they wait here, outside the lease look-ahead, so
+        # a model whose endpoint is down never stops the draw of other models' units (`_lease`)
+        self._held: dict[str, deque[tuple[WorkUnit, int]]] = {}
         self._abandoned: dict[str, str] = {}  # model -> why its units are given up (an outage past its budget)
 
     def _pick_worker(self, load: list[int]) -> int | None:
@@ -351,6 +354,8 @@ class Scheduler:
                 continue
             del self._healing[model]
             parked = self._parked.pop(model, [])
+            held = self._held.pop(model, deque())
+            pending.extendleft(reversed(held))  # they lease again first (or are given up with the model)
             try:
                 endpoints, verdict = future.result()
             except Exception as exc:  # noqa: BLE001 - its units are retried (and given up after max_attempts)
@@ -426,7 +431,7 @@ class Scheduler:
                 self._give_up(unit, attempts, self._abandoned[model], self._stats)
                 continue
             if model in self._healing:
-                waiting.append((unit, attempts))
+                self._held.setdefault(model, deque()).append((unit, attempts))
                 continue
             cap = self.per_model.get(model)
             w = self._pick_worker(slots.running) if cap is None or slots.models[model] < cap else None
