@@ -552,6 +552,9 @@ def select_subset(config: SweepConfig, *, models: list[str] | None = None, bench
     setting. Unit ids do not depend on the config as a whole, so a later full run reuses every unit this
     one records."""
     data = config.model_dump(mode="json")
+    # a model's fields as the user wrote them: re-validating a default as if written would make it an
+    # override (`max_in_flight` would then beat the engine's KV-derived cap, `models.sizing`)
+    data["models"] = [{"kind": m.kind, **m.model_dump(mode="json", exclude_unset=True)} for m in config.models]
     if models:
         unknown = sorted(set(models) - {m["name"] for m in data["models"]})
         if unknown:

@@ -728,8 +728,20 @@ def _write_manifest(plan: SweepPlan, runtime: Any, waves: Any = None) -> None:
     waves_changed = waves is not None and manifest.get("waves") != waves.as_json()
     if waves is not None:
         manifest = {**manifest, "waves": waves.as_json()}
-    if plan.is_subset or not current or waves_changed:
+    caps = _in_flight_record(plan, runtime)  # each model's cap and the rule that set it
+    caps_changed = caps is not None and manifest.get("in_flight") != {**manifest.get("in_flight", {}), **caps}
+    if caps_changed:
+        manifest = {**manifest, "in_flight": {**manifest.get("in_flight", {}), **caps}}
+    if plan.is_subset or not current or waves_changed or caps_changed:
         run_dir.write_manifest(manifest)
+
+
+def _in_flight_record(plan: SweepPlan, runtime: Any) -> dict[str, Any] | None:
+    if runtime is None:
+        return None
+    from toolsweep.models.sizing import in_flight_record
+
+    return in_flight_record(list(plan.config.models), getattr(runtime, "sizing", {}))
 
 
 def _recorded_models(run_dir: RunDirectory, config: SweepConfig) -> dict[str, Any]:
@@ -852,6 +864,8 @@ def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int,
     extra: dict[str, Any] = {"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)}
     if getattr(models.runtime, "sizing", None):
         extra["servers"] = models.runtime.sizing  # each server's in-flight cap and rope scaling, with the reason
+    if (caps := _in_flight_record(plan, models.runtime)) is not None:
+        extra["in_flight"] = caps  # each model's cap and the rule that set it
     if models.timeline is not None and models.timeline.records:
         extra["waves"] = models.timeline.as_json()
         extra["infrastructure"]["waves"] = models.timeline.metrics()

@@ -60,6 +60,26 @@ def in_flight_per_replica(
                   f"(below {ceiling_why}: more would be preempted and re-prefilled)")
 
 
+def in_flight_record(models: list[Any], sizing: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per model, its requests in flight for the whole sweep and the rule that set them (the manifest's
+    and summary's `in_flight`): a served model's from its server's sizing (`in_flight_per_replica`,
+    shared by the models the server serves), any other's from its config, written or default."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in models:
+        server = next((s for s in sizing.values() if m.name in s.get("serves", ())), None)
+        if server is not None:
+            cap = max(1, server["in_flight_per_replica"] * server["replicas"] // len(server["serves"]))
+            out[m.name] = {"max_in_flight": cap, "rule": server["rule"]}
+        elif m.kind == "vllm":
+            out[m.name] = {"max_in_flight": None, "rule": "sized when its server starts (a later wave)"}
+        else:
+            written = "max_in_flight" in m.model_fields_set
+            out[m.name] = {"max_in_flight": m.in_flight_cap(), "rule": (
+                f"max_in_flight {m.max_in_flight} set in the model's config" if written
+                else f"max_in_flight default {m.max_in_flight}")}
+    return out
+
+
 YARN_FACTORS = (2.0, 4.0)
 
 
