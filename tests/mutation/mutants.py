@@ -40,6 +40,7 @@ PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
 FLOOR = "toolsweep/evaluator/floor.py"
 COMPLETENESS = "toolsweep/evaluator/completeness.py"
+ADAPTIVE = "toolsweep/evaluator/adaptive.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
 T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
@@ -282,4 +283,10 @@ MUTANTS: list[Mutant] = [
     Mutant("traject-dependency-order-ignored", TRAJECT, "_dep_sat",
            "if pi is None or pj is None or not pi < pj:", "if pi is None or pj is None:", T_TRAJECT,
            "a dependency satisfied by a call made before its source counts"),
+    # ------------------------------------------------------------------ adaptive stopping
+    Mutant("adaptive-one-futile-pair-stops-the-cell", ADAPTIVE, "PairedRule.futile",
+           "set(undecided) <= set(self.futile_pairs(estimates, seeds))",
+           "bool(set(undecided) & set(self.futile_pairs(estimates, seeds)))",
+           ("tests/evaluator/test_adaptive_pairs.py",),
+           "one futile pair stops a 3-model cell whose other pairs could still be decided"),
 ]

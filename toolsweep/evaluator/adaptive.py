@@ -317,20 +317,28 @@ class PairedRule:
         return {k: decision(e, self.margin) for k, e in sorted(estimates.items())}
 
     def futile(self, estimates: Mapping[str, Estimate], seeds: int, tasks: int = 1, most_tasks: int = 1) -> bool:
-        """Some undecided pair cannot be decided by max_seeds, judged at the fastest shrink: its interval
-        could not fit inside +-margin, and its estimate lies within a quarter of that narrowest half-width
-        of 0 (it would have to grow fourfold to exclude 0). Stopping undecided never decides a sign, so this (non-
-        binding futility) cannot raise the wrong-sign error; it spends no more seeds on a pair whose
-        between-task spread needs more tasks, not seeds."""
+        """No undecided pair can be decided by max_seeds (`futile_pairs`): a futile pair stops only itself,
+        and the cell grows while a pair it could still decide remains (with one futile pair stopping the
+        cell, 3-model cells decided their decidable pairs far less often than 2-model cells)."""
         if seeds >= self.max_seeds:
             return False
-        for e in estimates.values():
+        undecided = [k for k, e in estimates.items() if decision(e, self.margin) == "undecided"]
+        return bool(undecided) and set(undecided) <= set(self.futile_pairs(estimates, seeds))
+
+    def futile_pairs(self, estimates: Mapping[str, Estimate], seeds: int) -> list[str]:
+        """The undecided pairs max_seeds cannot decide, judged at the fastest shrink: the interval could
+        not fit inside +-margin, and the estimate lies within a quarter of that narrowest half-width of 0
+        (it would have to grow fourfold to exclude 0). Stopping undecided never decides a sign, so this (non-binding futility)
+        cannot raise the wrong-sign error; it spends no more seeds on a pair whose between-task spread
+        needs more tasks, not seeds."""
+        out = []
+        for key, e in sorted(estimates.items()):
             if decision(e, self.margin) != "undecided" or not math.isfinite(half_width(e)):
                 continue
             best = best_half_width(e, seeds, self.max_seeds)
             if best > self.margin and abs(e.value) < best / 4:
-                return True
-        return False
+                out.append(key)
+        return out
 
 
 @dataclass
