@@ -952,6 +952,7 @@ def _start_workers(
     # API keys the driver was given reach the workers on every node (validated as set before Ray
     # started) as a constructor argument, never as runtime_env env vars, which Ray's logs record.
     keys = Secrets.from_environment(getattr(m, "api_key_env", None) for m in models.values())
+    endpoints = _rate_limit_budget(endpoints, config.outage_budget_s)
 
     def make_worker(i: int) -> Any:
         # Named so operators (and the fault tests) can find a sweep's workers.
@@ -971,7 +972,8 @@ def _start_workers(
                    for m in config.models},
         spares_per_worker=config.concurrency.resolved_spares(),
         max_attempts=config.max_attempts,
-        on_infra_error=lambda model: _heal(runtime, [model, *(h.name for h in config.helpers)]),
+        on_infra_error=lambda model: _rate_limit_budget(_heal(runtime, [model, *(h.name for h in config.helpers)]),
+                                                        config.outage_budget_s),
         wait_endpoint=lambda model: _wait_for_endpoints(
             runtime, [model, *(h.name for h in config.helpers)], config.outage_budget_s, log),
         log=log,
@@ -981,6 +983,15 @@ def _start_workers(
     scheduler.warmup_plan = plan
     scheduler.warmups = [w.warmup.remote(plan) for w in scheduler.workers]
     return scheduler
+
+
+def _rate_limit_budget(endpoints: dict[str, Any] | None, budget_s: float) -> dict[str, Any] | None:
+    """The endpoints with the sweep's outage budget as how long a request waits out 429s
+    (`models.rate_limit`): a rate limit is given up on no sooner than an outage."""
+    if not endpoints:
+        return endpoints
+    return {name: {**e, "rate_limit_wait_s": budget_s} if e.get("kind", "openai") == "openai" else e
+            for name, e in endpoints.items()}
 
 
 class WorkersFailed(RuntimeError):

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -30,6 +31,7 @@ from toolsweep.evaluator.failures import classify_status, describe, is_config, r
 from toolsweep.evaluator.protocols import ContextExceeded, EndpointConfigError, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall, stable_seed
 from toolsweep.models.http import ConnectionPool, HTTPProtocolError, InvalidHeader, InvalidURL
+from toolsweep.models.rate_limit import AdaptiveLimit
 
 
 class ModelRequestError(Exception):
@@ -92,6 +94,8 @@ class Endpoint(BaseModel):
     max_in_flight: int = 64
     timeout_s: float = 600.0
     max_retries: int = 5
+    rate_limit_wait_s: float = Field(600.0, description="How long one request keeps waiting out rate limits (429s "
+                                     "cost no retry): the sweep's `outage_budget_s`; past it the request fails.")
     extra_body: dict[str, Any] = Field(default_factory=dict)
     system_prompt: str | None = None
     hf: dict[str, Any] | None = None
@@ -186,23 +190,28 @@ def pick_replica(urls: list[str], session: str | None, attempt: int = 0) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _connection_slot(semaphore: asyncio.Semaphore) -> AsyncIterator[None]:
-    """Hold one of the endpoint's `max_in_flight` slots. The episode's guard is stopped while it waits for
-    one: the wait is other episodes' requests, not this model's time, and a wait longer than the time
-    the episode had left (many episodes over a slow endpoint) must not expire it before it is asked."""
+async def _connection_slot(limit: AdaptiveLimit) -> AsyncIterator[float]:
+    """Hold one of the endpoint's slots (`max_in_flight`, fewer while it rate-limits) for one attempt;
+    yields when the request started. The episode's guard is stopped while it waits for one: the wait is
+    other episodes' requests, not this model's time, and a wait longer than the time the episode had
+    left (many episodes over a slow endpoint) must not expire it before it is asked."""
     with deadline_paused():
-        await semaphore.acquire()
+        started = await limit.acquire()
     try:
-        yield
+        yield started
     finally:
-        semaphore.release()
+        limit.release()
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 class OpenAIClient:
     """Async client of OpenAI-compatible chat endpoints (`models.http`), one per process and endpoint.
 
-    Safe to share between the episodes of a worker; a semaphore per event loop caps the requests
-    in flight at the endpoint's `max_in_flight`.
+    Safe to share between the episodes of a worker; an `AdaptiveLimit` per event loop caps the requests
+    in flight at the endpoint's `max_in_flight`, and lower while the endpoint answers 429 (AIMD).
     """
 
     def __init__(
@@ -215,7 +224,7 @@ class OpenAIClient:
         self.endpoint = endpoint
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
-        self._per_loop: dict[int, tuple[asyncio.AbstractEventLoop, Any, asyncio.Semaphore]] = {}
+        self._per_loop: dict[int, tuple[asyncio.AbstractEventLoop, Any, AdaptiveLimit]] = {}
         self._lock = threading.Lock()
         self._jitter = random.Random(stable_seed("backoff", endpoint.name))
 
@@ -231,7 +240,7 @@ class OpenAIClient:
                                       "auth")
         return key
 
-    def _session(self) -> tuple[Any, asyncio.Semaphore]:
+    def _session(self) -> tuple[Any, AdaptiveLimit]:
         loop = asyncio.get_running_loop()
         # The hot path (every request of a worker's loop): this loop's live session, no lock taken.
         entry = self._per_loop.get(id(loop))
@@ -249,7 +258,7 @@ class OpenAIClient:
             entry = self._per_loop.get(id(loop))
             if entry is None or entry[0] is not loop or entry[1].closed:
                 pool = ConnectionPool(max_idle=self.endpoint.max_in_flight + 4)
-                entry = (loop, pool, asyncio.Semaphore(self.endpoint.max_in_flight))
+                entry = (loop, pool, AdaptiveLimit(self.endpoint.max_in_flight, log=_stderr, name=self.endpoint.name))
                 self._per_loop[id(loop)] = entry
             return entry[1], entry[2]
 
@@ -292,28 +301,48 @@ class OpenAIClient:
         key = self._api_key()
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        http, semaphore = self._session()
+        http, limit = self._session()
         last, last_cause, hung = "", "unreachable", 0
-        async with _connection_slot(semaphore):
-            for attempt in range(self.endpoint.max_retries + 1):
-                url = pick_replica(self.endpoint.base_urls, session, attempt).rstrip("/") + "/chat/completions"
+        attempt = limited = 0  # failed attempts that count against max_retries; 429s waited out
+        limited_since: float | None = None
+        while True:
+            url = pick_replica(self.endpoint.base_urls, session, attempt).rstrip("/") + "/chat/completions"
+            async with _connection_slot(limit) as started:
                 start = time.monotonic()
                 try:
                     data = await self._post(http, url, payload, headers)
                 except _Retryable as exc:
-                    last, last_cause = f"{url}: {exc}", exc.cause
-                    if exc.cause == "slow":
-                        hung += 1
-                        if hung > 1:  # a request that hung twice will hang again: bound the cost at 2 x timeout_s
-                            exclude_from_deadline(time.monotonic() - start)
-                            break
-                    backoff = self._delay(attempt, exc.retry_after) if attempt < self.endpoint.max_retries else 0.0
-                    await asyncio.sleep(backoff)
-                    exclude_from_deadline(time.monotonic() - start)  # a failed attempt and its backoff
+                    failure: _Retryable | None = exc
+                else:
+                    failure = None
+                    limit.succeeded()
+            if failure is None:
+                return self._response(data, url, time.monotonic() - start, attempt + limited + 1, sampling.max_tokens)
+            last, last_cause = f"{url}: {failure}", failure.cause
+            if failure.cause == "overloaded":
+                # rate limited: fewer requests in flight, and this one waits its turn, costing no retry
+                limit.rate_limited(started)
+                limited_since = limited_since if limited_since is not None else start
+                if time.monotonic() - limited_since < self.endpoint.rate_limit_wait_s:
+                    limited += 1
+                    await asyncio.sleep(self._delay(min(limited - 1, 5), failure.retry_after))
+                    exclude_from_deadline(time.monotonic() - start)
                     continue
-                return self._response(data, url, time.monotonic() - start, attempt + 1, sampling.max_tokens)
+                last = f"{last} (rate limited for {time.monotonic() - limited_since:.0f} s, `outage_budget_s`)"
+                break
+            if failure.cause == "slow":
+                hung += 1
+                if hung > 1:  # a request that hung twice will hang again: bound the cost at 2 x timeout_s
+                    exclude_from_deadline(time.monotonic() - start)
+                    break
+            if attempt >= self.endpoint.max_retries:
+                exclude_from_deadline(time.monotonic() - start)
+                break
+            await asyncio.sleep(self._delay(attempt, failure.retry_after))
+            exclude_from_deadline(time.monotonic() - start)  # a failed attempt and its backoff
+            attempt += 1
         raise InfraError(redact(
-            f"model {self.endpoint.name!r} unreachable after {attempt + 1} attempts; last: {last}",
+            f"model {self.endpoint.name!r} unreachable after {attempt + limited + 1} attempts; last: {last}",
             [key]), last_cause)
 
     def _encode(self, body: dict[str, Any]) -> bytes:
