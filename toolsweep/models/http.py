@@ -6,8 +6,11 @@ needs: at 256 episodes in flight it, not the model server, set the pace (bench/s
 This one writes a request as one buffer on a pooled connection and parses the answer with llhttp
 (httptools, the parser uvicorn uses): status, headers, a body by Content-Length, chunks or the end of
 the connection, gzip/deflate if a server compresses unasked. TLS through the standard `ssl` module
-(certificates as the system, or SSL_CERT_FILE, says). No proxies, cookies or redirects: a model
-endpoint needs none of them.
+(certificates as the system, or SSL_CERT_FILE, says). Proxies as the standard variables say
+(HTTP_PROXY, HTTPS_PROXY, NO_PROXY, in either case, read by the standard library's `urllib.request`
+rules): an http URL is sent to its proxy in absolute form, an https one through a CONNECT tunnel with
+TLS to the endpoint itself; a proxy's user:password become a Proxy-Authorization header and appear in
+no error. No cookies or redirects: a model endpoint needs none of them.
 
 Failures are typed for the caller's classification (`evaluator.failures`): `InvalidURL` (the URL is
 unusable), `InvalidHeader` (a header value is not Latin-1), `HTTPConnectionError` (refused, reset, closed before the answer was complete),
@@ -18,11 +21,13 @@ connection that the server closed while it sat idle is replaced once at no cost 
 from __future__ import annotations
 
 import asyncio
+import base64
 import ssl
+import urllib.request
 import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httptools
 
@@ -65,6 +70,58 @@ class _Origin:
 class _Target:
     origin: _Origin
     path: bytes
+
+
+@dataclass(frozen=True)
+class _Proxy:
+    origin: _Origin  # where connections go
+    auth: bytes = b""  # a Proxy-Authorization header line, or nothing
+
+
+def parse_proxy(url: str) -> _Proxy:
+    """A proxy URL of the standard variables (`http://[user:password@]host:port`; a bare host:port is
+    taken as http)."""
+    if "://" not in url:
+        url = "http://" + url
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidURL(f"a proxy URL from the environment: {exc}") from None
+    if parts.scheme != "http" or not parts.hostname:
+        raise InvalidURL("a proxy URL from the environment (HTTP_PROXY/HTTPS_PROXY): expected "
+                         "http://[user:password@]host:port (a proxy reached over TLS is not supported)")
+    auth = b""
+    if parts.username is not None:
+        token = base64.b64encode(f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()).decode()
+        auth = f"Proxy-Authorization: Basic {token}\r\n".encode()
+    return _Proxy(_Origin("http", parts.hostname, port or 80, parts.hostname.encode("idna")), auth)
+
+
+def proxy_for(origin: _Origin, proxies: dict[str, str]) -> _Proxy | None:
+    """The proxy a request to `origin` goes through (`proxies` as `urllib.request.getproxies_environment`
+    gives them), or None: no proxy for its scheme, or NO_PROXY names its host."""
+    url = proxies.get(origin.scheme)
+    if not url or urllib.request.proxy_bypass_environment(f"{origin.host}:{origin.port}", proxies):
+        return None
+    return parse_proxy(url)
+
+
+class _TunnelAnswer(asyncio.Protocol):
+    """Reads a proxy's answer to CONNECT (status line and headers, no body)."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.done: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if b"\r\n\r\n" in self.buffer and not self.done.done():
+            self.done.set_result(self.buffer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_exception(HTTPConnectionError(f"the proxy closed the tunnel ({exc or 'no answer'})"))
 
 
 def parse_url(url: str) -> _Target:
@@ -195,6 +252,9 @@ class ConnectionPool:
     _idle: dict[_Origin, list[_Connection]] = field(default_factory=dict, init=False, repr=False)
     _targets: dict[str, _Target] = field(default_factory=dict, init=False, repr=False)
     _ssl: ssl.SSLContext | None = field(default=None, init=False, repr=False)
+    # the standard proxy variables, read once per pool (the process's environment when it was made)
+    proxies: dict[str, str] = field(default_factory=urllib.request.getproxies_environment, repr=False)
+    _routes: dict[_Origin, _Proxy | None] = field(default_factory=dict, init=False, repr=False)
 
     def _target(self, url: str) -> _Target:
         target = self._targets.get(url)
@@ -224,9 +284,19 @@ class ConnectionPool:
                 return response
         raise HTTPConnectionError("the server closed two connections in a row before answering")
 
+    def _route(self, origin: _Origin) -> _Proxy | None:
+        if origin not in self._routes:
+            self._routes[origin] = proxy_for(origin, self.proxies)
+        return self._routes[origin]
+
     def _request(self, target: _Target, body: bytes, headers: dict[str, str]) -> bytes:
-        lines = [b"POST ", target.path, b" HTTP/1.1\r\nHost: ", target.origin.host_header,
-                 b"\r\nUser-Agent: ", self.user_agent.encode(), b"\r\nAccept: application/json\r\n"]
+        path, auth = target.path, b""
+        proxy = self._route(target.origin)
+        if proxy is not None and target.origin.scheme == "http":  # absolute form, to the proxy
+            path = b"http://" + target.origin.host_header + target.path
+            auth = proxy.auth
+        lines = [b"POST ", path, b" HTTP/1.1\r\nHost: ", target.origin.host_header,
+                 b"\r\nUser-Agent: ", self.user_agent.encode(), b"\r\nAccept: application/json\r\n", auth]
         for name, value in headers.items():
             try:
                 lines += [name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n"]
@@ -250,6 +320,9 @@ class ConnectionPool:
             if self._ssl is None:
                 self._ssl = ssl.create_default_context()
             context = self._ssl
+        proxy = self._route(origin)
+        if proxy is not None:
+            return await self._through(proxy, origin, context)
         try:
             _, conn = await loop.create_connection(
                 _Connection, origin.host, origin.port, ssl=context,
@@ -257,6 +330,39 @@ class ConnectionPool:
             )
         except OSError as exc:
             raise HTTPConnectionError(f"cannot connect to {origin.host}:{origin.port}: {exc}") from exc
+        return conn
+
+    async def _through(self, proxy: _Proxy, origin: _Origin, context: ssl.SSLContext | None) -> _Connection:
+        """A connection to `origin` by way of its proxy: to the proxy itself for http (requests then name
+        the whole URL), a CONNECT tunnel with TLS to the endpoint inside it for https."""
+        loop = asyncio.get_running_loop()
+        where = f"the proxy {proxy.origin.host}:{proxy.origin.port}"
+        try:
+            if context is None:
+                _, conn = await loop.create_connection(_Connection, proxy.origin.host, proxy.origin.port)
+                return conn
+            transport, answer = await loop.create_connection(_TunnelAnswer, proxy.origin.host, proxy.origin.port)
+        except OSError as exc:
+            raise HTTPConnectionError(f"cannot connect to {where}: {exc}") from exc
+        authority = f"{origin.host}:{origin.port}".encode("idna")
+        transport.write(b"CONNECT " + authority + b" HTTP/1.1\r\nHost: " + authority + b"\r\n" + proxy.auth + b"\r\n")
+        try:
+            head = await answer.done
+        except BaseException:
+            transport.abort()
+            raise
+        status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or parts[1] != "200":
+            transport.abort()
+            raise HTTPConnectionError(f"{where} refused the tunnel to {origin.host}:{origin.port}: {status_line[:100]}")
+        conn = _Connection()
+        try:
+            tls = await loop.start_tls(transport, conn, context, server_hostname=origin.host)
+        except (OSError, ssl.SSLError) as exc:
+            transport.abort()
+            raise HTTPConnectionError(f"TLS to {origin.host}:{origin.port} through {where}: {exc}") from exc
+        conn.connection_made(tls)
         return conn
 
     def _release(self, origin: _Origin, conn: _Connection) -> None:
