@@ -41,6 +41,7 @@ TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
 FLOOR = "toolsweep/evaluator/floor.py"
 COMPLETENESS = "toolsweep/evaluator/completeness.py"
 ADAPTIVE = "toolsweep/evaluator/adaptive.py"
+RATE_LIMIT = "toolsweep/models/rate_limit.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
 T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
@@ -289,4 +290,13 @@ MUTANTS: list[Mutant] = [
            "bool(set(undecided) & set(self.futile_pairs(estimates, seeds)))",
            ("tests/evaluator/test_adaptive_pairs.py",),
            "one futile pair stops a 3-model cell whose other pairs could still be decided"),
+    # ------------------------------------------------------------------ rate limits (AIMD)
+    Mutant("rate-limit-every-429-cuts", RATE_LIMIT, "AdaptiveLimit.rate_limited",
+           "if started < self._last_cut:", "if False:",
+           ("tests/models/test_models_rate_limit.py::test_the_limit_halves_once_per_burst_never_below_one_and_grows_one_per_window",),
+           "each 429 of one burst halves the limit again: a burst of 8 drives it to 1"),
+    Mutant("rate-limit-no-increase", RATE_LIMIT, "AdaptiveLimit.succeeded",
+           "if self._successes >= self.slots:", "if self._successes > self.ceiling * self.slots:",
+           ("tests/models/test_models_rate_limit.py",),
+           "successes barely raise the limit again: a lifted quota is never used"),
 ]
