@@ -50,3 +50,21 @@ def test_the_engine_sets_the_cap_unless_the_user_wrote_one(ray_local, tmp_path, 
     manifest, summary = recorded_caps(written)
     assert manifest["q"]["max_in_flight"] == summary["q"]["max_in_flight"] == 5
     assert summary["q"]["rule"] == manifest["q"]["rule"] == "max_in_flight 5 set in the model's config"
+
+
+def test_a_subset_leaves_unwritten_what_the_user_did_not_write_in_models_and_helpers(tmp_path, model_dir):
+    from toolsweep.cluster.config import SweepConfig, select_subset
+
+    served = {"kind": "vllm", "path": str(model_dir), "engine_args": {"max_num_seqs": 8}}
+    whole = SweepConfig.model_validate({
+        "name": "caps", "models": [{"name": "q", **served}, {"name": "w", "max_in_flight": 5, **served}],
+        "helpers": [{"name": "judge", **served}],
+        "benchmarks": [{"name": "fake", "settings": ["small"]}], "output_dir": str(tmp_path), "mlflow": False,
+    })
+    subset = select_subset(whole, models=["q", "w"], limit=2)
+    q, w = subset.models
+    assert "max_in_flight" not in q.model_fields_set and q.in_flight_cap() == 8
+    assert "max_in_flight" in w.model_fields_set and w.in_flight_cap() == 5
+    assert "max_in_flight" not in subset.helpers[0].model_fields_set
+    assert subset.config_sha256() != whole.config_sha256()  # the limit changed it; the models did not
+    assert select_subset(whole).config_sha256() == whole.config_sha256()

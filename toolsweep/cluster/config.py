@@ -554,7 +554,8 @@ def select_subset(config: SweepConfig, *, models: list[str] | None = None, bench
     data = config.model_dump(mode="json")
     # a model's fields as the user wrote them: re-validating a default as if written would make it an
     # override (`max_in_flight` would then beat the engine's KV-derived cap, `models.sizing`)
-    data["models"] = [{"kind": m.kind, **m.model_dump(mode="json", exclude_unset=True)} for m in config.models]
+    for key in ("models", "helpers"):
+        data[key] = [{"kind": m.kind, **m.model_dump(mode="json", exclude_unset=True)} for m in getattr(config, key)]
     if models:
         unknown = sorted(set(models) - {m["name"] for m in data["models"]})
         if unknown:
