@@ -6,6 +6,10 @@ benchmark's scripted `oracle`. The table counts each model's episodes by their `
 bins from the moment the endpoint went down; the oracle should keep finishing while `served` is down.
 
     python bench/outage_timeline.py [--tasks 200 --down 45 --step-delay 0.3]
+
+Measured with the defaults (2 cores shared, load ~10): before units of the model under check waited
+outside the lease look-ahead, the oracle finished 7, 8, 8, 4, then 0 per 5 s for the last 25 s of the
+outage (27 units); after, 6-8 per 5 s throughout (69 units).
 """
 
 from __future__ import annotations
