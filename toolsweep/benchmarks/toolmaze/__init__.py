@@ -73,7 +73,7 @@ def parse_setting(setting: str) -> tuple[int, str, str]:
 
 class ToolMaze(Benchmark):
     name: ClassVar[str] = "toolmaze"
-    version: ClassVar[str] = "1.3.0"
+    version: ClassVar[str] = "1.4.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -83,6 +83,12 @@ class ToolMaze(Benchmark):
         c4_fault_slots: Literal["all", "one"] = Field(
             "all", description="C4: every parallel slot carries a fault rule ('all', spec A6) or one "
                                "seeded slot does ('one').")
+        fault_binding: Literal["task", "first_call"] = Field(
+            "task", description="Which tool takes a fault. 'task': the tool of s* the profile names when the "
+            "task is made (paper §3.4, 'which tool on the preferred path s* should fail'), so call order "
+            "cannot move it. 'first_call': the paper's literal activation rule, the group member called "
+            "first takes it (a look-alike called first and never read is then recorded as a reroute; "
+            "docs/toolmaze.md).")
         tool_view: Literal["domain", "task"] = Field(
             "domain", description="Tools the agent is shown. 'domain': the task's DAG tools and every other "
             "tool of its primary domain, so alternatives must be found among look-alikes (the paper's "
@@ -129,7 +135,8 @@ class ToolMaze(Benchmark):
         with self._lock:
             if key not in self._profiles:
                 ts = self.data
-                self._profiles[key] = build_profile(ts, ts.task(task_id), mode, self.options.c4_fault_slots)
+                self._profiles[key] = build_profile(ts, ts.task(task_id), mode, self.options.c4_fault_slots,
+                                                         self.options.fault_binding)
             return self._profiles[key]
 
     def _distractors(self, ts: TaskSet, task) -> list[str]:

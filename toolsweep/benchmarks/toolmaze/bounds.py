@@ -37,13 +37,21 @@ CEILINGS: dict[str, dict[str, dict[str, float]]] = {
         **_same(_cells((4,), ("P3", "P4")), {"prr": 0.1, "tsr": 0.05}),
         **_same(_cells(LEVELS, ("P0",)), {"tsr": 0.05}),
     },
-    # knows the groups; on C2/C4 explicit faults its trajectory is a reroute's (the fault goes to
-    # the first member called, the next member is the switch): bounded where it differs
+    # knows the groups; on C2 explicit faults its trajectory is a reroute's (s*'s member holds the
+    # fault and is called first, the next member is the switch): bounded where it differs
     "call_all_members": {
         **_same(_cells((1,)), {"prr": 0.0, "tsr": 0.0}),
         **_same(_cells((2,), ("P3", "P4")), {"prr": 0.3, "tsr": 0.3}),
-        **_same(_cells((3,), ("P1", "P2")), {"prr": 0.55, "tsr": 0.55}),
+        **_same(_cells((3,), ("P1", "P2")), {"prr": 0.35, "tsr": 0.75}),
+        **_same(_cells((4,), ("P1", "P2")), {"prr": 0.15}),
         **_same(_cells((3, 4), ("P3", "P4")), {"prr": 0.0, "tsr": 0.0}),
+    },
+    # calls each group's look-alikes before s*'s member, never reading them (issue 42): the fault is
+    # bound to s*'s tool when the task is made, so the sacrifice is no reroute; it succeeds only
+    # where the look-alike it called first was the whole rest of a path (a group at the Action)
+    "lookalike_first": {
+        **_same(_cells((1, 3, 4)), {"prr": 0.0, "tsr": 0.0}),
+        **_same(_cells((2,)), {"prr": 0.0, "tsr": 0.3}),
     },
     # gives up at the first error: right only where the task cannot be done (C1-P2, a control)
     "abort_first_error": {

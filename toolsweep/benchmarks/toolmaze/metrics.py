@@ -212,8 +212,9 @@ def met_then(fault: CallRecord, call: CallRecord) -> bool:
 
 
 def retried(calls: list[CallRecord], fault: CallRecord, satisfying: set[int]) -> bool:
-    """Recovery strategy (1), "retrying for transient faults" (§3.5): after meeting the fault, a clean
-    call of the same tool that does the node's job (valid arguments, in dependency order)."""
+    """Recovery strategy (1), "retrying for transient faults" (§3.5): after meeting the fault (a later
+    agent step than the error, so the agent had received it), a clean call of the same tool that does
+    the node's job (valid arguments, in dependency order)."""
     return any(c.tool == fault.tool and c.idx in satisfying and met_then(fault, c) for c in calls)
 
 
@@ -222,12 +223,17 @@ def rerouted(task: Task, rule, assigned: str | None, fault: CallRecord,
     """Recovery strategy (2), "utilizing an alternative path" (§3.5): after meeting the fault, the
     faulted node's job is done by an alternative member of its group (a member path without the
     faulted tool, every tool of it satisfied with valid arguments by calls made after the fault), at
-    any later point: a detour first is charged by RC, not by PRR."""
+    any later point: a detour first is charged by RC, not by PRR. A member tool may count from before
+    the fault only where s* needs it before the faulted tool (the shared first layer of a many-to-many
+    block whose second-layer tool failed): that step was done on the way to the fault, not around it."""
+    before_ok = task.ancestors(assigned, task.default_index) if assigned in task.default_path else set()
     for i, s in enumerate(task.solutions):
         for member in _group_paths(task, rule):
             if assigned in member or not set(member) <= set(s):
                 continue
-            if all(any(met_then(fault, by_idx[k]) for k in sats[i].get(t, ())) for t in member):
+            after = {t for t in member if any(met_then(fault, by_idx[k]) for k in sats[i].get(t, ()))}
+            earlier = {t for t in member if t not in after and t in before_ok and sats[i].get(t)}
+            if after and after | earlier == set(member):
                 return True
     return False
 
@@ -318,8 +324,11 @@ def optimal_cost(task: Task, profile: Profile, engine: Engine, calls: list[CallR
     activated_tool = first_call.tool
     best = math.inf
     rules = list(profile.rules)
+    # under a permanent fault no path through a failing tool completes: the activated one, and the
+    # tools other rules were bound to when the task was made
+    blocked = {activated_tool} | {r.victim for r in rules if r.victim is not None}
     for i, s in enumerate(task.solutions):
-        if profile.permanent and activated_tool in s:
+        if profile.permanent and set(s) & blocked:
             continue
         if sats is not None:  # satisfaction before `first` = satisfying calls with a smaller index
             sat = {t: [k for k in ks if k < first] for t, ks in sats[i].items()}
@@ -327,6 +336,8 @@ def optimal_cost(task: Task, profile: Profile, engine: Engine, calls: list[CallR
         else:
             sat = satisfied_nodes(task, i, calls, upto=first)
         cost = 1 + sum(1 for t in s if t not in sat)
+        # every other group on s costs one call more: which of its members holds the fault is not
+        # visible, so no agent without foreknowledge can plan around it
         cost += sum(1 for r in rules if r.rule_id != first_call.rule_id and set(s) & set(r.members))
         best = min(best, cost)
     return int(best) if best < math.inf else 1
