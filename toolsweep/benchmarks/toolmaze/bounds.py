@@ -53,6 +53,10 @@ CEILINGS: dict[str, dict[str, dict[str, float]]] = {
         **_same(_cells((1, 3, 4)), {"prr": 0.0, "tsr": 0.0}),
         **_same(_cells((2,)), {"prr": 0.0, "tsr": 0.3}),
     },
+    # every tool twice in a row, never reading a response (issue 42): a trajectory that repeats calls
+    # that had succeeded earns no retry
+    "blind_repeat": _same(_cells(LEVELS, ("P1", "P3")), {"prr": 0.0}),
+    "greedy_repeat": _same(_cells(LEVELS, ("P1", "P3")), {"prr": 0.0}),
     # gives up at the first error: right only where the task cannot be done (C1-P2, a control)
     "abort_first_error": {
         **_same([c for c in _cells() if c != "C1-P2"], {"prr": 0.0, "tsr": 0.0}),

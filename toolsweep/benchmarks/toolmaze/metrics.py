@@ -9,6 +9,7 @@ episode ended with a final answer.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -211,10 +212,31 @@ def met_then(fault: CallRecord, call: CallRecord) -> bool:
     return call.step > fault.step
 
 
+def repeats_a_success(calls: list[CallRecord]) -> bool:
+    """The agent called a tool again with the same arguments after that very call had come back clean.
+    Tools here are deterministic lookups, so such a repeat answers nothing that happened: it is blind
+    repetition, and its second call under a transient fault looks like a retry without being one."""
+    answered: set[tuple[str, str]] = set()
+    for c in calls:
+        if c.args is None:
+            continue
+        key = (c.tool, json.dumps(c.args, sort_keys=True, default=str))
+        if key in answered:
+            return True
+        if c.clean:
+            answered.add(key)
+    return False
+
+
 def retried(calls: list[CallRecord], fault: CallRecord, satisfying: set[int]) -> bool:
     """Recovery strategy (1), "retrying for transient faults" (§3.5): after meeting the fault (a later
     agent step than the error, so the agent had received it), a clean call of the same tool that does
-    the node's job (valid arguments, in dependency order)."""
+    the node's job (valid arguments, in dependency order). A trajectory that also repeats calls that
+    had succeeded retries whatever comes back: no retry of it is credited (the abstract: PRR must
+    "separate systematic replanning from blind trial-and-error"; §3.5: "resolving an encountered
+    perturbation")."""
+    if repeats_a_success(calls):
+        return False
     return any(c.tool == fault.tool and c.idx in satisfying and met_then(fault, c) for c in calls)
 
 
@@ -254,8 +276,10 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
     complete = [i for i, s in enumerate(task.solutions) if all(t in sats[i] for t in s)]
     # no wrong side effects: every executed Action call (DAG or distractor) must satisfy a node
     correct_action_calls = {k for s in sats for idxs in s.values() for k in idxs}
-    actions_ok = all(c.idx in correct_action_calls for c in calls
-                     if c.clean and corpus.tools[c.tool].category == ACTION)
+    executed_actions = [c for c in calls if c.clean and corpus.tools[c.tool].category == ACTION]
+    # and none twice: the same Action with the same arguments books, sends or orders twice
+    actions_ok = (all(c.idx in correct_action_calls for c in executed_actions)
+                  and not repeats_a_success(executed_actions))
     faulty = engine.faulty_tools()
     solvable = any(not (set(s) & faulty) for s in task.solutions)
 
