@@ -32,6 +32,7 @@ POLICY = "toolsweep/models/policy.py"
 EXPLOITS = "toolsweep/evaluator/exploits.py"
 TOOLMAZE = "toolsweep/benchmarks/toolmaze/metrics.py"
 TOOLMAZE_FAULTS = "toolsweep/benchmarks/toolmaze/perturbation.py"
+ADVERSARY = "toolsweep/evaluator/adversary.py"
 APB_GRADER = "toolsweep/benchmarks/apb/grader.py"
 APB_METRICS = "toolsweep/benchmarks/apb/metrics.py"
 APB_ENV = "toolsweep/benchmarks/apb/environment.py"
@@ -227,6 +228,15 @@ MUTANTS: list[Mutant] = [
     Mutant("toolmaze-fault-follows-first-call", TOOLMAZE_FAULTS, "Rule.fault_tools",
            "return (self.victim,) if self.victim is not None else self.members", "return self.members",
            T_TOOLMAZE_BINDING, "the fault goes to whichever group member is called first, not the bound tool"),
+    Mutant("adversary-best-inverted", ADVERSARY, "SearchResult.record",
+           "if old is None or (v > old[1] if up else v < old[1]):",
+           "if old is None or (v < old[1] if up else v > old[1]):",
+           ("tests/evaluator/test_adversary_search.py",),
+           "the search keeps the weakest policy as a cell's floor"),
+    Mutant("adversary-greedy-steps-dropped", ADVERSARY, "search",
+           "for spec in space.neighbours(result.best[metric][0]):", "for spec in []:",
+           ("tests/evaluator/test_adversary_search.py",),
+           "no greedy step from the best policy: the search stops at the random draws"),
     # ------------------------------------------------------------------ APB
     Mutant("apb-holistic-0.7-exclusive", APB_GRADER, "holistic_grade",
            'if "E1" not in flags and c >= 0.7:', 'if "E1" not in flags and c > 0.7:', T_APB,

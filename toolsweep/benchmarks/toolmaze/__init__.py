@@ -200,9 +200,11 @@ class ToolMaze(Benchmark):
         return out
 
     def baseline_policy(self) -> str:
-        """The greedy argument binder: the strongest policy here that uses no model and reads only what
-        an agent reads (query, tool schemas, responses). Its per-cell scores are ToolMaze's floor."""
-        return "greedy_binder"
+        """The searched floor: per cell, the strongest policy ToolMaze's adversary search found
+        (search.py, the table in bounds.SEARCHED) where it beats the greedy argument binder, else the
+        greedy binder. Both use no model and read only what an agent reads (query, tool schemas,
+        responses). Its per-cell scores are ToolMaze's floor."""
+        return "searched_floor"
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, ToolMazeEnv):

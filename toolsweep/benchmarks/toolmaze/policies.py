@@ -58,6 +58,8 @@ EXPLOITS = {
                        "never reading a response (binds from whatever came back last)",
     "blind_repeat": "follows s* and calls every tool twice in a row, never reading a response",
     "greedy_repeat": "the greedy binder, calling every tool it binds twice in a row",
+    "searched_floor": "per cell, the strongest policy ToolMaze's adversary search found (search.py; "
+                      "bounds.SEARCHED), where it beats the greedy binder; the benchmark's floor",
 }
 _PLACEHOLDER = "unavailable"
 
@@ -335,6 +337,9 @@ class BlindPathAgent:
 
 
 def make_policy(name: str, env: ToolMazeEnv, seed: int):
+    if name.startswith("search:") or name == "searched_floor":
+        from toolsweep.benchmarks.toolmaze.search import make_floor_policy, make_searched_policy
+        return make_floor_policy(env) if name == "searched_floor" else make_searched_policy(name, env)
     if name in ("lookalike_first", "blind_repeat"):
         return BlindPathAgent(env, name)
     if name == "random":
