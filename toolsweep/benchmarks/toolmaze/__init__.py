@@ -8,6 +8,7 @@ TSR/PRR/RC, composites), policies.py (scripted agents), prompts.py (std / hint p
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 import threading
@@ -15,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolsweep.benchmarks.toolmaze.bounds import CEILINGS, FLOORS, sample_proof, settings_of
+from toolsweep.benchmarks.toolmaze.bounds import CEILINGS, FLOORS, SEARCHED, sample_proof, settings_of
 from toolsweep.benchmarks.toolmaze.environment import ToolMazeEnv
 from toolsweep.benchmarks.toolmaze.metrics import JudgeOptions, composite_avg, metric_specs, trust_gap
 from toolsweep.benchmarks.toolmaze.perturbation import Profile, build_profile
@@ -215,7 +216,9 @@ class ToolMaze(Benchmark):
         ts = self.data
         return {"version": self.version, **self.options.model_dump(),
                 "corpus_sha256": ts.corpus.fingerprint(),
-                "tasks_sha256": hashlib.sha256(canonical_tasks(ts).encode()).hexdigest()}
+                "tasks_sha256": hashlib.sha256(canonical_tasks(ts).encode()).hexdigest(),
+                # the searched floor plays the table's policies: a new table is another floor
+                "searched_sha256": hashlib.sha256(json.dumps(SEARCHED, sort_keys=True).encode()).hexdigest()}
 
     def max_turns(self, setting: str) -> int:
         return self.options.max_steps
