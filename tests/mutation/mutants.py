@@ -31,6 +31,8 @@ CLIENT = "toolsweep/models/client.py"
 POLICY = "toolsweep/models/policy.py"
 EXPLOITS = "toolsweep/evaluator/exploits.py"
 TOOLMAZE = "toolsweep/benchmarks/toolmaze/metrics.py"
+TOOLMAZE_FAULTS = "toolsweep/benchmarks/toolmaze/perturbation.py"
+ADVERSARY = "toolsweep/evaluator/adversary.py"
 APB_GRADER = "toolsweep/benchmarks/apb/grader.py"
 APB_METRICS = "toolsweep/benchmarks/apb/metrics.py"
 APB_ENV = "toolsweep/benchmarks/apb/environment.py"
@@ -52,6 +54,9 @@ T_FAILURES = ("tests/models/test_models_failure_classes.py", "tests/models/test_
 T_BLAME = ("tests/cluster/test_failure_matrix.py::test_a_400_after_the_model_has_spoken_is_the_agents_error",)
 T_EXPLOITS = ("tests/evaluator/test_exploits.py",)
 T_TOOLMAZE = ("tests/benchmarks/toolmaze/test_toolmaze_metric_edges.py",)
+T_TOOLMAZE_BLIND = ("tests/benchmarks/toolmaze/test_toolmaze_blind_recovery.py",
+                    "-k", "credited_and_the_same_retry or same_action_twice")
+T_TOOLMAZE_BINDING = ("tests/benchmarks/toolmaze/test_toolmaze_fault_binding.py", "-k", "call_order_cannot_move")
 T_TOOLMAZE_MET = (
     "tests/benchmarks/toolmaze/test_toolmaze_exploits.py::test_a_retry_counts_from_the_step_after_the_fault_not_the_same_step",
     "tests/benchmarks/toolmaze/test_toolmaze_exploits.py::test_a_switch_counts_from_the_step_after_the_fault_at_any_later_point",
@@ -213,6 +218,27 @@ MUTANTS: list[Mutant] = [
     Mutant("toolmaze-prr-unexposed-as-failure", TOOLMAZE, "Verdict.metrics",
            '"prr": float(self.recovered) if self.exposed else NAN', '"prr": float(self.recovered)',
            T_TOOLMAZE, "an episode never exposed to a fault counts as a failed recovery"),
+    Mutant("toolmaze-blind-repeat-credited", TOOLMAZE, "retried",
+           "if repeats_a_success(calls):", "if False:", T_TOOLMAZE_BLIND,
+           "a retry among repeats of calls that had succeeded (blind repetition) is credited"),
+    Mutant("toolmaze-retry-after-error-as-repeat", TOOLMAZE, "repeats_a_success",
+           "if c.clean:", "if c.args is not None:", T_TOOLMAZE_BLIND,
+           "a retry after an error counts as repeating a success: the real retry loses its credit"),
+    Mutant("toolmaze-double-action-allowed", TOOLMAZE, "judge",
+           "and not repeats_a_success(executed_actions))", "and True)", T_TOOLMAZE_BLIND,
+           "the same Action run twice (a second booking) still counts as success"),
+    Mutant("toolmaze-fault-follows-first-call", TOOLMAZE_FAULTS, "Rule.fault_tools",
+           "return (self.victim,) if self.victim is not None else self.members", "return self.members",
+           T_TOOLMAZE_BINDING, "the fault goes to whichever group member is called first, not the bound tool"),
+    Mutant("adversary-best-inverted", ADVERSARY, "SearchResult.record",
+           "if old is None or (v > old[1] if up else v < old[1]):",
+           "if old is None or (v < old[1] if up else v > old[1]):",
+           ("tests/evaluator/test_adversary_search.py",),
+           "the search keeps the weakest policy as a cell's floor"),
+    Mutant("adversary-greedy-steps-dropped", ADVERSARY, "search",
+           "for spec in space.neighbours(result.best[metric][0]):", "for spec in []:",
+           ("tests/evaluator/test_adversary_search.py",),
+           "no greedy step from the best policy: the search stops at the random draws"),
     # ------------------------------------------------------------------ APB
     Mutant("apb-holistic-0.7-exclusive", APB_GRADER, "holistic_grade",
            'if "E1" not in flags and c >= 0.7:', 'if "E1" not in flags and c > 0.7:', T_APB,

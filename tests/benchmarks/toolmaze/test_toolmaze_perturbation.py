@@ -40,7 +40,14 @@ def test_transient_clears_after_one_call_permanent_never(bench):
             assert len({canonical(r.response) for r in recs}) == 1
 
 
-def test_group_activation_assigns_the_first_called_member(bench):
+@pytest.fixture(scope="module")
+def literal():
+    """The paper's literal activation rule (§3.4), kept as the `first_call` option."""
+    return ToolMaze(fault_binding="first_call")
+
+
+def test_group_activation_assigns_the_first_called_member(literal):
+    bench = literal
     for tid, level in (("C2_task_084", 2), ("C3_task_040", 3), ("C2_task_011", 2), ("C3_task_077", 3)):
         task = bench.data.task(tid)
         (group,) = task.groups
@@ -57,7 +64,8 @@ def test_group_activation_assigns_the_first_called_member(bench):
             assert (again.perturbed is not None) == (p in ("P2", "P4"))
 
 
-def test_c4_slots_activate_independently_and_p0_never_perturbs(bench):
+def test_c4_slots_activate_independently_and_p0_never_perturbs(literal):
+    bench = literal
     for tid in ("C4_task_090", "C4_task_003", "C4_task_050"):
         task = bench.data.task(tid)
         env = bench.make_env(tid, "C4-P2-std", 0)

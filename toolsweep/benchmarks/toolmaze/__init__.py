@@ -8,6 +8,7 @@ TSR/PRR/RC, composites), policies.py (scripted agents), prompts.py (std / hint p
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 import threading
@@ -15,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolsweep.benchmarks.toolmaze.bounds import CEILINGS, FLOORS, sample_proof, settings_of
+from toolsweep.benchmarks.toolmaze.bounds import CEILINGS, FLOORS, SEARCHED, sample_proof, settings_of
 from toolsweep.benchmarks.toolmaze.environment import ToolMazeEnv
 from toolsweep.benchmarks.toolmaze.metrics import JudgeOptions, composite_avg, metric_specs, trust_gap
 from toolsweep.benchmarks.toolmaze.perturbation import Profile, build_profile
@@ -73,7 +74,7 @@ def parse_setting(setting: str) -> tuple[int, str, str]:
 
 class ToolMaze(Benchmark):
     name: ClassVar[str] = "toolmaze"
-    version: ClassVar[str] = "1.3.0"
+    version: ClassVar[str] = "1.4.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -83,6 +84,12 @@ class ToolMaze(Benchmark):
         c4_fault_slots: Literal["all", "one"] = Field(
             "all", description="C4: every parallel slot carries a fault rule ('all', spec A6) or one "
                                "seeded slot does ('one').")
+        fault_binding: Literal["task", "first_call"] = Field(
+            "task", description="Which tool takes a fault. 'task': the tool of s* the profile names when the "
+            "task is made (paper §3.4, 'which tool on the preferred path s* should fail'), so call order "
+            "cannot move it. 'first_call': the paper's literal activation rule, the group member called "
+            "first takes it (a look-alike called first and never read is then recorded as a reroute; "
+            "docs/toolmaze.md).")
         tool_view: Literal["domain", "task"] = Field(
             "domain", description="Tools the agent is shown. 'domain': the task's DAG tools and every other "
             "tool of its primary domain, so alternatives must be found among look-alikes (the paper's "
@@ -129,7 +136,8 @@ class ToolMaze(Benchmark):
         with self._lock:
             if key not in self._profiles:
                 ts = self.data
-                self._profiles[key] = build_profile(ts, ts.task(task_id), mode, self.options.c4_fault_slots)
+                self._profiles[key] = build_profile(ts, ts.task(task_id), mode, self.options.c4_fault_slots,
+                                                         self.options.fault_binding)
             return self._profiles[key]
 
     def _distractors(self, ts: TaskSet, task) -> list[str]:
@@ -193,9 +201,11 @@ class ToolMaze(Benchmark):
         return out
 
     def baseline_policy(self) -> str:
-        """The greedy argument binder: the strongest policy here that uses no model and reads only what
-        an agent reads (query, tool schemas, responses). Its per-cell scores are ToolMaze's floor."""
-        return "greedy_binder"
+        """The searched floor: per cell, the strongest policy ToolMaze's adversary search found
+        (search.py, the table in bounds.SEARCHED) where it beats the greedy argument binder, else the
+        greedy binder. Both use no model and read only what an agent reads (query, tool schemas,
+        responses). Its per-cell scores are ToolMaze's floor."""
+        return "searched_floor"
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, ToolMazeEnv):
@@ -206,7 +216,9 @@ class ToolMaze(Benchmark):
         ts = self.data
         return {"version": self.version, **self.options.model_dump(),
                 "corpus_sha256": ts.corpus.fingerprint(),
-                "tasks_sha256": hashlib.sha256(canonical_tasks(ts).encode()).hexdigest()}
+                "tasks_sha256": hashlib.sha256(canonical_tasks(ts).encode()).hexdigest(),
+                # the searched floor plays the table's policies: a new table is another floor
+                "searched_sha256": hashlib.sha256(json.dumps(SEARCHED, sort_keys=True).encode()).hexdigest()}
 
     def max_turns(self, setting: str) -> int:
         return self.options.max_steps

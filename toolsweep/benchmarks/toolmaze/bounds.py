@@ -12,6 +12,8 @@ the credit, and no ceiling is declared (see docs/toolmaze.md, "Adversaries and c
 
 from __future__ import annotations
 
+from typing import Any
+
 LEVELS = (1, 2, 3, 4)
 PERTURBED = ("P1", "P2", "P3", "P4")
 
@@ -37,14 +39,28 @@ CEILINGS: dict[str, dict[str, dict[str, float]]] = {
         **_same(_cells((4,), ("P3", "P4")), {"prr": 0.1, "tsr": 0.05}),
         **_same(_cells(LEVELS, ("P0",)), {"tsr": 0.05}),
     },
-    # knows the groups; on C2/C4 explicit faults its trajectory is a reroute's (the fault goes to
-    # the first member called, the next member is the switch): bounded where it differs
+    # knows the groups; on C2 explicit faults its trajectory is a reroute's (s*'s member holds the
+    # fault and is called first, the next member is the switch): bounded where it differs
     "call_all_members": {
         **_same(_cells((1,)), {"prr": 0.0, "tsr": 0.0}),
         **_same(_cells((2,), ("P3", "P4")), {"prr": 0.3, "tsr": 0.3}),
-        **_same(_cells((3,), ("P1", "P2")), {"prr": 0.55, "tsr": 0.55}),
+        **_same(_cells((3,), ("P1", "P2")), {"prr": 0.35, "tsr": 0.75}),
+        **_same(_cells((4,), ("P1", "P2")), {"prr": 0.15}),
         **_same(_cells((3, 4), ("P3", "P4")), {"prr": 0.0, "tsr": 0.0}),
     },
+    # calls each group's look-alikes before s*'s member, never reading them (issue 42): the fault is
+    # bound to s*'s tool when the task is made, so the sacrifice is no reroute; it succeeds only
+    # where the look-alike it called first was the whole rest of a path (a group at the Action)
+    "lookalike_first": {
+        **_same(_cells((1, 3, 4)), {"prr": 0.0, "tsr": 0.0}),
+        **_same(_cells((2,)), {"prr": 0.0, "tsr": 0.3}),
+    },
+    # every tool twice in a row, never reading a response (issue 42): a trajectory that repeats calls
+    # that had succeeded earns no retry
+    "blind_repeat": _same(_cells(LEVELS, ("P1", "P3")), {"prr": 0.0}),
+    # (the greedy binder plus repetition: on C1 no retry of it counts; on C2-C4 it still reroutes as
+    # the greedy binder does, bounded by that policy's ceilings)
+    "greedy_repeat": _same(_cells((1,), ("P1", "P3")), {"prr": 0.0}),
     # gives up at the first error: right only where the task cannot be done (C1-P2, a control)
     "abort_first_error": {
         **_same([c for c in _cells() if c != "C1-P2"], {"prr": 0.0, "tsr": 0.0}),
@@ -84,3 +100,122 @@ def settings_of(cells: list[str]) -> list[str]:
         if not cell.endswith("P0"):
             out.append(f"{cell}-hint")
     return out
+
+
+# cell -> metric -> the strongest policy bench/toolmaze_search.py found (8 seeded tasks per cell,
+# budget 16 policies, seed 0), its score and the greedy binder's on the same tasks
+SEARCHED: dict[str, dict[str, dict[str, Any]]] = {
+    "C1-P0": {
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C1-P1": {
+        "prr": {"searched": 0.857, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=retry,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C1-P2": {
+        "prr": {"searched": 0.5, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=abort,final=success,calls=25"},
+        "tsr": {"searched": 0.125, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=abort,final=success,calls=25"},
+    },
+    "C1-P3": {
+        "prr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C1-P4": {
+        "prr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C2-P0": {
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C2-P1": {
+        "prr": {"searched": 1.0, "greedy": 0.2,
+                 "policy": "search:order=list,lookalikes=all,bind=name,repeat=once,on_error=ignore,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C2-P2": {
+        "prr": {"searched": 1.0, "greedy": 0.167,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=4"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C2-P3": {
+        "prr": {"searched": 0.5, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name,repeat=once,on_error=ignore,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C2-P4": {
+        "prr": {"searched": 0.5, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=4"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C3-P0": {
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C3-P1": {
+        "prr": {"searched": 0.333, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=retry,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C3-P2": {
+        "prr": {"searched": 0.5, "greedy": 0.333,
+                 "policy": "search:order=overlap,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C3-P3": {
+        "prr": {"searched": 1.0, "greedy": 0.333,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=abort,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C3-P4": {
+        "prr": {"searched": 0.333, "greedy": 0.25,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=twice,on_error=ignore,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C4-P0": {
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C4-P1": {
+        "prr": {"searched": 0.6, "greedy": 0.4,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=retry,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C4-P2": {
+        "prr": {"searched": 0.2, "greedy": 0.0,
+                 "policy": "search:order=name,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C4-P3": {
+        "prr": {"searched": 0.167, "greedy": 0.0,
+                 "policy": "search:order=overlap,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+    "C4-P4": {
+        "prr": {"searched": 0.2, "greedy": 0.0,
+                 "policy": "search:order=overlap,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+        "tsr": {"searched": 0.0, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+    },
+}
+

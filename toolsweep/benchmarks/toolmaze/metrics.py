@@ -9,6 +9,7 @@ episode ended with a final answer.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -211,9 +212,31 @@ def met_then(fault: CallRecord, call: CallRecord) -> bool:
     return call.step > fault.step
 
 
+def repeats_a_success(calls: list[CallRecord]) -> bool:
+    """The agent called a tool again with the same arguments after that very call had come back clean.
+    Tools here are deterministic lookups, so such a repeat answers nothing that happened: it is blind
+    repetition, and its second call under a transient fault looks like a retry without being one."""
+    answered: set[tuple[str, str]] = set()
+    for c in calls:
+        if c.args is None:
+            continue
+        key = (c.tool, json.dumps(c.args, sort_keys=True, default=str))
+        if key in answered:
+            return True
+        if c.clean:
+            answered.add(key)
+    return False
+
+
 def retried(calls: list[CallRecord], fault: CallRecord, satisfying: set[int]) -> bool:
-    """Recovery strategy (1), "retrying for transient faults" (§3.5): after meeting the fault, a clean
-    call of the same tool that does the node's job (valid arguments, in dependency order)."""
+    """Recovery strategy (1), "retrying for transient faults" (§3.5): after meeting the fault (a later
+    agent step than the error, so the agent had received it), a clean call of the same tool that does
+    the node's job (valid arguments, in dependency order). A trajectory that also repeats calls that
+    had succeeded retries whatever comes back: no retry of it is credited (the abstract: PRR must
+    "separate systematic replanning from blind trial-and-error"; §3.5: "resolving an encountered
+    perturbation")."""
+    if repeats_a_success(calls):
+        return False
     return any(c.tool == fault.tool and c.idx in satisfying and met_then(fault, c) for c in calls)
 
 
@@ -222,12 +245,17 @@ def rerouted(task: Task, rule, assigned: str | None, fault: CallRecord,
     """Recovery strategy (2), "utilizing an alternative path" (§3.5): after meeting the fault, the
     faulted node's job is done by an alternative member of its group (a member path without the
     faulted tool, every tool of it satisfied with valid arguments by calls made after the fault), at
-    any later point: a detour first is charged by RC, not by PRR."""
+    any later point: a detour first is charged by RC, not by PRR. A member tool may count from before
+    the fault only where s* needs it before the faulted tool (the shared first layer of a many-to-many
+    block whose second-layer tool failed): that step was done on the way to the fault, not around it."""
+    before_ok = task.ancestors(assigned, task.default_index) if assigned in task.default_path else set()
     for i, s in enumerate(task.solutions):
         for member in _group_paths(task, rule):
             if assigned in member or not set(member) <= set(s):
                 continue
-            if all(any(met_then(fault, by_idx[k]) for k in sats[i].get(t, ())) for t in member):
+            after = {t for t in member if any(met_then(fault, by_idx[k]) for k in sats[i].get(t, ()))}
+            earlier = {t for t in member if t not in after and t in before_ok and sats[i].get(t)}
+            if after and after | earlier == set(member):
                 return True
     return False
 
@@ -248,8 +276,10 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
     complete = [i for i, s in enumerate(task.solutions) if all(t in sats[i] for t in s)]
     # no wrong side effects: every executed Action call (DAG or distractor) must satisfy a node
     correct_action_calls = {k for s in sats for idxs in s.values() for k in idxs}
-    actions_ok = all(c.idx in correct_action_calls for c in calls
-                     if c.clean and corpus.tools[c.tool].category == ACTION)
+    executed_actions = [c for c in calls if c.clean and corpus.tools[c.tool].category == ACTION]
+    # and none twice: the same Action with the same arguments books, sends or orders twice
+    actions_ok = (all(c.idx in correct_action_calls for c in executed_actions)
+                  and not repeats_a_success(executed_actions))
     faulty = engine.faulty_tools()
     solvable = any(not (set(s) & faulty) for s in task.solutions)
 
@@ -318,8 +348,11 @@ def optimal_cost(task: Task, profile: Profile, engine: Engine, calls: list[CallR
     activated_tool = first_call.tool
     best = math.inf
     rules = list(profile.rules)
+    # under a permanent fault no path through a failing tool completes: the activated one, and the
+    # tools other rules were bound to when the task was made
+    blocked = {activated_tool} | {r.victim for r in rules if r.victim is not None}
     for i, s in enumerate(task.solutions):
-        if profile.permanent and activated_tool in s:
+        if profile.permanent and set(s) & blocked:
             continue
         if sats is not None:  # satisfaction before `first` = satisfying calls with a smaller index
             sat = {t: [k for k in ks if k < first] for t, ks in sats[i].items()}
@@ -327,6 +360,8 @@ def optimal_cost(task: Task, profile: Profile, engine: Engine, calls: list[CallR
         else:
             sat = satisfied_nodes(task, i, calls, upto=first)
         cost = 1 + sum(1 for t in s if t not in sat)
+        # every other group on s costs one call more: which of its members holds the fault is not
+        # visible, so no agent without foreknowledge can plan around it
         cost += sum(1 for r in rules if r.rule_id != first_call.rule_id and set(s) & set(r.members))
         best = min(best, cost)
     return int(best) if best < math.inf else 1

@@ -64,9 +64,14 @@ _OTHER_ENTITY = {  # echo-param type -> the world values an ENTITY_MISMATCH may 
 }
 
 
+FAULT_BINDINGS = ("task", "first_call")
+
+
 @dataclass(frozen=True)
 class Rule:
-    """One fault: a single tool (C1) or an alternative group whose first-called member fails."""
+    """One fault: a single tool (C1) or an alternative group. `victim` is the tool the fault is bound
+    to when the task is made (a tool of s*, paper §3.4 "which tool on the preferred path s* should
+    fail"); None means the group's first-called member takes it (the `first_call` binding)."""
 
     rule_id: str
     scope: str  # tool | group
@@ -74,6 +79,12 @@ class Rule:
     responses: dict[str, str]  # tool -> synthetic response (JSON text)
     corrupted: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # tool -> corrupted values
     operators: dict[str, str] = field(default_factory=dict)  # tool -> error class / operator
+    victim: str | None = None
+
+    @property
+    def fault_tools(self) -> tuple[str, ...]:
+        """The tools that can take this fault: the bound victim, or any member before activation."""
+        return (self.victim,) if self.victim is not None else self.members
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,8 @@ class Profile:
     def to_json(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "mode": self.mode, "rules": [
             {"rule_id": r.rule_id, "scope": r.scope, "members": list(r.members), "responses": r.responses,
-             "corrupted": {k: list(v) for k, v in r.corrupted.items()}, "operators": r.operators}
+             "corrupted": {k: list(v) for k, v in r.corrupted.items()}, "operators": r.operators,
+             "victim": r.victim}
             for r in self.rules]}
 
 
@@ -230,7 +242,25 @@ def victims(task: Task, c4_fault_slots: str = "all", seed: int = 0) -> list[tupl
     return rules
 
 
-def build_profile(ts: TaskSet, task: Task, mode: str, c4_fault_slots: str = "all") -> Profile:
+def bound_victim(task: Task, members: tuple[str, ...], seed: int) -> str:
+    """The tool a fault is bound to when the task is made: the rule's tool on s* (paper §3.4: "a
+    perturbation profile that specifies which tool on the preferred path s* should fail"; §1:
+    "injected at pre-specified tool nodes rather than randomly"). In a many-to-many block whose s*
+    member has two tools, one of them drawn by seed. Fixed before any call, so the order in which an
+    agent calls a group's members cannot move it."""
+    on_path = [t for t in task.default_path if t in members]
+    if not on_path:
+        raise ValueError(f"{task.task_id}: no tool of fault rule {members} lies on s*")
+    return on_path[random.Random(seeded_int(seed, "bound-victim", task.task_id, *members)).randrange(len(on_path))]
+
+
+def build_profile(ts: TaskSet, task: Task, mode: str, c4_fault_slots: str = "all",
+                  fault_binding: str = "task") -> Profile:
+    """The fault profile of (task, P). `fault_binding="task"` binds each fault to a tool of s* when the
+    task is made; `"first_call"` keeps the paper's literal activation rule (§3.4, "Fault Activation
+    Rules"): the group member the agent calls first takes the fault."""
+    if fault_binding not in FAULT_BINDINGS:
+        raise ValueError(f"fault_binding must be one of {FAULT_BINDINGS}, not {fault_binding!r}")
     if mode == "P0":
         return Profile(task.task_id, mode, ())
     manifestation, _ = MODES[mode]
@@ -248,7 +278,8 @@ def build_profile(ts: TaskSet, task: Task, mode: str, c4_fault_slots: str = "all
                 responses[m] = canonical(resp)
                 corrupted[m] = bad
                 ops[m] = op
-        rules.append(Rule(rule_id, scope, tuple(members), responses, corrupted, ops))
+        victim = bound_victim(task, tuple(members), ts.dataset_seed) if fault_binding == "task" else None
+        rules.append(Rule(rule_id, scope, tuple(members), responses, corrupted, ops, victim))
     return Profile(task.task_id, mode, tuple(rules))
 
 
@@ -270,7 +301,7 @@ class Engine:
 
     def on_call(self, tool: str) -> Hit | None:
         for r in self.profile.rules:
-            if tool not in r.members:
+            if tool not in r.fault_tools:
                 continue
             if self.assigned[r.rule_id] is None:
                 self.assigned[r.rule_id] = tool  # activation on the first call into the group

@@ -54,6 +54,12 @@ EXPLOITS = {
                           "done (positive control on C1-P2; the same agent as abort_first_error)",
     "junk_recovery": "calls every tool of the task and every alternative twice with junk arguments, then answers",
     "no_tools": "answers at once without calling a tool",
+    "lookalike_first": "follows s*; before each alternative group's s* member calls its look-alikes, "
+                       "never reading a response (binds from whatever came back last)",
+    "blind_repeat": "follows s* and calls every tool twice in a row, never reading a response",
+    "greedy_repeat": "the greedy binder, calling every tool it binds twice in a row",
+    "searched_floor": "per cell, the strongest policy ToolMaze's adversary search found (search.py; "
+                      "bounds.SEARCHED), where it beats the greedy binder; the benchmark's floor",
 }
 _PLACEHOLDER = "unavailable"
 
@@ -131,6 +137,8 @@ class ScriptedAgent:
             permanent = self.env.profile.permanent
             if s == "reroute" or permanent:
                 self.avoid.add(rec.tool)
+                if permanent and s in ("oracle", "never_stop"):  # ground truth: every bound victim fails
+                    self.avoid |= {r.victim for r in self.env.profile.rules if r.victim is not None}
                 new = self._best_path()
                 if new is None:
                     if s == "never_stop":
@@ -159,13 +167,14 @@ class ScriptedAgent:
         return min(ok, key=lambda i: (sum(1 for t in sols[i] if t not in self.done), tuple(sorted(sols[i]))))
 
     def _sacrifice(self, nxt: str) -> tuple[str, dict] | None:
-        """Permanent faults in a group not yet activated: the first member called is lost for good.
+        """Permanent faults in a group not yet activated (`first_call` binding only: a fault bound to
+        its tool when the task is made cannot be moved): the first member called is lost for good.
         If losing the planned member costs more than losing another one, call that one first
         (the optimal strategy c* assumes, spec §6.2)."""
         if self.strategy not in ("oracle", "never_stop") or not self.env.profile.permanent:
             return None
         for r in self.env.profile.rules:
-            if nxt not in r.members or self.env.engine.assigned[r.rule_id] is not None:
+            if r.victim is not None or nxt not in r.members or self.env.engine.assigned[r.rule_id] is not None:
                 continue
             sols = self.task.solutions
             def cost(exclude: str) -> float:
@@ -285,15 +294,62 @@ class NoToolsAgent:
         return AgentReply(message=Message(role="assistant", content="The task is complete."))
 
 
+class BlindPathAgent:
+    """Follows s* with the arguments its bindings name, filled from whatever each tool answered last
+    (an error or a corruption included): it never reads a response to decide anything.
+
+    - lookalike_first: at an alternative group, first calls the members that are not on s*, then s*'s.
+      Under a fault bound to whichever member is called first, that sacrifice looks like a reroute.
+    - blind_repeat: calls every tool twice in a row. Under a transient fault the second call looks
+      like a retry, though it would have been made whatever the first call answered.
+    """
+
+    def __init__(self, env: ToolMazeEnv, mode: str) -> None:
+        self.env = env
+        self.task = env.task
+        self.outputs: dict[str, Any] = {}
+        self.seen = 0
+        self.n = 0
+        task = self.task
+        queue: list[tuple[str, int]] = []
+        sacrificed: set[str] = set()  # group ids whose look-alikes are queued
+        for tool in task.default_path:
+            for pos in task.groups:
+                if mode != "lookalike_first" or tool not in pos.tools or pos.group_id in sacrificed:
+                    continue
+                sacrificed.add(pos.group_id)
+                for alt in (t for t in pos.tools if t not in task.default_path):
+                    queue.append((alt, next(i for i, sol in enumerate(task.solutions) if alt in sol)))
+            queue += [(tool, task.default_index)] * (2 if mode == "blind_repeat" else 1)
+        self.queue = queue
+
+    async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        for rec in self.env.calls[self.seen:]:
+            self.outputs[rec.tool] = rec.response
+        self.seen = len(self.env.calls)
+        if not self.queue:
+            return AgentReply(message=Message(role="assistant", content="Done."))
+        tool, path = self.queue.pop(0)
+        args = bound_args(self.task, self.outputs, path, tool)
+        self.n += 1
+        tc = ToolCall(id=f"b{self.n}", function=FunctionCall(name=tool, arguments=json.dumps(args)))
+        return AgentReply(message=Message(role="assistant", content=None, tool_calls=[tc]))
+
+
 def make_policy(name: str, env: ToolMazeEnv, seed: int):
+    if name.startswith("search:") or name == "searched_floor":
+        from toolsweep.benchmarks.toolmaze.search import make_floor_policy, make_searched_policy
+        return make_floor_policy(env) if name == "searched_floor" else make_searched_policy(name, env)
+    if name in ("lookalike_first", "blind_repeat"):
+        return BlindPathAgent(env, name)
     if name == "random":
         return RandomAgent(env, seed)
     if name == "junk_recovery":
         return JunkRecoveryAgent(env)
     if name == "no_tools":
         return NoToolsAgent()
-    if name == "greedy_binder":
-        return GreedyBinderAgent(env)
+    if name in ("greedy_binder", "greedy_repeat"):
+        return GreedyBinderAgent(env, repeat=name == "greedy_repeat")
     if name in ("call_all_members", "abort_first_error", "retry_then_switch"):
         return PathAgent(env, name)
     if name == "acknowledged_abort":
@@ -352,11 +408,13 @@ class GreedyBinderAgent:
     type; free text from the latest text output), calls every tool whose parameters all bind, one
     call per step, each tool once, never checks a value, never retries; then answers "Done."."""
 
-    def __init__(self, env: ToolMazeEnv) -> None:
+    def __init__(self, env: ToolMazeEnv, repeat: bool = False) -> None:
         self.env = env
         self.details = query_details(env.task.query)
         self.called: set[str] = set()
         self.n = 0
+        self.repeat = repeat
+        self.again: ToolCall | None = None
 
     def _bind(self, fn: dict[str, Any], fields: dict[str, dict[str, str]]) -> dict[str, Any] | None:
         args: dict[str, Any] = {}
@@ -394,6 +452,11 @@ class GreedyBinderAgent:
         return args
 
     async def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> AgentReply:
+        if self.again is not None:  # greedy_repeat: the same call once more, whatever came back
+            call, self.again = self.again, None
+            self.n += 1
+            call = ToolCall(id=f"g{self.n}", function=call.function)
+            return AgentReply(message=Message(role="assistant", content=None, tool_calls=[call]))
         fields = {t["function"]["name"]: returned_fields(t["function"]) for t in tools}
         for t in tools:
             fn = t["function"]
@@ -405,6 +468,8 @@ class GreedyBinderAgent:
             self.called.add(fn["name"])
             self.n += 1
             call = ToolCall(id=f"g{self.n}", function=FunctionCall(name=fn["name"], arguments=json.dumps(args)))
+            if self.repeat:
+                self.again = call
             return AgentReply(message=Message(role="assistant", content=None, tool_calls=[call]))
         return AgentReply(message=Message(role="assistant", content="Done."))
 

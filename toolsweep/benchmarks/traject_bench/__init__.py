@@ -45,6 +45,9 @@ from toolsweep.benchmarks.traject_bench.policies import (
     all_tools_policy,
     echo_outputs_policy,
     keyword_policy,
+    name_match_policy,
+    SEARCH_PREFIX,
+    searched_policy,
     no_tools_policy,
     prose_echo_policy,
     oracle_policy,
@@ -225,7 +228,9 @@ class TrajectBench(Benchmark):
         """Call everything: the strongest policy here that reads neither the gold nor uses a model
         (Inclusion near 1 and the highest Traj-Satisfy* of the no-model policies, above the keyword
         retriever in every cell measured; Usage, a share of the pairs each makes, is alike for both);
-        Inclusion and Usage read against its floor."""
+        Inclusion and Usage read against its floor. The adversary search (policies.search_space,
+        bench/traject_search.py) finds it the strongest on Inclusion; on Usage a short name or keyword
+        retriever is stronger (docs/traject_bench.md has that floor per setting)."""
         return "all_tools"
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
@@ -236,10 +241,12 @@ class TrajectBench(Benchmark):
         if name == "random":
             return random_policy(env, seed)
         exploits = {"echo_outputs": echo_outputs_policy, "no_tools": no_tools_policy, "all_tools": all_tools_policy,
-                    "keyword": keyword_policy, "prose_echo": prose_echo_policy,
+                    "keyword": keyword_policy, "prose_echo": prose_echo_policy, "name_match": name_match_policy,
                     "prose_echo_query": lambda e: prose_echo_policy(e, with_query_numbers=True)}
         if name in exploits:
             return exploits[name](env)
+        if name.startswith(SEARCH_PREFIX):
+            return searched_policy(env, name)
         return super().make_scripted_policy(name, env, seed)
 
     def stop_sequences(self, setting: str) -> list[str]:

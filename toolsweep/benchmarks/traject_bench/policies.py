@@ -182,12 +182,80 @@ def keyword_policy(env: TrajectEnv, k: int = KEYWORD_K) -> _Scripted:
                      answer_fn=prose_of_executed)
 
 
+_STOP = frozenset("a an and are as at be by can could do does for from get give how i in is it me my of on or "
+                  "please show tell that the their them then this to use want what when where which who with "
+                  "would you your".split())
+
+
+def _tokens(text: str) -> set[str]:
+    """Lower-case word stems of a text or a tool name (camelCase and snake_case split; a trailing s
+    dropped), without stop words."""
+    words = re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", text).lower())
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if len(w) > 2 and w not in _STOP}
+
+
+def name_match_ranking(env: TrajectEnv) -> list[str]:
+    """Visible tools ranked by how many of the query's words their names contain (ties in list order);
+    tools whose names share no word with the query are left out."""
+    query = _tokens(env.task.query)
+    scored = []
+    for i, name in enumerate(env.pool):
+        shown = env.ctx.dataset.tool_def(name, env.task.domain).shown_name
+        hits = len(_tokens(shown) & query)
+        if hits:
+            scored.append((-hits, i, name))
+    return [name for _, _, name in sorted(scored)]
+
+
+def name_match_policy(env: TrajectEnv, k: int = KEYWORD_K) -> _Scripted:
+    """Name retriever: the k visible tools whose names share the most words with the query, each once
+    with its example arguments; then their outputs restated as prose. No gold, no model."""
+    calls = [_default_call(env, n) for n in name_match_ranking(env)[:k]]
+    return _Scripted(env, _groups(env, calls), RANDOM_ANSWER, "Match the query's nouns to tool names.",
+                     answer_fn=prose_of_executed)
+
+
+SEARCH_PREFIX = "search:"
+
+
+TOOL_CHOICES = ("all", "keyword-3", "keyword-6", "keyword-10", "name-3", "name-6", "name-10", "name-every")
+
+
+def search_space():
+    """TRAJECT-Bench's adversary search space (evaluator/adversary.py): which tools to call (every
+    visible tool; the top k by the BM25 keyword retriever over descriptions; the top k, or every one,
+    by the name retriever: query words in tool names). Every policy calls them once with example
+    arguments and restates their outputs as prose; none reads the gold or uses a model."""
+    from toolsweep.evaluator.adversary import SearchSpace
+
+    return SearchSpace.of({"tools": TOOL_CHOICES})
+
+
+def searched_policy(env: TrajectEnv, name: str) -> _Scripted:
+    """A policy of the search space by name (`search:tools=name-3`)."""
+    choice = "all"
+    for part in filter(None, name[len(SEARCH_PREFIX):].split(",")):
+        key, _, value = part.partition("=")
+        if key != "tools" or value not in TOOL_CHOICES:
+            raise KeyError(f"{name!r}: '{part}' is no option of TRAJECT-Bench's search space "
+                           f"(tools: {'|'.join(TOOL_CHOICES)})")
+        choice = value
+    if choice == "all":
+        return all_tools_policy(env)
+    retriever, _, k = choice.partition("-")
+    if retriever == "keyword":
+        return keyword_policy(env, int(k))
+    return name_match_policy(env, len(env.pool) if k == "every" else int(k))
+
+
 EXPLOITS = {
     "echo_outputs": "the gold calls, then the raw tool outputs pasted as the answer",
     "no_tools": "answers without calling a tool, restating the query",
     "all_tools": "call everything: every visible tool once with example arguments, then its outputs as prose",
     "keyword": f"keyword retriever: the top-{KEYWORD_K} visible tools by BM25 against the query, example "
                "arguments, then their outputs as prose (no ground truth, no model)",
+    "name_match": f"name retriever: the top-{KEYWORD_K} visible tools whose names share the most words with the "
+                  "query, example arguments, then their outputs as prose (no ground truth, no model)",
     "prose_echo": "the gold calls, then every gold output restated as 'The key is value.' sentences",
     "prose_echo_query": "prose_echo with every number of the query appended",
 }
