@@ -232,6 +232,12 @@ class SweepConfig(_Strict):
     run_id: str | None = Field(None, description="Default 'main': re-running resumes, and an edited config grows "
                                "the same run directory (unchanged units are reused).")
     ray_address: str | None = Field(None, description='None = embedded Ray; "auto" = a `ray start` cluster.')
+    ray_start_timeout_s: float = Field(
+        0.0, ge=0, le=86_400,
+        description="An embedded Ray whose start fails (Ray waits a fixed 30 s for its raylet, too short on a "
+        "busy machine) is started again: once always, and again while this many seconds have not passed since "
+        "the first try.",
+    )
     scale_up_timeout_s: float = Field(
         0.0, ge=0, le=86_400,
         description="On an autoscaling cluster (KubeRay GPU groups from zero): ask the autoscaler for the "

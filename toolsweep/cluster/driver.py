@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
+from toolsweep.cluster.ray_start import RayStartFailed  # noqa: F401 - raised by `run_sweep`, caught by the CLI
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json, unit_id_digests
@@ -372,7 +373,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def _connect_ray(address: str | None, log: Log) -> bool:
+def _connect_ray(address: str | None, log: Log, ray_start_timeout_s: float = 0.0) -> bool:
     """Connect to a cluster or start an embedded one; returns True when this call started Ray."""
     import ray
 
@@ -389,21 +390,11 @@ def _connect_ray(address: str | None, log: Log) -> bool:
                 "or leave out --address to use an embedded Ray"
             ) from None
     else:
+        from toolsweep.cluster.ray_start import start_embedded_ray
+
         log("starting an embedded Ray (no cluster address given)")
-        try:
-            ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-        except Exception as exc:  # noqa: BLE001 - a start-up timeout under load, an unusable temp dir, ...
-            raise RayStartFailed(
-                f"the embedded Ray did not start ({type(exc).__name__}: {str(exc)[:300]}). Nothing was run. "
-                "On a loaded machine its start-up can time out: run the same command again when it is less busy, "
-                "or start a cluster once with `ray start --head` and pass --address auto; check that the temp "
-                "folder (RAY_TMPDIR, default /tmp) is writable and has space."
-            ) from None
+        start_embedded_ray(ray_start_timeout_s, log)
     return True
-
-
-class RayStartFailed(RuntimeError):
-    """Ray could not be started or joined: nothing ran; the message says what to try."""
 
 
 def run_sweep(
@@ -635,7 +626,7 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
 
     config = plan.config
     sigterm = signal.getsignal(signal.SIGTERM)
-    started_ray = _connect_ray(config.ray_address, log)
+    started_ray = _connect_ray(config.ray_address, log, config.ray_start_timeout_s)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
     runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log,
@@ -976,23 +967,47 @@ class WorkersFailed(RuntimeError):
 def _await_warmups(scheduler: Any, warmups: list[Any], log: Log) -> None:
     """Wait for the workers' warm-up; a worker that dies meanwhile is replaced once, then reported."""
     import ray
-    from ray.exceptions import RayActorError
 
+    dead = _dead_worker_errors()
     for i, ref in enumerate(warmups):
         try:
             ray.get(ref)
             continue
-        except RayActorError as exc:
-            log(f"rollout worker {i} died while warming up ({type(exc).__name__}); starting a new one")
+        except dead as exc:
+            log(f"rollout worker {i} died while warming up ({_death_cause(exc)}); starting a new one")
+        _kill_quietly(ray, scheduler.workers[i])  # a worker the memory monitor hit may still hold its memory
         scheduler.workers[i] = scheduler.make_worker(i)
         try:
             ray.get(scheduler.workers[i].warmup.remote(scheduler.warmup_plan))
-        except RayActorError as exc:
+        except dead as exc:
             raise WorkersFailed(
-                f"rollout worker {i} died twice while building its benchmarks ({type(exc).__name__}: "
-                f"{str(exc)[:300]}); check the workers' memory (a benchmark's data is loaded in each worker) "
-                "and the Ray logs under /tmp/ray/session_latest/logs"
+                f"rollout worker {i} died twice while building its benchmarks ({_death_cause(exc)}: "
+                f"{str(exc)[:300]}); check the workers' memory (a benchmark's data is loaded in each worker; "
+                "fewer workers, concurrency.workers, need less) and the Ray logs under /tmp/ray/session_latest/logs"
             ) from None
+
+
+def _dead_worker_errors() -> tuple[type[BaseException], ...]:
+    """What `ray.get` raises for a worker that died: killed, crashed, or killed by Ray's memory monitor
+    (`OutOfMemoryError`, which is no `RayActorError`)."""
+    from ray.exceptions import OutOfMemoryError, RayActorError, WorkerCrashedError
+
+    return (RayActorError, WorkerCrashedError, OutOfMemoryError)
+
+
+def _death_cause(exc: BaseException) -> str:
+    from ray.exceptions import OutOfMemoryError
+
+    if isinstance(exc, OutOfMemoryError):
+        return "killed by Ray's memory monitor: the machine ran low on memory"
+    return type(exc).__name__
+
+
+def _kill_quietly(ray: Any, worker: Any) -> None:
+    try:
+        ray.kill(worker)
+    except Exception:  # noqa: BLE001 - dead already
+        pass
 
 
 def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:
