@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from toolsweep.evaluator.registry import UnknownBenchmark, available_benchmarks, get_benchmark
 from toolsweep.evaluator.sweep import BenchmarkPlan
 from toolsweep.evaluator.types import Sampling, canonical_json
-from toolsweep.models.config import BASELINE, ModelConfig, ScriptedModelConfig
+from toolsweep.models.config import BASELINE, ModelConfig, ScriptedModelConfig, model_dir_problem
 
 
 DEFAULT_RUN_ID = "main"
@@ -542,6 +542,14 @@ def check_models(config: SweepConfig) -> None:
         if path is not None and model.kind in ("vllm", "hf") and not Path(path).exists():
             raise ConfigError(f"{where}.path: {path} does not exist (no hub downloads at run time; "
                               "`toolsweep models prepare` fetches the small test model)")
+        if path is not None and model.kind in ("vllm", "hf"):
+            engine = getattr(model, "engine_args", None)
+            tokenizer = (engine.model_extra or {}).get("tokenizer") if engine is not None else None
+            problem = model_dir_problem(path, getattr(model, "gguf_file", None), tokenizer)
+            if problem:
+                raise ConfigError(f"{where}.path: {problem}; a model directory holds config.json, its weights and "
+                                  "its tokenizer (transformers' save_pretrained writes them; `toolsweep models "
+                                  "prepare smollm2` makes the small test model)")
 
 
 def _benchmark_settings(entry: dict[str, Any]) -> list[str]:
