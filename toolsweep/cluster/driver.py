@@ -818,9 +818,10 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
 def _run_in_waves(plan: SweepPlan, models: Models, scheduler: Any, todo: Any, bar: Any, log: Log) -> Any:
     """The run phase of a sweep whose models run in waves: each wave's servers up, its models'
     preflight, its units, its servers down; the timeline is kept on `models` for the summary."""
-    from toolsweep.cluster.waves import run_waves
+    from toolsweep.cluster.waves import run_waves, save_invocation
 
     checked_helpers: list[bool] = []
+    invocation = uuid.uuid4().hex  # this run's entry in the run directory's wave history
 
     def check(wave: Any, endpoints: dict[str, Any]) -> None:
         _preflight(plan.config, endpoints, log, [m for m in plan.config.models if m.name in wave.models],
@@ -828,7 +829,8 @@ def _run_in_waves(plan: SweepPlan, models: Models, scheduler: Any, todo: Any, ba
         checked_helpers.append(True)
 
     stats, models.timeline = run_waves(models.waves, models.runtime, scheduler, todo, bar=bar,
-                                       desc=plan.config.name, log=log, check=check)
+                                       desc=plan.config.name, log=log, check=check,
+                                       on_change=lambda timeline: save_invocation(plan.run_dir.path, invocation, timeline))
     if models.timeline.text():
         log(models.timeline.text())
     return stats
@@ -843,8 +845,14 @@ def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int,
     extra: dict[str, Any] = {"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)}
     if getattr(models.runtime, "sizing", None):
         extra["servers"] = models.runtime.sizing  # each server's in-flight cap and rope scaling, with the reason
+    from toolsweep.cluster.waves import accumulated_waves
+
+    waves = accumulated_waves(plan.run_dir.path)  # every invocation's, also one a kill cut short
+    if waves is None and models.timeline is not None and models.timeline.records:
+        waves = models.timeline.as_json()
+    if waves is not None:
+        extra["waves"] = waves
     if models.timeline is not None and models.timeline.records:
-        extra["waves"] = models.timeline.as_json()
         extra["infrastructure"]["waves"] = models.timeline.metrics()
     cells, text = finalize_run(plan.run_dir, plan.record.config, plan.record.benchmarks, unit_ids=plan.record.unit_ids,
                                extra=extra, cell_units=plan.record.cell_units)
