@@ -411,8 +411,21 @@ def run_sweep(
 
     `whole`: for a subset run (`run --models/--benchmarks/--settings/--limit`), the config the subset was
     taken from. Only `config`'s units run, but the record (summary, report, plots, manifest, MLflow)
-    describes the whole, so a subset never replaces it."""
+    describes the whole, so a subset never replaces it.
+
+    Off a terminal a line comes at least every `progress_interval_s` through every phase (`Heartbeat`)."""
+    from toolsweep.cluster.heartbeat import Heartbeat
+
     clock = PhaseClock()
+    heartbeat = Heartbeat(config.name, log, config.progress_interval_s, clock.current)
+    if progress and sys.stderr.isatty():  # the bar shows it is alive
+        return _run_phases(config, clock, progress, heartbeat.log, extra_benchmarks, whole)
+    with heartbeat:
+        return _run_phases(config, clock, progress, heartbeat.log, extra_benchmarks, whole)
+
+
+def _run_phases(config: SweepConfig, clock: PhaseClock, progress: bool, log: Log,
+                extra_benchmarks: dict[str, str] | None, whole: SweepConfig | None) -> RunOutcome:
     planned = plan_sweep(config, log, extra_benchmarks, whole=whole)
     clock.lap("plan")
     if isinstance(planned, RunOutcome):
@@ -450,6 +463,14 @@ class PhaseClock:
         now = time.perf_counter()
         self.laps[name] = self.laps.get(name, 0.0) + (now - self._t)
         self._t = now
+
+    NEXT = {"plan": "start", "start": "episodes", "episodes": "summary", "summary": "mlflow", "mlflow": "stop"}
+
+    def current(self) -> str:
+        """The phase in progress: the one after the last lap."""
+        last = next(reversed(self.laps), None)
+        name = "plan" if last is None else self.NEXT.get(last, last)
+        return self.LABELS.get(name, name)
 
     def line(self) -> str:
         total = sum(self.laps.values())
