@@ -322,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an embedded Ray that fails to start (it waits a fixed 30 s for its raylet, too short on a "
                         "busy machine) is started again once, and again while SECONDS have not passed since the "
                         "first try (default: the config's ray_start_timeout_s, 0 = one retry)")
+    p.add_argument("--permanent-error-stops-job", action="store_true",
+                   help="as a Ray job's entrypoint (a KubeRay RayJob): on exit 2, 3 or 4, which no retry gets past, "
+                        "stop this Ray job (status STOPPED) instead of failing it, so the RayJob is not retried")
     p.add_argument("--no-mlflow", action="store_true", help="do not mirror to MLflow")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("--skip-preflight", action="store_true",
@@ -396,7 +399,12 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in DELEGATED:
             return _delegate(DELEGATED[argv[0]], argv[1:])
         args = build_parser().parse_args(argv)
-        return int(args.func(args))
+        code = int(args.func(args))
+        if getattr(args, "permanent_error_stops_job", False):
+            from toolsweep.cluster.ray_job import stop_own_job
+
+            stop_own_job(code, lambda msg: print(msg, file=sys.stderr, flush=True))
+        return code
     except KeyboardInterrupt as exc:
         from toolsweep.cluster.scheduler import SIGTERM_SEEN, Terminated
 
