@@ -36,7 +36,7 @@ def test_a_whole_model_directory_passes(tmp_path):
 def test_each_missing_part_is_named(tmp_path):
     assert "no config.json" in model_dir_problem(model_dir(tmp_path / "a", config=None))
     assert "no weights" in model_dir_problem(model_dir(tmp_path / "b", weights=False))
-    assert "no a tokenizer" in model_dir_problem(model_dir(tmp_path / "c", tokenizer=None))
+    assert "no tokenizer" in model_dir_problem(model_dir(tmp_path / "c", tokenizer=None))
     assert "not valid JSON" in model_dir_problem(model_dir(tmp_path / "d", config="{not json"))
     assert "JSON object" in model_dir_problem(model_dir(tmp_path / "e", config="[]"))
     empty = tmp_path / "empty"

@@ -330,7 +330,7 @@ def model_dir_problem(path: str | Path, gguf_file: str | None = None, tokenizer:
         lacks.append(f"weights ({', '.join('*' + s for s in WEIGHT_SUFFIXES)})")
     tokenizer_root = Path(tokenizer) if tokenizer else root
     if not any((tokenizer_root / name).is_file() for name in TOKENIZER_FILES):
-        lacks.append(f"a tokenizer ({' or '.join(TOKENIZER_FILES)}"
+        lacks.append(f"tokenizer ({' or '.join(TOKENIZER_FILES)}"
                      + (f" in {tokenizer_root}" if tokenizer else "") + ")")
     if lacks:
         return f"{root} holds no model: no {', no '.join(lacks)}"
