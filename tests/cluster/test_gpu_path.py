@@ -40,6 +40,7 @@ def model_dir(tmp_path: Path) -> Path:
     d.mkdir()
     (d / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
     (d / "model.safetensors").write_bytes(os.urandom(1024))
+    (d / "tokenizer.json").write_text("{}")  # config, weights and tokenizer: what the config check asks of a model
     return d
 
 

@@ -75,6 +75,8 @@ def test_a_base_and_two_adapters_share_one_server_in_a_sweep_on_one_gpu(gpu_clus
     other = tmp_path / "other-model"
     other.mkdir()
     (other / "config.json").write_text("{}")
+    (other / "model.safetensors").write_bytes(os.urandom(256))
+    (other / "tokenizer.json").write_text("{}")
     events = tmp_path / "events"
     cfg = _config(tmp_path, fake_python, model_dir, other, events)
     out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": "fake_bench:FakeBench"}, log=lambda m: None)

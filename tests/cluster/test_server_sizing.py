@@ -67,6 +67,8 @@ def _rope_config(tmp_path: Path, native: int, max_tokens: int) -> SweepConfig:
     d = tmp_path / f"model-{native}"
     d.mkdir()
     (d / "config.json").write_text(json.dumps({"model_type": "qwen3", "max_position_embeddings": native}))
+    (d / "model.safetensors").write_bytes(b"\0" * 64)
+    (d / "tokenizer.json").write_text("{}")
     return SweepConfig.model_validate({
         "name": "rope", "models": [{"name": "q", "kind": "vllm", "path": str(d), "rope_scaling": "auto",
                                     "engine_args": {"max_model_len": native}}],

@@ -161,5 +161,9 @@ def test_a_sweep_killed_mid_wave_resumes_in_that_wave(gpu_cluster, model_dir, fa
     assert [name for _, _, name in after] == ["m2", "m3"]  # resumed in the second wave; the first was not started
     assert_one_model_at_a_time(intervals(read_events(events)))
     summary = json.loads(out.run_dir.summary_path.read_text())
-    assert [w["wave"] for w in summary["waves"]["waves"]] == [2, 3]
-    assert summary["waves"]["waves"][0]["done"] == 8 - before.count("m2")
+    # both invocations' waves: the killed one's first wave and its second, cut short, then the resumed ones
+    assert [(w["invocation"], w["wave"]) for w in summary["waves"]["waves"]] == [(1, 1), (1, 2), (2, 2), (2, 3)]
+    assert [w["ended"] for w in summary["waves"]["waves"]] == [True, False, True, True]
+    assert summary["waves"]["waves"][0]["done"] == 8
+    assert summary["waves"]["waves"][2]["done"] == 8 - before.count("m2")
+    assert [inv["waves"] for inv in summary["waves"]["invocations"]] == [[1, 2], [2, 3]]

@@ -111,6 +111,9 @@ class FakeBench(Benchmark):
         delay_s: float = 0.0
         fail_tasks: list[str] = []
         die_once_marker: str | None = None  # a rollout worker building this dies once (the marker file says it did)
+        # a rollout worker building this is hit once by Ray's memory monitor, as the driver sees it
+        oom_once_marker: str | None = None
+        build_delay_s: float = 0.0  # a rollout worker takes this long to build the benchmark (its warm-up)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -118,6 +121,14 @@ class FakeBench(Benchmark):
         if marker and not os.path.exists(marker) and _in_ray_actor():
             open(marker, "w").close()
             os._exit(1)
+        if self.options.build_delay_s and _in_ray_actor():
+            time.sleep(self.options.build_delay_s)
+        marker = self.options.oom_once_marker
+        if marker and not os.path.exists(marker) and _in_ray_actor():
+            from ray.exceptions import OutOfMemoryError
+
+            open(marker, "w").close()
+            raise OutOfMemoryError("Task was killed due to the node running low on memory (memory monitor)")
 
     def settings(self) -> dict[str, dict[str, Any]]:
         return {"small": {"max": 5}, "large": {"max": 10}}

@@ -210,8 +210,15 @@ def entrypoint_args(rayjob: dict) -> dict[str, str]:
     argv = shlex.split(rayjob["spec"]["entrypoint"])
     assert argv[:2] == ["toolsweep", "run"], argv
     config, flags = argv[2], argv[3:]
-    assert len(flags) % 2 == 0 and all(f.startswith("--") for f in flags[::2]), flags
-    return {"config": config, **{k[2:]: v for k, v in zip(flags[::2], flags[1::2])}}
+    out = {"config": config}
+    i = 0
+    while i < len(flags):  # `--name value`, or a switch (`--permanent-error-stops-job`): "true"
+        assert flags[i].startswith("--"), flags
+        if i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+            out[flags[i][2:]], i = flags[i + 1], i + 2
+        else:
+            out[flags[i][2:]], i = "true", i + 1
+    return out
 
 
 @pytest.mark.parametrize("name", KUSTOMIZATIONS)

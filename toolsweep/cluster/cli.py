@@ -109,6 +109,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = config.model_copy(update={"scale_up_timeout_s": args.scale_up_timeout})
         if args.mlflow_wait is not None:
             config = config.model_copy(update={"mlflow_wait_s": args.mlflow_wait})
+        if args.ray_start_timeout is not None:
+            config = config.model_copy(update={"ray_start_timeout_s": args.ray_start_timeout})
         # a subset runs its units; the run directory's record goes on describing the whole config
         subset = select_subset(config, models=_names(args.models), benchmarks=_names(args.benchmarks),
                                settings=_names(args.settings), limit=args.limit)
@@ -316,6 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mlflow-wait", type=_seconds, metavar="SECONDS",
                    help="wait up to SECONDS for the MLflow server before anything starts, and stop (exit 2) if "
                         "it never answers (default: the config's mlflow_wait_s, 0 = do not wait)")
+    p.add_argument("--ray-start-timeout", type=_seconds, metavar="SECONDS",
+                   help="an embedded Ray that fails to start (it waits a fixed 30 s for its raylet, too short on a "
+                        "busy machine) is started again once, and again while SECONDS have not passed since the "
+                        "first try (default: the config's ray_start_timeout_s, 0 = one retry)")
+    p.add_argument("--permanent-error-stops-job", action="store_true",
+                   help="as a Ray job's entrypoint (a KubeRay RayJob): on exit 2, 3 or 4, which no retry gets past, "
+                        "stop this Ray job (status STOPPED) instead of failing it, so the RayJob is not retried")
     p.add_argument("--no-mlflow", action="store_true", help="do not mirror to MLflow")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (logs only)")
     p.add_argument("--skip-preflight", action="store_true",
@@ -390,7 +399,12 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in DELEGATED:
             return _delegate(DELEGATED[argv[0]], argv[1:])
         args = build_parser().parse_args(argv)
-        return int(args.func(args))
+        code = int(args.func(args))
+        if getattr(args, "permanent_error_stops_job", False):
+            from toolsweep.cluster.ray_job import stop_own_job
+
+            stop_own_job(code, lambda msg: print(msg, file=sys.stderr, flush=True))
+        return code
     except KeyboardInterrupt as exc:
         from toolsweep.cluster.scheduler import SIGTERM_SEEN, Terminated
 

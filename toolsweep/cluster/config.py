@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from toolsweep.evaluator.registry import UnknownBenchmark, available_benchmarks, get_benchmark
 from toolsweep.evaluator.sweep import BenchmarkPlan
 from toolsweep.evaluator.types import Sampling, canonical_json
-from toolsweep.models.config import BASELINE, ModelConfig, ScriptedModelConfig
+from toolsweep.models.config import BASELINE, ModelConfig, ScriptedModelConfig, model_dir_problem
 
 
 DEFAULT_RUN_ID = "main"
@@ -232,6 +232,12 @@ class SweepConfig(_Strict):
     run_id: str | None = Field(None, description="Default 'main': re-running resumes, and an edited config grows "
                                "the same run directory (unchanged units are reused).")
     ray_address: str | None = Field(None, description='None = embedded Ray; "auto" = a `ray start` cluster.')
+    ray_start_timeout_s: float = Field(
+        0.0, ge=0, le=86_400,
+        description="An embedded Ray whose start fails (Ray waits a fixed 30 s for its raylet, too short on a "
+        "busy machine) is started again: once always, and again while this many seconds have not passed since "
+        "the first try.",
+    )
     scale_up_timeout_s: float = Field(
         0.0, ge=0, le=86_400,
         description="On an autoscaling cluster (KubeRay GPU groups from zero): ask the autoscaler for the "
@@ -536,6 +542,14 @@ def check_models(config: SweepConfig) -> None:
         if path is not None and model.kind in ("vllm", "hf") and not Path(path).exists():
             raise ConfigError(f"{where}.path: {path} does not exist (no hub downloads at run time; "
                               "`toolsweep models prepare` fetches the small test model)")
+        if path is not None and model.kind in ("vllm", "hf"):
+            engine = getattr(model, "engine_args", None)
+            tokenizer = (engine.model_extra or {}).get("tokenizer") if engine is not None else None
+            problem = model_dir_problem(path, getattr(model, "gguf_file", None), tokenizer)
+            if problem:
+                raise ConfigError(f"{where}.path: {problem}; a model directory holds config.json, its weights and "
+                                  "its tokenizer (transformers' save_pretrained writes them; `toolsweep models "
+                                  "prepare smollm2` makes the small test model)")
 
 
 def _benchmark_settings(entry: dict[str, Any]) -> list[str]:

@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
+from toolsweep.cluster.ray_start import RayStartFailed  # noqa: F401 - raised by `run_sweep`, caught by the CLI
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json, unit_id_digests
@@ -372,7 +373,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def _connect_ray(address: str | None, log: Log) -> bool:
+def _connect_ray(address: str | None, log: Log, ray_start_timeout_s: float = 0.0) -> bool:
     """Connect to a cluster or start an embedded one; returns True when this call started Ray."""
     import ray
 
@@ -389,21 +390,11 @@ def _connect_ray(address: str | None, log: Log) -> bool:
                 "or leave out --address to use an embedded Ray"
             ) from None
     else:
+        from toolsweep.cluster.ray_start import start_embedded_ray
+
         log("starting an embedded Ray (no cluster address given)")
-        try:
-            ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-        except Exception as exc:  # noqa: BLE001 - a start-up timeout under load, an unusable temp dir, ...
-            raise RayStartFailed(
-                f"the embedded Ray did not start ({type(exc).__name__}: {str(exc)[:300]}). Nothing was run. "
-                "On a loaded machine its start-up can time out: run the same command again when it is less busy, "
-                "or start a cluster once with `ray start --head` and pass --address auto; check that the temp "
-                "folder (RAY_TMPDIR, default /tmp) is writable and has space."
-            ) from None
+        start_embedded_ray(ray_start_timeout_s, log)
     return True
-
-
-class RayStartFailed(RuntimeError):
-    """Ray could not be started or joined: nothing ran; the message says what to try."""
 
 
 def run_sweep(
@@ -420,8 +411,21 @@ def run_sweep(
 
     `whole`: for a subset run (`run --models/--benchmarks/--settings/--limit`), the config the subset was
     taken from. Only `config`'s units run, but the record (summary, report, plots, manifest, MLflow)
-    describes the whole, so a subset never replaces it."""
+    describes the whole, so a subset never replaces it.
+
+    Off a terminal a line comes at least every `progress_interval_s` through every phase (`Heartbeat`)."""
+    from toolsweep.cluster.heartbeat import Heartbeat
+
     clock = PhaseClock()
+    heartbeat = Heartbeat(config.name, log, config.progress_interval_s, clock.current)
+    if progress and sys.stderr.isatty():  # the bar shows it is alive
+        return _run_phases(config, clock, progress, heartbeat.log, extra_benchmarks, whole)
+    with heartbeat:
+        return _run_phases(config, clock, progress, heartbeat.log, extra_benchmarks, whole)
+
+
+def _run_phases(config: SweepConfig, clock: PhaseClock, progress: bool, log: Log,
+                extra_benchmarks: dict[str, str] | None, whole: SweepConfig | None) -> RunOutcome:
     planned = plan_sweep(config, log, extra_benchmarks, whole=whole)
     clock.lap("plan")
     if isinstance(planned, RunOutcome):
@@ -459,6 +463,14 @@ class PhaseClock:
         now = time.perf_counter()
         self.laps[name] = self.laps.get(name, 0.0) + (now - self._t)
         self._t = now
+
+    NEXT = {"plan": "start", "start": "episodes", "episodes": "summary", "summary": "mlflow", "mlflow": "stop"}
+
+    def current(self) -> str:
+        """The phase in progress: the one after the last lap."""
+        last = next(reversed(self.laps), None)
+        name = "plan" if last is None else self.NEXT.get(last, last)
+        return self.LABELS.get(name, name)
 
     def line(self) -> str:
         total = sum(self.laps.values())
@@ -635,7 +647,7 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
 
     config = plan.config
     sigterm = signal.getsignal(signal.SIGTERM)
-    started_ray = _connect_ray(config.ray_address, log)
+    started_ray = _connect_ray(config.ray_address, log, config.ray_start_timeout_s)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
     runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log,
@@ -839,9 +851,10 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
 def _run_in_waves(plan: SweepPlan, models: Models, scheduler: Any, todo: Any, bar: Any, log: Log) -> Any:
     """The run phase of a sweep whose models run in waves: each wave's servers up, its models'
     preflight, its units, its servers down; the timeline is kept on `models` for the summary."""
-    from toolsweep.cluster.waves import run_waves
+    from toolsweep.cluster.waves import run_waves, save_invocation
 
     checked_helpers: list[bool] = []
+    invocation = uuid.uuid4().hex  # this run's entry in the run directory's wave history
 
     def check(wave: Any, endpoints: dict[str, Any]) -> None:
         _preflight(plan.config, endpoints, log, [m for m in plan.config.models if m.name in wave.models],
@@ -849,7 +862,8 @@ def _run_in_waves(plan: SweepPlan, models: Models, scheduler: Any, todo: Any, ba
         checked_helpers.append(True)
 
     stats, models.timeline = run_waves(models.waves, models.runtime, scheduler, todo, bar=bar,
-                                       desc=plan.config.name, log=log, check=check)
+                                       desc=plan.config.name, log=log, check=check,
+                                       on_change=lambda timeline: save_invocation(plan.run_dir.path, invocation, timeline))
     if models.timeline.text():
         log(models.timeline.text())
     return stats
@@ -866,8 +880,14 @@ def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int,
         extra["servers"] = models.runtime.sizing  # each server's in-flight cap and rope scaling, with the reason
     if (caps := _in_flight_record(plan, models.runtime)) is not None:
         extra["in_flight"] = caps  # each model's cap and the rule that set it
+    from toolsweep.cluster.waves import accumulated_waves
+
+    waves = accumulated_waves(plan.run_dir.path)  # every invocation's, also one a kill cut short
+    if waves is None and models.timeline is not None and models.timeline.records:
+        waves = models.timeline.as_json()
+    if waves is not None:
+        extra["waves"] = waves
     if models.timeline is not None and models.timeline.records:
-        extra["waves"] = models.timeline.as_json()
         extra["infrastructure"]["waves"] = models.timeline.metrics()
     cells, text = finalize_run(plan.run_dir, plan.record.config, plan.record.benchmarks, unit_ids=plan.record.unit_ids,
                                extra=extra, cell_units=plan.record.cell_units)
@@ -1001,23 +1021,47 @@ class WorkersFailed(RuntimeError):
 def _await_warmups(scheduler: Any, warmups: list[Any], log: Log) -> None:
     """Wait for the workers' warm-up; a worker that dies meanwhile is replaced once, then reported."""
     import ray
-    from ray.exceptions import RayActorError
 
+    dead = _dead_worker_errors()
     for i, ref in enumerate(warmups):
         try:
             ray.get(ref)
             continue
-        except RayActorError as exc:
-            log(f"rollout worker {i} died while warming up ({type(exc).__name__}); starting a new one")
+        except dead as exc:
+            log(f"rollout worker {i} died while warming up ({_death_cause(exc)}); starting a new one")
+        _kill_quietly(ray, scheduler.workers[i])  # a worker the memory monitor hit may still hold its memory
         scheduler.workers[i] = scheduler.make_worker(i)
         try:
             ray.get(scheduler.workers[i].warmup.remote(scheduler.warmup_plan))
-        except RayActorError as exc:
+        except dead as exc:
             raise WorkersFailed(
-                f"rollout worker {i} died twice while building its benchmarks ({type(exc).__name__}: "
-                f"{str(exc)[:300]}); check the workers' memory (a benchmark's data is loaded in each worker) "
-                "and the Ray logs under /tmp/ray/session_latest/logs"
+                f"rollout worker {i} died twice while building its benchmarks ({_death_cause(exc)}: "
+                f"{str(exc)[:300]}); check the workers' memory (a benchmark's data is loaded in each worker; "
+                "fewer workers, concurrency.workers, need less) and the Ray logs under /tmp/ray/session_latest/logs"
             ) from None
+
+
+def _dead_worker_errors() -> tuple[type[BaseException], ...]:
+    """What `ray.get` raises for a worker that died: killed, crashed, or killed by Ray's memory monitor
+    (`OutOfMemoryError`, which is no `RayActorError`)."""
+    from ray.exceptions import OutOfMemoryError, RayActorError, WorkerCrashedError
+
+    return (RayActorError, WorkerCrashedError, OutOfMemoryError)
+
+
+def _death_cause(exc: BaseException) -> str:
+    from ray.exceptions import OutOfMemoryError
+
+    if isinstance(exc, OutOfMemoryError):
+        return "killed by Ray's memory monitor: the machine ran low on memory"
+    return type(exc).__name__
+
+
+def _kill_quietly(ray: Any, worker: Any) -> None:
+    try:
+        ray.kill(worker)
+    except Exception:  # noqa: BLE001 - dead already
+        pass
 
 
 def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:

@@ -408,6 +408,31 @@ def require_preflight(models: list[Any], benchmarks: list[Any], endpoints: dict[
     return report
 
 
+def _start_ray(address: str | None, timeout_s: float) -> str | None:
+    """Ray for the vLLM models' servers (embedded unless `address`); returns why it could not start, or None."""
+    import ray
+
+    from toolsweep.cluster.ray_start import RayStartFailed, start_embedded_ray
+
+    if ray.is_initialized():
+        return None
+    if address:
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        except Exception as exc:  # noqa: BLE001 - unreachable, refused, another version
+            return (f"cannot reach a Ray cluster at {address!r} ({type(exc).__name__}: {str(exc)[:300]}); start one "
+                    "with `ray start --head`, or leave out --address to use an embedded Ray")
+        return None
+    from toolsweep.cluster.session_guard import start_guard
+
+    start_guard()  # the embedded Ray's processes end with this one, even when it is killed
+    try:
+        start_embedded_ray(timeout_s, lambda msg: print(msg, file=sys.stderr, flush=True))
+    except RayStartFailed as exc:
+        return str(exc)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="toolsweep preflight",
@@ -416,17 +441,22 @@ def main(argv: list[str] | None = None) -> int:
         "report whether the replies parse into valid actions (native tool calls and JSON actions).\n\n"
         "example:\n  toolsweep preflight configs/sweeps/smollm2_cpu.yaml\n"
         "  toolsweep preflight configs/sweeps/smollm2_cpu.yaml --models smollm2-vllm --json",
+        epilog="exit codes: 0 every model passed; 1 a model failed; 2 bad config (e.g. a path that holds no "
+        "model); 3 the model servers did not start; 5 Ray could not be started",
     )
     parser.add_argument("config", help="sweep YAML")
     parser.add_argument("--models", help="comma-separated model names to check (default: all)")
     parser.add_argument("--max-settings", type=int, default=3, help="settings probed per benchmark (default 3)")
     parser.add_argument("--address", help="Ray cluster address for vLLM models (default: embedded Ray)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--ray-start-timeout", type=float, default=0.0, metavar="SECONDS",
+                        help="an embedded Ray that fails to start is started again once, and again while SECONDS "
+                             "have not passed since the first try (default 0: one retry)")
     parser.add_argument("--probe-timeout", type=float, default=120.0,
                         help="seconds each probe may take (default 120); the whole check takes at most about twice that")
     args = parser.parse_args(argv)
 
-    from toolsweep.cluster.config import ConfigError, load_config
+    from toolsweep.cluster.config import ConfigError, check_models, load_config
 
     try:
         config = load_config(args.config)
@@ -441,18 +471,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --models names unknown model(s) {sorted(unknown)}; the config has {[m.name for m in models]}", file=sys.stderr)
             return 2
         models = [m for m in models if m.name in wanted]
+    try:
+        check_models(config.model_copy(update={"models": models, "helpers": []}))
+    except ConfigError as exc:  # a path that holds no model, an unset key: nothing is started
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if any(getattr(m, "kind", "") == "vllm" for m in models):
-        import os
-
-        import ray
-
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        if not ray.is_initialized():
-            if not args.address:
-                from toolsweep.cluster.session_guard import start_guard
-
-                start_guard()  # the embedded Ray's processes end with this one, even when it is killed
-            ray.init(address=args.address or "local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        failed = _start_ray(args.address, args.ray_start_timeout)
+        if failed is not None:
+            print(f"error: {failed}", file=sys.stderr)
+            return 5
     def line(r: ProbeResult) -> None:
         if not args.json:
             print(r.line(), file=sys.stderr, flush=True)
@@ -465,6 +493,10 @@ def main(argv: list[str] | None = None) -> int:
     except PreflightFailed as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except Exception as err:  # noqa: BLE001 - a model server that does not start: its cause, not a traceback
+        print(f"error: the models could not be started for the preflight ({type(err).__name__}: {str(err)[:600]}); "
+              "nothing was probed. Check the model's path, engine_args and the server log named above", file=sys.stderr)
+        return 3
     print(report.model_dump_json(indent=2) if args.json else report.text())
     return 1 if report.failed_models() else 0
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, WorkerCrashedError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, OutOfMemoryError, RayActorError, WorkerCrashedError
 
 from toolsweep.cluster.endpoint_health import OutageVerdict
 from toolsweep.evaluator.encoded import EncodedResult, encode_failure, pack_unit
 from toolsweep.evaluator.types import TerminationReason, WorkUnit
 
-_DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError)
+_DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError, OutOfMemoryError)
 POLL_S = 0.5
 """How long a worker's `collect` waits for a finished episode before answering empty (keeps the
 driver responsive to Ctrl-C and to dead workers)."""

@@ -13,8 +13,10 @@ run with no model serving.
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 Log = Callable[[str], None]
@@ -138,10 +140,13 @@ def enter_wave(runtime: Any, wave: Any, scheduler: Any, log: Log, n_waves: int) 
 def run_waves(
     waves: Any, runtime: Any, scheduler: Any, todo: Any, *, bar: Any, desc: str, log: Log,
     check: Callable[[Any, dict[str, Any]], None] = lambda wave, endpoints: None,
+    on_change: Callable[[WaveTimeline], None] = lambda timeline: None,
 ) -> tuple[Any, WaveTimeline]:
     """Run `todo` wave by wave; returns the merged scheduler stats and the timeline. `check(wave,
     endpoints)` runs after a wave's servers are up and before its first unit (the preflight of its
-    models). Stops at an interrupt or a configuration error; the servers are stopped by their owner."""
+    models). `on_change(timeline)` when a wave starts, starts serving and ends (the run directory's
+    wave history, kept through a kill). Stops at an interrupt or a configuration error; the servers are
+    stopped by their owner."""
     timeline = WaveTimeline(began_at=time.time())
     stats = None
     n = len(waves.waves)
@@ -156,10 +161,12 @@ def run_waves(
         helpers_run.update(wave.helpers)
         record = WaveRecord(wave.index, [m for m in own if m in todo.models()], units=len(units), started_at=time.time())
         timeline.records.append(record)
+        on_change(timeline)
         endpoints = enter_wave(runtime, wave, scheduler, log, n)
         record.up_at = time.time()
         check(wave, endpoints)
         record.serving_at = time.time()
+        on_change(timeline)
         if hasattr(bar, "set_description"):
             bar.set_description(f"{desc} [{wave.label}/{n}: {', '.join(wave.models)}]")
         part = scheduler.run(units)
@@ -167,9 +174,61 @@ def run_waves(
         record.ended_at = time.time()
         stats = merge_stats(stats, part)
         if part.interrupted or part.config_error is not None:
+            on_change(timeline)
             break
         # the GPUs are free for the next wave at once; the actors wait for it (same shape: reused)
         runtime.stop_models([m for m in wave.models if m in runtime.running()], park=True)
         record.stopped_at = time.time()
+        on_change(timeline)
     timeline.finished_at = time.time()
     return stats, timeline
+
+
+WAVE_HISTORY = "waves.json"
+"""In the run directory: the waves of every invocation that ran some, rewritten as each wave starts
+and ends, so a resumed sweep's summary lists the waves of the invocation a kill cut short too."""
+
+
+def save_invocation(run_dir: Path, invocation: str, timeline: WaveTimeline) -> None:
+    """This invocation's waves into the run directory's wave history (earlier invocations kept)."""
+    from toolsweep.evaluator.rundir import atomic_write_text
+
+    history = [h for h in load_history(run_dir) if h.get("invocation") != invocation]
+    history.append({"invocation": invocation, "began_at": timeline.began_at,
+                    "records": [asdict(r) for r in timeline.records]})
+    atomic_write_text(run_dir / WAVE_HISTORY, json.dumps(history, indent=1))
+
+
+def load_history(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / WAVE_HISTORY
+    if not path.exists():
+        return []
+    try:
+        history = json.loads(path.read_text())
+    except ValueError:
+        return []  # cut mid-write by an older version: the summary then lists this run's waves only
+    return history if isinstance(history, list) else []
+
+
+def accumulated_waves(run_dir: Path) -> dict[str, Any] | None:
+    """summary.json's `waves`: every invocation's waves in order (`invocation` numbers them from 1; a wave
+    a kill cut short has no `ended_at`), their switches, and the time with no model serving summed over
+    the invocations (the gaps between invocations are not the sweep's)."""
+    timelines = [WaveTimeline(records=[WaveRecord(**r) for r in h.get("records", [])], began_at=h.get("began_at", 0.0))
+                 for h in sorted(load_history(run_dir), key=lambda h: h.get("began_at", 0.0))]
+    timelines = [t for t in timelines if t.records]
+    if not timelines:
+        return None
+    waves: list[dict[str, Any]] = []
+    invocations = []
+    for i, t in enumerate(timelines, 1):
+        own = t.as_json()
+        for w, r in zip(own["waves"], t.records):
+            waves.append({**w, "invocation": i, "ended": bool(r.ended_at)})
+        invocations.append({"invocation": i, "began_at": t.began_at, "waves": [r.wave for r in t.records],
+                            "switch_s": own["switch_s"], "idle_s": own["idle_s"], "idle_share": own["idle_share"]})
+    spans = sum(max(0.0, t.records[-1].ended_at - t.records[0].started_at) for t in timelines if t.records[-1].ended_at)
+    idle = sum(t.idle_s() for t in timelines if t.records[-1].ended_at)
+    return {"waves": waves, "invocations": invocations,
+            "switch_s": [s for inv in invocations for s in inv["switch_s"]],
+            "idle_s": round(idle, 3), "idle_share": round(idle / spans, 4) if spans > 0 else 0.0}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
+import json
 import os
 from pathlib import Path
 
@@ -292,3 +293,45 @@ def load_model_config(path: str | Path) -> Any:
 
     data = yaml.safe_load(Path(path).read_text())
     return TypeAdapter(ModelConfig).validate_python(data)
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "tiktoken.model")
+
+
+def model_dir_problem(path: str | Path, gguf_file: str | None = None, tokenizer: str | None = None) -> str | None:
+    """What a local model directory lacks for transformers or vLLM to load it (a `config.json` that
+    parses, weights, a tokenizer), or None when it holds a model. A GGUF file holds all three. Checked
+    before Ray starts: a directory that exists but holds no model used to pass, start Ray and spend
+    three attempts on every unit."""
+    root = Path(path)
+    if not root.is_dir():
+        return f"{root} is not a directory"
+    if gguf_file is not None:
+        gguf = root / gguf_file
+        if not gguf.is_file():
+            return f"the gguf_file {gguf_file} is not in {root}"
+        with gguf.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                return f"{gguf} is not a GGUF file (it does not start with the GGUF magic)"
+        return None
+    lacks = []
+    config = root / "config.json"
+    if not config.is_file():
+        lacks.append("config.json")
+    else:
+        try:
+            parsed = json.loads(config.read_text())
+        except (ValueError, OSError) as exc:
+            return f"{config} is not valid JSON ({exc})"
+        if not isinstance(parsed, dict):
+            return f"{config} does not hold a JSON object"
+    if not any(p.is_file() and p.stat().st_size > 0 for p in root.iterdir() if p.name.endswith(WEIGHT_SUFFIXES)):
+        lacks.append(f"weights ({', '.join('*' + s for s in WEIGHT_SUFFIXES)})")
+    tokenizer_root = Path(tokenizer) if tokenizer else root
+    if not any((tokenizer_root / name).is_file() for name in TOKENIZER_FILES):
+        lacks.append(f"tokenizer ({' or '.join(TOKENIZER_FILES)}"
+                     + (f" in {tokenizer_root}" if tokenizer else "") + ")")
+    if lacks:
+        return f"{root} holds no model: no {', no '.join(lacks)}"
+    return None

@@ -1,0 +1,68 @@
+"""Starting an embedded Ray so that a failure is a message with a cause, never a traceback.
+
+Ray 2.60 gives its raylet a fixed 30 s to register (`ray/_private/node.py`, not a setting) and then
+raises "The current node timed out during startup". On a loaded machine (load 40-69 here) that
+happens often, and the next start usually succeeds, so a failed start is retried: once always, and
+again while `timeout_s` (the config's `ray_start_timeout_s`, `--ray-start-timeout`) has not passed
+since the first try.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+RAY_OWN_WAIT_S = 30
+"""How long one `ray.init` waits for its raylet before it gives up (fixed in Ray 2.60)."""
+
+
+class RayStartFailed(RuntimeError):
+    """Ray could not be started or joined: nothing ran; the message says what to try."""
+
+
+def _init_local() -> None:
+    import ray
+
+    ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+
+
+def _shutdown() -> None:
+    """What a failed start left behind (its half-started processes), so a retry begins clean."""
+    try:
+        import ray
+
+        ray.shutdown()
+    except Exception:  # noqa: BLE001 - nothing was started, or it is gone already
+        pass
+
+
+def start_embedded_ray(timeout_s: float, log: Callable[[str], None], *,
+                       init: Callable[[], None] = _init_local,
+                       clock: Callable[[], float] = time.monotonic) -> int:
+    """Start an embedded Ray, retrying a failed start once and then while `timeout_s` seconds have
+    not passed since the first try; returns the number of tries. Raises `RayStartFailed` naming
+    every try's cause and what to do."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    first = clock()
+    causes: list[str] = []
+    while True:
+        try:
+            init()
+            return len(causes) + 1
+        except Exception as exc:  # noqa: BLE001 - a start-up timeout under load, an unusable temp dir, ...
+            causes.append(f"{type(exc).__name__}: {str(exc)[:300]}")
+            _shutdown()
+        elapsed = clock() - first
+        if len(causes) >= 2 and elapsed >= timeout_s:
+            break
+        log(f"Ray did not start (try {len(causes)}: {causes[-1][:200]}); trying again "
+            f"({elapsed:.0f} s of ray_start_timeout_s {timeout_s:.0f} s spent)")
+    tries = "; ".join(f"try {i}: {c}" for i, c in enumerate(causes, 1))
+    raise RayStartFailed(
+        f"the embedded Ray did not start in {len(causes)} tries over {clock() - first:.0f} s ({tries}). "
+        f"Nothing was run. On a loaded machine Ray's start-up can time out (it waits {RAY_OWN_WAIT_S} s for its "
+        "raylet): wait longer with --ray-start-timeout SECONDS (config: ray_start_timeout_s), run again when the "
+        "machine is less busy, or start a cluster once with `ray start --head` and pass --address auto; check "
+        "that the temp folder (RAY_TMPDIR, default /tmp) is writable and has space."
+    )
