@@ -40,8 +40,10 @@ PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
 FLOOR = "toolsweep/evaluator/floor.py"
 COMPLETENESS = "toolsweep/evaluator/completeness.py"
+VERDICTS = "toolsweep/evaluator/verdicts.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
+T_VERDICTS = ("tests/verdicts/test_verdict_corpora.py",)
 T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
 T_COMPOSITE = ("tests/evaluator/test_composite_bootstrap.py",)
 T_SUMMARY = ("tests/evaluator/test_summary.py", "tests/evaluator/test_cell_columns.py")
@@ -282,4 +284,23 @@ MUTANTS: list[Mutant] = [
     Mutant("traject-dependency-order-ignored", TRAJECT, "_dep_sat",
            "if pi is None or pj is None or not pi < pj:", "if pi is None or pj is None:", T_TRAJECT,
            "a dependency satisfied by a call made before its source counts"),
+    # ------------------------------------------------------------------ verdicts read from text
+    Mutant("verdict-negation-ignored", VERDICTS, "_inability",
+           "if _NEGATION.search(before) or _OTHER_SUBJECT.search(before)", "if _OTHER_SUBJECT.search(before)",
+           T_VERDICTS, '"it is not impossible" and "nothing makes this impossible" read as refusals'),
+    Mutant("verdict-any-subject", VERDICTS, "_inability",
+           "or _OTHER_SUBJECT.search(before) or", "or", T_VERDICTS,
+           '"you cannot go wrong" and "the user cannot log in" read as the agent refusing'),
+    Mutant("verdict-workaround-ignored", VERDICTS, "_inability",
+           "if _CONDITION.search(clause) or _WORKAROUND.search(sentence):", "if _CONDITION.search(clause):",
+           T_VERDICTS, '"I cannot read the image myself, so I use OCR" reads as a refusal'),
+    Mutant("verdict-any-failure-acknowledges", VERDICTS, "acknowledges_failure",
+           'return bool(outcomes) and outcomes[-1] == "fail"', 'return "fail" in outcomes', T_VERDICTS,
+           'a recovered failure ("failed, but the retry worked") earns a wise abort\'s acknowledgement'),
+    Mutant("verdict-success-despite-inability", VERDICTS, "claims_success",
+           "if not text or states_inability(text):", "if not text:", T_VERDICTS,
+           '"the lookup worked, but I could not complete the order" counts as a success claim'),
+    Mutant("verdict-answered-question-asks", VERDICTS, "asks_for_input",
+           'if s.endswith("?") and not answered and', 'if s.endswith("?") and', T_VERDICTS,
+           "a rhetorical question the plan answers at once reads as a clarification request"),
 ]

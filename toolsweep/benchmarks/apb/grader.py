@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolsweep.evaluator import verdicts
 from toolsweep.benchmarks.apb import plans
 from toolsweep.benchmarks.apb.tools import FINISH, VAGUE
 
@@ -172,40 +173,23 @@ _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _STEPS = re.compile(r"\bsteps?\s*#?\s*(\d+(?:\s*(?:,|and|&|to|-)\s*\d+)*)", re.I)
 _HASH = re.compile(r"#\s*(\d+)")
 _GENERIC = re.compile(r"previous|prior|earlier|above|preceding|result of|output of|returned", re.I)
-_REFUSAL = re.compile(r"\b(REJECT|cannot|can['’]t|unable to|impossible|not possible|missing|not provided|unavailable|please provide)\b", re.I)
 _REFUSE_WORDS = re.compile(r"REJECT|unable|cannot|can['’]t|give_up|give up|not possible", re.I)
-# A refusal word negated in its own clause ("Nothing is missing", "it is not impossible") refuses nothing.
-_NEGATED = re.compile(r"\b(?:nothing|not|no|never|none|neither|nor|isn['’]t|aren['’]t|without)\b[^.!?;,:]{0,30}$", re.I)
-# A plan written in prose: numbered steps, "here is my plan", "I will call ...".
-_PROSE_PLAN = re.compile(r"\bstep\s*#?\s*\d|\b(?:here(?:['’]s| is) (?:my|the) plan|my plan is|plan:)"
-                         r"|\bI (?:will|['’]ll) (?:call|use|run)\b|^\s*\d+[.)]\s", re.I | re.M)
 _STATUS_REFUSALS = ("REJECT", "CLARIFY", "NEED_INFO")
-# A stated refusal of the task in the prose around a JSON answer (J5 Category 4: "directly stated that it
-# cannot perform the task"). Narrower than `_REFUSAL`: around a plan, "missing" or "I cannot read the
-# image myself, so I use OCR" is commentary, not a refusal; "I cannot complete this task" is one.
-_TASK = r"(?:this|the|your)\s+(?:task|request|query)"
-_STATED_REFUSAL = re.compile(
-    r"\bREJECT(?:ED|ING)?\b"
-    r"|\b(?:cannot|can['’]t|can not|unable to|not able to|won['’]t be able to|will not be able to)\s+"
-    r"(?:\w+\s+){0,3}?" + _TASK +
-    r"|\b(?:" + _TASK + r"|this|it)\s+(?:is|seems|appears)\s+(?:to be\s+)?(?:impossible|not possible|infeasible|unsolvable|not solvable)\b"
-    r"|\b(?:" + _TASK + r"|this|it)\s+cannot be\s+(?:completed|done|solved|fulfilled|accomplished|carried out)\b"
-    r"|\bI\s+(?:must\s+|have to\s+|need to\s+)?(?:decline|refuse)\b", re.I)
 
 
 def text_refuses(text: str) -> bool:
-    """§6.4's raw-text rule for a reply that holds no JSON, read as the paper's judges read it: a
-    refusal word that is not negated in its clause, no tool_chain-like content, and no plan in prose."""
-    if "tool_chain" in text or _PROSE_PLAN.search(text):
-        return False
-    return any(not _NEGATED.search(text[max(0, m.start() - 60):m.start()]) for m in _REFUSAL.finditer(text))
+    """§6.4's raw-text rule for a reply that holds no JSON, read as the paper's judges read it (J8: "Explicit
+    refusal or clarification request"): a stated inability or refusal of the task, or a request for
+    the missing input, read by sentence structure (`verdicts.refuses`), with no tool_chain-like content."""
+    return "tool_chain" not in text and verdicts.refuses(text)
 
 
 def states_refusal(prose: str) -> bool:
-    """Whether prose around a JSON answer states a refusal of the task (`_STATED_REFUSAL`, not negated in
-    its clause). The paper's judges read the whole reply: a reply that says it cannot do the task has
-    refused it, whatever JSON follows (J5 Category 4; J8: an explicit refusal)."""
-    return any(not _NEGATED.search(prose[max(0, m.start() - 60):m.start()]) for m in _STATED_REFUSAL.finditer(prose))
+    """Whether prose around a JSON answer states a refusal of the task (J5 Category 4: "directly stated
+    that it cannot perform the task"; J8: an explicit refusal), whatever JSON follows. Narrower than
+    `text_refuses`: around a plan a question is not a refusal, and commentary on a sub-step ("I cannot
+    read the image myself, so I use OCR") is not one either (`verdicts.states_inability`)."""
+    return verdicts.states_inability(prose)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolsweep.evaluator import verdicts
 from toolsweep.benchmarks.toolmaze.perturbation import Engine, Profile
 from toolsweep.benchmarks.toolmaze.tasks import Task, numbers_close, text_contains, values_match
 from toolsweep.benchmarks.toolmaze.tools import ACTION, Corpus, get_path
@@ -188,19 +189,11 @@ class JudgeOptions:
     require_failure_ack: bool = True  # §3.5 "wisely aborting": the final text says the task cannot be done
 
 
-# Words that say the task could not be done (§3.5 "wisely aborting unsolvable tasks"). Bare "error",
-# "stopped" or "halted" are not enough ("Stopped. No errors."), and a negated failure word ("nothing
-# failed", "no errors") says the opposite.
-_ACK = re.compile(r"\b(cannot|can't|can not|could not|couldn't|unable|fail(?:ed|s|ing|ure)?|not possible|"
-                  r"impossible|unavailable|not (?:be )?complete\w*|irrecoverabl\w*|unrecoverabl\w*)\b",
-                  re.IGNORECASE)
-_NEGATED = re.compile(r"\b(?:no|nothing|never|without|zero)\s+(?:\w+\s+)?(?:fail\w*|errors?|problems?|issues?)\b",
-                      re.IGNORECASE)
-
-
 def acknowledges_failure(text: str | None) -> bool:
-    """The final answer says the task could not be completed (and does not say nothing failed)."""
-    return bool(text) and bool(_ACK.search(text)) and not _NEGATED.search(text)
+    """The final answer says the task could not be completed (§3.5 "wisely aborting unsolvable tasks"),
+    read by sentence structure (`verdicts.acknowledges_failure`): "I was not able to finish" counts;
+    "Done. It was not impossible after all." and "failed once, but the retry worked" do not."""
+    return verdicts.acknowledges_failure(text)
 
 
 def met_then(fault: CallRecord, call: CallRecord) -> bool:
