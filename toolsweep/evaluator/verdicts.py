@@ -117,15 +117,16 @@ def states_inability(text: str | None) -> bool:
 
 
 def asks_for_input(text: str | None) -> bool:
-    """Whether the text asks for a missing value instead of going on: a question for it that no later
-    sentence answers, or a plea to supply it."""
+    """Whether the text asks for a missing value instead of going on: a question for it (not a bare "What?")
+    that no later sentence answers, or a plea to supply it."""
     sentences = _sentences(text or "")
     for i, s in enumerate(sentences):
         clauses = [c for c in _clauses(s) if not _CONDITION.search(c)]
         if any(_PLEA.search(c) for c in clauses):
             return True
         answered = i + 1 < len(sentences) and _ANSWERED.search(sentences[i + 1])
-        if s.endswith("?") and not answered and any(_QUESTION.search(c) for c in clauses):
+        named = len(s.split()) >= 4 or i > 0  # a bare "What?" or "Which one?" names no missing value
+        if s.endswith("?") and named and not answered and any(_QUESTION.search(c) for c in clauses):
             return True
     return False
 
