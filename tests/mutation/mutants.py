@@ -41,9 +41,14 @@ TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
 FLOOR = "toolsweep/evaluator/floor.py"
 COMPLETENESS = "toolsweep/evaluator/completeness.py"
 VERDICTS = "toolsweep/evaluator/verdicts.py"
+JUDGING = "toolsweep/evaluator/judging.py"
+TRAJECT_ENV = "toolsweep/benchmarks/traject_bench/environment.py"
+TOOLMAZE_ENV = "toolsweep/benchmarks/toolmaze/environment.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
 T_VERDICTS = ("tests/verdicts/test_verdict_corpora.py",)
+T_TRAJECT_JUDGE = ("tests/benchmarks/traject_bench/test_traject_bench_judge.py",)
+T_TOOLMAZE_JUDGE = ("tests/verdicts/test_toolmaze_abort_judge.py",)
 T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
 T_COMPOSITE = ("tests/evaluator/test_composite_bootstrap.py",)
 T_SUMMARY = ("tests/evaluator/test_summary.py", "tests/evaluator/test_cell_columns.py")
@@ -301,6 +306,16 @@ MUTANTS: list[Mutant] = [
            "if not text or states_inability(text):", "if not text:", T_VERDICTS,
            '"the lookup worked, but I could not complete the order" counts as a success claim'),
     Mutant("verdict-answered-question-asks", VERDICTS, "asks_for_input",
-           'if s.endswith("?") and not answered and', 'if s.endswith("?") and', T_VERDICTS,
+           "and named and not answered and", "and named and", T_VERDICTS,
            "a rhetorical question the plan answers at once reads as a clarification request"),
+    # ------------------------------------------------------------------ the judge protocol
+    Mutant("judge-unreadable-scored-zero", TRAJECT_ENV, "TrajectEnv._on_acc",
+           'float("nan") if verdict is None else float(verdict)', "float(bool(verdict))", T_TRAJECT_JUDGE,
+           "an unreadable Acc verdict counts as no match (0) in the model's mean"),
+    Mutant("judge-never-reasks", JUDGING, "Reasking.__call__",
+           "self.asked >= self.asks", "self.asked >= 1", T_TRAJECT_JUDGE,
+           "an unreadable verdict is never asked again"),
+    Mutant("toolmaze-judge-reading-ignored", TOOLMAZE_ENV, "ToolMazeEnv.result",
+           "out.update(self.verdict(self.judge_ack).metrics(*counts))", "out.update(self.verdict().metrics(*counts))",
+           T_TOOLMAZE_JUDGE, "a configured judge's reading of the wise abort is dropped for the rule's"),
 ]

@@ -226,10 +226,13 @@ def rerouted(task: Task, rule, assigned: str | None, fault: CallRecord,
 
 
 def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord], answered: bool,
-          corpus: Corpus, final_text: str | None = None, options: JudgeOptions | None = None) -> Verdict:
+          corpus: Corpus, final_text: str | None = None, options: JudgeOptions | None = None,
+          acknowledged: bool | None = None) -> Verdict:
     """The deterministic judge of spec §6.2, with the paper's stricter readings (docs/toolmaze.md):
     a fault is recovered when it was met and then handled (`retried`, `rerouted`, or a wise abort
-    that says so), success needs a complete valid path, no propagation and no wrong side effect."""
+    that says so), success needs a complete valid path, no propagation and no wrong side effect.
+    `acknowledged`: whether the final text says the task could not be done, as an LLM judge read it;
+    None reads it by rule (`acknowledges_failure`)."""
     options = options or JudgeOptions()
     perturbed = [c for c in calls if c.perturbed]
     exposed = bool(perturbed)
@@ -250,7 +253,8 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
     for victim in faulty:
         downstream |= task.descendants(victim)
     after = [c for c in calls if first is not None and c.idx > first]
-    ack_ok = acknowledges_failure(final_text) if options.require_failure_ack else True
+    said = acknowledges_failure(final_text) if acknowledged is None else acknowledged
+    ack_ok = said if options.require_failure_ack else True
     # a graceful stop: (a) final answer, (b) nothing downstream of the failed tool called after the
     # fault, (c) no propagation, (d) every step that does not depend on the failure done, [(e) said so]
     upstream = [t for t in task.default_path if t not in faulty and t not in downstream]
