@@ -44,8 +44,15 @@ FLOOR = "toolsweep/evaluator/floor.py"
 COMPLETENESS = "toolsweep/evaluator/completeness.py"
 ADAPTIVE = "toolsweep/evaluator/adaptive.py"
 RATE_LIMIT = "toolsweep/models/rate_limit.py"
+VERDICTS = "toolsweep/evaluator/verdicts.py"
+JUDGING = "toolsweep/evaluator/judging.py"
+TRAJECT_ENV = "toolsweep/benchmarks/traject_bench/environment.py"
+TOOLMAZE_ENV = "toolsweep/benchmarks/toolmaze/environment.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
+T_VERDICTS = ("tests/verdicts/test_verdict_corpora.py",)
+T_TRAJECT_JUDGE = ("tests/benchmarks/traject_bench/test_traject_bench_judge.py",)
+T_TOOLMAZE_JUDGE = ("tests/verdicts/test_toolmaze_abort_judge.py",)
 T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
 T_COMPOSITE = ("tests/evaluator/test_composite_bootstrap.py",)
 T_SUMMARY = ("tests/evaluator/test_summary.py", "tests/evaluator/test_cell_columns.py")
@@ -325,4 +332,33 @@ MUTANTS: list[Mutant] = [
            "if self._successes >= self.slots:", "if self._successes > self.ceiling * self.slots:",
            ("tests/models/test_models_rate_limit.py",),
            "successes barely raise the limit again: a lifted quota is never used"),
+    # ------------------------------------------------------------------ verdicts read from text
+    Mutant("verdict-negation-ignored", VERDICTS, "_inability",
+           "if _NEGATION.search(before) or _OTHER_SUBJECT.search(before)", "if _OTHER_SUBJECT.search(before)",
+           T_VERDICTS, '"it is not impossible" and "nothing makes this impossible" read as refusals'),
+    Mutant("verdict-any-subject", VERDICTS, "_inability",
+           "or _OTHER_SUBJECT.search(before) or", "or", T_VERDICTS,
+           '"you cannot go wrong" and "the user cannot log in" read as the agent refusing'),
+    Mutant("verdict-workaround-ignored", VERDICTS, "_inability",
+           "if _CONDITION.search(clause) or _WORKAROUND.search(sentence):", "if _CONDITION.search(clause):",
+           T_VERDICTS, '"I cannot read the image myself, so I use OCR" reads as a refusal'),
+    Mutant("verdict-any-failure-acknowledges", VERDICTS, "acknowledges_failure",
+           'return bool(outcomes) and outcomes[-1] == "fail"', 'return "fail" in outcomes', T_VERDICTS,
+           'a recovered failure ("failed, but the retry worked") earns a wise abort\'s acknowledgement'),
+    Mutant("verdict-success-despite-inability", VERDICTS, "claims_success",
+           "if not text or states_inability(text):", "if not text:", T_VERDICTS,
+           '"the lookup worked, but I could not complete the order" counts as a success claim'),
+    Mutant("verdict-answered-question-asks", VERDICTS, "asks_for_input",
+           "and named and not answered and", "and named and", T_VERDICTS,
+           "a rhetorical question the plan answers at once reads as a clarification request"),
+    # ------------------------------------------------------------------ the judge protocol
+    Mutant("judge-unreadable-scored-zero", TRAJECT_ENV, "TrajectEnv._on_acc",
+           'float("nan") if verdict is None else float(verdict)', "float(bool(verdict))", T_TRAJECT_JUDGE,
+           "an unreadable Acc verdict counts as no match (0) in the model's mean"),
+    Mutant("judge-never-reasks", JUDGING, "Reasking.__call__",
+           "self.asked >= self.asks", "self.asked >= 1", T_TRAJECT_JUDGE,
+           "an unreadable verdict is never asked again"),
+    Mutant("toolmaze-judge-reading-ignored", TOOLMAZE_ENV, "ToolMazeEnv.result",
+           "out.update(self.verdict(self.judge_ack).metrics(*counts))", "out.update(self.verdict().metrics(*counts))",
+           T_TOOLMAZE_JUDGE, "a configured judge's reading of the wise abort is dropped for the rule's"),
 ]

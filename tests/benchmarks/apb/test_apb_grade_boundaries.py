@@ -186,13 +186,13 @@ def test_a_plain_tool_name_names_a_source_only_from_three_characters():
 
 # ----------------------------------------------------------------------------- refusal wording and parsing
 
-@pytest.mark.parametrize(("gap", "negated"), [(30, True), (29, True), (31, False)])
-def test_a_negation_reaches_30_characters_into_its_clause(gap, negated):
-    text = "nothing" + " " + "x" * (gap - 2) + " " + "missing"
-    assert len(text) - len("nothing") - len("missing") == gap
+@pytest.mark.parametrize(("reach", "negated"), [(40, True), (39, True), (41, False)])
+def test_a_negation_reaches_40_characters_back_in_its_clause(reach, negated):
+    # "nothing ... I cannot plan this": the negation word starts `reach` characters before the inability
+    text = "nothing" + " " + "x" * (reach - 11) + " I cannot plan this"
+    assert text.index("cannot") - text.index("nothing") == reach
     assert text_refuses(text) is not negated
-    stated = "nothing" + " " + "x" * (gap - 2) + " " + "REJECT"
-    assert states_refusal(stated) is not negated
+    assert states_refusal(text) is not negated
 
 
 @pytest.mark.parametrize(("wrappers", "found"), [(31, True), (32, True), (33, False)])

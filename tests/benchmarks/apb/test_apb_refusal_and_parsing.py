@@ -45,7 +45,10 @@ def test_refusal_is_the_same_decision_for_holistic_control_and_unsolvable(bench)
     for text in replies:
         refused = ctrl.grader.refused(text)
         assert hol.grader.holistic(text).false_refusal == refused
-        assert uns.grader.unsolvable(text, "tool", [])[0] == refused
+        # J8 passes an unsolvable case only on an explicit refusal: an empty chain that says nothing
+        # declines a solvable case (it does no step) but refuses nothing in words or status
+        explicit = refused and text != '{"plan": "none", "tool_chain": []}'
+        assert uns.grader.unsolvable(text, "tool", [])[0] == explicit
 
 
 def test_deeply_nested_json_does_not_crash_the_grader(bench):

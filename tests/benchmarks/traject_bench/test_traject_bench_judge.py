@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 
 import pytest
@@ -15,6 +16,8 @@ from traject_data import require_data
 from toolsweep.benchmarks.traject_bench import TrajectBench
 from toolsweep.benchmarks.traject_bench.judge import DESCRIPTION_CHARS, parse_acc_verdict, parse_traj_score
 from toolsweep.evaluator import AgentReply, Message, WorkUnit, run_episode
+from toolsweep.evaluator.judging import JUDGE_ASKS
+from toolsweep.evaluator.protocols import InfraError
 
 DATA = require_data()
 SETTING = "par-simple/domain/native"
@@ -97,10 +100,45 @@ def test_nothing_to_judge_is_decided_without_the_judge(judged):
         assert judge.asked == [] and m["acc_llm"] == float(not env.task.final_answer.strip())
 
 
-def test_an_unreadable_verdict_scores_nothing_and_is_counted(judged):
-    result, _ = play(judged, "oracle", {"judge": Judge("I think so", "quite good")})
+class FlakyJudge:
+    """Answers each question with its replies in turn (the last one repeated); an exception is raised."""
+
+    def __init__(self, acc: list, traj: list) -> None:
+        self.replies = {"acc": list(acc), "traj": list(traj)}
+        self.asked = {"acc": 0, "traj": 0}
+
+    async def act(self, messages, tools):
+        kind = "acc" if "Ground-truth answer:" in messages[1].text() else "traj"
+        replies = self.replies[kind]
+        reply = replies[min(self.asked[kind], len(replies) - 1)]
+        self.asked[kind] += 1
+        if isinstance(reply, BaseException):
+            raise reply
+        return AgentReply(message=Message(role="assistant", content=reply if isinstance(reply, str) else json.dumps(reply)))
+
+
+@pytest.mark.parametrize("unreadable", ["I think so", "", '{"match": "maybe", "score": "high"}', RuntimeError("judge crashed")])
+def test_an_unreadable_verdict_is_asked_again_then_left_undefined_never_zero(judged, unreadable):
+    # before: acc_llm 0 and traj_satisfy_llm 0 in the mean, asked once
+    judge = FlakyJudge([unreadable], [unreadable])
+    result, _ = play(judged, "oracle", {"judge": judge})
     m = result.metrics
-    assert (m["acc_llm"], m["traj_satisfy_llm"], m["judge_unreadable"]) == (0.0, 0.0, 2.0)
+    assert judge.asked == {"acc": JUDGE_ASKS, "traj": JUDGE_ASKS}
+    assert math.isnan(m["acc_llm"]) and math.isnan(m["traj_satisfy_llm"]) and math.isnan(m["acc_agreement"])
+    assert m["judge_unreadable"] == 2.0 and m["judge_reasks"] == 2.0 * (JUDGE_ASKS - 1)
+
+
+def test_a_verdict_readable_on_a_later_ask_counts(judged):
+    judge = FlakyJudge(["", {"match": True, "reason": "same"}], [RuntimeError("timeout"), "no idea", {"score": 7}])
+    result, _ = play(judged, "oracle", {"judge": judge})
+    m = result.metrics
+    assert (m["acc_llm"], m["traj_satisfy_llm"], m["judge_unreadable"], m["judge_reasks"]) == (1.0, 7.0, 0.0, 3.0)
+
+
+def test_a_judge_endpoint_that_stays_down_is_an_outage_not_a_score(judged):
+    judge = FlakyJudge([InfraError("judge endpoint unreachable")], [{"score": 7}])
+    with pytest.raises(InfraError):
+        play(judged, "oracle", {"judge": judge})
 
 
 def test_the_judge_is_a_helper_of_its_own_setting_fingerprint_and_tables(judged, plain):

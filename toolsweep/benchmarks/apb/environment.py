@@ -18,18 +18,15 @@ from toolsweep.benchmarks.apb.generator import Dataset, step_bin
 from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult, parse_judge_verdict
 from toolsweep.benchmarks.apb.metrics import BREAKDOWNS, domain_slug
 from toolsweep.benchmarks.apb.tools import FINISH, render_tool_line
+from toolsweep.evaluator.judging import JUDGE_ASKS, JUDGE_REMINDER, Reasking  # noqa: F401 (re-exported)
 from toolsweep.evaluator.types import Consult, Message, Observation, TerminationReason
 
 NAN = float("nan")
 BROKEN_CATEGORIES = ("replace", "alter", "retry", "refuse", "other")
-JUDGE_ASKS = 3
-"""How often the judge is asked for one verdict. An unreadable verdict is the judge's failure, not the
-evaluated model's: the judge is asked again, its reply and a reminder of the output format added to
-the request (`JUDGE_REMINDER`); a verdict still unreadable after this many asks leaves the answer's
-judged values undefined (NaN: out of those metrics' n) and counts in `judge_unreadable`. It never
-falls back to the rule grade, which would mix two graders in one metric."""
-JUDGE_REMINDER = ("Your reply could not be read as a verdict. Reply again with ONLY the JSON object that the "
-                  "Output Format above asks for, with every key it names, and no other text.")
+# The judge protocol every judged benchmark shares (evaluator.judging): an unreadable verdict is the
+# judge's failure, not the evaluated model's; it is asked again with its reply and JUDGE_REMINDER, up to
+# JUDGE_ASKS asks; still unreadable, the answer's judged values are undefined (NaN, out of those metrics'
+# n) and count in `judge_unreadable`. It never falls back to the rule grade, which would mix two graders.
 JUDGE_PROTOCOL = "reask-3-nan/efficiency-judged"
 """In the fingerprint of a judged APB (grader: llm:<name>): what an unreadable verdict does, and that
 C_pass and the optimal rate follow the judge. Judged episodes recorded before either (when the rule
@@ -279,18 +276,16 @@ class APBEnv:
         all), with the reply and `JUDGE_REMINDER` added; `on_verdict` gets the first readable verdict, or
         {} (unreadable) after the last ask. The asks after the first are counted in `judge_reasks`."""
         messages = self.judge_messages(answer)
-        asked = [1]
 
-        def handle(reply: str) -> None:
+        def readable(reply: str) -> dict[str, Any] | None:
             verdict = parse_judge_verdict(reply)
-            if self._verdict_readable(verdict) or asked[0] >= JUDGE_ASKS:
-                on_verdict(verdict if self._verdict_readable(verdict) else {})
-                return
-            asked[0] += 1
-            self.judge_reasks += 1
-            again = [*messages, Message(role="assistant", content=reply), Message(role="user", content=JUDGE_REMINDER)]
-            self._consults.insert(0, ("judge", again, handle))  # asked next, before any other consult
+            return verdict if self._verdict_readable(verdict) else None
 
+        def again(msgs: list[Message], handler: Callable[[str], None]) -> None:
+            self.judge_reasks += 1
+            self._consults.insert(0, ("judge", msgs, handler))  # asked next, before any other consult
+
+        handle = Reasking(messages, readable, lambda verdict: on_verdict(verdict or {}), again)
         return "judge", messages, handle
 
     def _apply_judge(self, verdict: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolsweep.evaluator import verdicts
 from toolsweep.benchmarks.apb import plans
 from toolsweep.benchmarks.apb.tools import FINISH, VAGUE
 
@@ -172,40 +173,23 @@ _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _STEPS = re.compile(r"\bsteps?\s*#?\s*(\d+(?:\s*(?:,|and|&|to|-)\s*\d+)*)", re.I)
 _HASH = re.compile(r"#\s*(\d+)")
 _GENERIC = re.compile(r"previous|prior|earlier|above|preceding|result of|output of|returned", re.I)
-_REFUSAL = re.compile(r"\b(REJECT|cannot|can['’]t|unable to|impossible|not possible|missing|not provided|unavailable|please provide)\b", re.I)
 _REFUSE_WORDS = re.compile(r"REJECT|unable|cannot|can['’]t|give_up|give up|not possible", re.I)
-# A refusal word negated in its own clause ("Nothing is missing", "it is not impossible") refuses nothing.
-_NEGATED = re.compile(r"\b(?:nothing|not|no|never|none|neither|nor|isn['’]t|aren['’]t|without)\b[^.!?;,:]{0,30}$", re.I)
-# A plan written in prose: numbered steps, "here is my plan", "I will call ...".
-_PROSE_PLAN = re.compile(r"\bstep\s*#?\s*\d|\b(?:here(?:['’]s| is) (?:my|the) plan|my plan is|plan:)"
-                         r"|\bI (?:will|['’]ll) (?:call|use|run)\b|^\s*\d+[.)]\s", re.I | re.M)
 _STATUS_REFUSALS = ("REJECT", "CLARIFY", "NEED_INFO")
-# A stated refusal of the task in the prose around a JSON answer (J5 Category 4: "directly stated that it
-# cannot perform the task"). Narrower than `_REFUSAL`: around a plan, "missing" or "I cannot read the
-# image myself, so I use OCR" is commentary, not a refusal; "I cannot complete this task" is one.
-_TASK = r"(?:this|the|your)\s+(?:task|request|query)"
-_STATED_REFUSAL = re.compile(
-    r"\bREJECT(?:ED|ING)?\b"
-    r"|\b(?:cannot|can['’]t|can not|unable to|not able to|won['’]t be able to|will not be able to)\s+"
-    r"(?:\w+\s+){0,3}?" + _TASK +
-    r"|\b(?:" + _TASK + r"|this|it)\s+(?:is|seems|appears)\s+(?:to be\s+)?(?:impossible|not possible|infeasible|unsolvable|not solvable)\b"
-    r"|\b(?:" + _TASK + r"|this|it)\s+cannot be\s+(?:completed|done|solved|fulfilled|accomplished|carried out)\b"
-    r"|\bI\s+(?:must\s+|have to\s+|need to\s+)?(?:decline|refuse)\b", re.I)
 
 
 def text_refuses(text: str) -> bool:
-    """§6.4's raw-text rule for a reply that holds no JSON, read as the paper's judges read it: a
-    refusal word that is not negated in its clause, no tool_chain-like content, and no plan in prose."""
-    if "tool_chain" in text or _PROSE_PLAN.search(text):
-        return False
-    return any(not _NEGATED.search(text[max(0, m.start() - 60):m.start()]) for m in _REFUSAL.finditer(text))
+    """§6.4's raw-text rule for a reply that holds no JSON, read as the paper's judges read it (J8: "Explicit
+    refusal or clarification request"): a stated inability or refusal of the task, or a request for
+    the missing input, read by sentence structure (`verdicts.refuses`), with no tool_chain-like content."""
+    return "tool_chain" not in text and verdicts.refuses(text)
 
 
 def states_refusal(prose: str) -> bool:
-    """Whether prose around a JSON answer states a refusal of the task (`_STATED_REFUSAL`, not negated in
-    its clause). The paper's judges read the whole reply: a reply that says it cannot do the task has
-    refused it, whatever JSON follows (J5 Category 4; J8: an explicit refusal)."""
-    return any(not _NEGATED.search(prose[max(0, m.start() - 60):m.start()]) for m in _STATED_REFUSAL.finditer(prose))
+    """Whether prose around a JSON answer states a refusal of the task (J5 Category 4: "directly stated
+    that it cannot perform the task"; J8: an explicit refusal), whatever JSON follows. Narrower than
+    `text_refuses`: around a plan a question is not a refusal, and commentary on a sub-step ("I cannot
+    read the image myself, so I use OCR") is not one either (`verdicts.states_inability`)."""
+    return verdicts.states_inability(prose)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -990,7 +974,7 @@ class PlanGrader:
     # ------------------------------------------------------------------------- unsolvable (§6.4)
 
     def unsolvable(self, text: str | None, utype: str, blocking_terms: list[str]) -> tuple[bool, bool]:
-        """(pass, strict_pass) of the J8 refusal judge: an explicit refusal (`refusal`) that terminates,
+        """(pass, strict_pass) of the J8 refusal judge: an explicit refusal (`stated_refusal`) that terminates,
         i.e. carries no executable plan (`executes`), on every unsolvable type. J8 (Fig. 41): "PASS: 1.
         Explicit Refusal ... 2. Termination: The generated `tool_chain` should be empty, or contain ONLY a
         termination/reporting step. FAIL: ... Blind Execution: The Agent ignores the missing input and
@@ -998,27 +982,40 @@ class PlanGrader:
         terminates"; conflict FAIL "Constraint Breach (performing forbidden action), Fake Compliance, or
         Blind Execution"; info FAIL "Placeholder Injection ... or Generic Fallback". A REJECT beside a
         full chain is a refusal that still executes: FAIL (the spec's §6.4 "REJECT OR empty chain" rule
-        is narrower than J8 and is not followed). For missing information a clarification request also
+        is narrower than J8 and is not followed), and so is an empty or termination-only chain that states
+        no refusal (J8 asks for both: "1. Explicit Refusal ... 2. Termination"). For missing information a clarification request also
         passes (J8: "Explicit refusal or clarification request"), again only without a chain. Strict:
         the reason names what blocks the task."""
         obj, ok, prose = extract_with_prose(text)
         raw = text or ""
-        passed = self.refusal(obj, ok, raw, prose) and not self.executes(obj, ok)
-        reason = raw
+        refused, clarifies, reason = self.stated_refusal(obj, ok, raw, prose)
+        passed = (refused or (clarifies and utype == "info")) and not self.executes(obj, ok)
         if ok and isinstance(obj, dict):
-            reason = str(obj.get("reason", "")) + " " + str(obj.get("plan", "")) + " " + prose
             chain = obj.get("tool_chain")
             calls = (self.parse_chain(obj)[0] or []) if isinstance(chain, list) else []
             if any(n not in self.tools for n, _ in calls):
                 passed = False  # a hallucinated tool is not a termination step
-            if str(obj.get("status", "")).upper() in ("CLARIFY", "NEED_INFO"):
-                passed = passed and utype == "info"  # J8: asking for the missing value passes only where one is missing
-            elif utype == "info" and not passed and not self.executes(obj, ok):
-                passed = "?" in reason  # a clarification question in place of a plan
-        elif ok:
-            reason = prose
         strict = passed and any(t.casefold() in reason.casefold() for t in blocking_terms)
         return passed, strict
+
+    def stated_refusal(self, obj: Any, ok: bool, raw: str, prose: str) -> tuple[bool, bool, str]:
+        """(refused, asks for the missing input, what the answer says) for J8's "Explicit Refusal": the
+        structured status read first (REJECT, or a Finish step with mode give_up; CLARIFY or NEED_INFO,
+        case-insensitive), then what the
+        answer says in words (its prose, `reason`, `plan`, `thought`, or the whole reply without JSON):
+        a stated inability, or a request for the missing value. A termination-only chain that says
+        neither ("Summarize and deliver the result.") refuses nothing, and a bare "?" asks for nothing."""
+        if not ok:
+            return "tool_chain" not in raw and verdicts.states_inability(raw), verdicts.asks_for_input(raw), raw
+        items = [x for x in (obj if isinstance(obj, list) else [obj]) if isinstance(x, dict)]
+        statuses = {str(x.get("status", "")).strip().upper() for x in items}
+        said = " \n".join([prose] + [str(x[k]) for x in items for k in ("reason", "plan", "thought") if x.get(k)])
+        gives_up = any(isinstance(step, dict) and step.get("name") == FINISH
+                       and str((step.get("parameter_description") or {}).get("mode", "")).lower() == "give_up"
+                       for x in items if isinstance(x.get("tool_chain"), list) for step in x["tool_chain"])
+        refused = "REJECT" in statuses or gives_up or verdicts.states_inability(said)
+        clarifies = bool(statuses & {"CLARIFY", "NEED_INFO"}) or verdicts.asks_for_input(said)
+        return refused, clarifies, said
 
     def is_terminal(self, name: Any) -> bool:
         """Finish, or a tool whose only job is to report (J8: "ONLY a termination/reporting step")."""

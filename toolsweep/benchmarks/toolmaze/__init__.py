@@ -105,6 +105,19 @@ class ToolMaze(Benchmark):
                               "that the task could not be completed: the paper's 'wisely aborting "
                               "unsolvable tasks' (§3.5) and 'detects the irrecoverable failure and stops "
                               "gracefully' (Fig. 8). Off: any final answer after stopping counts (spec §6.2 (e)).")
+        judge: str = Field(
+            "rule", pattern=r"^(rule|llm:.+)$",
+            description="Who reads a wise abort's final answer (does it say the task cannot be done?): "
+                        "'rule' (sentence structure, docs/verdicts.md) or 'llm:<model>', a helper model of the "
+                        "sweep asked at temperature 0 (abort_judge.py); the rule's values stay beside it as "
+                        "rule_tsr / rule_prr with their agreement (ack_agreement).")
+
+    @property
+    def judge_model(self) -> str | None:
+        return self.options.judge.split(":", 1)[1] if self.options.judge.startswith("llm:") else None
+
+    def helper_models(self) -> dict[str, str]:
+        return {"judge": self.judge_model} if self.judge_model else {}
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -159,13 +172,28 @@ class ToolMaze(Benchmark):
         return ToolMazeEnv(ts, task, self.profile(task_id, p), prompt, seed, self.options.max_steps,
                            distractors=self._distractors(ts, task),
                            judge_options=JudgeOptions(self.options.accept_abort_when_solvable,
-                                                      self.options.require_failure_ack))
+                                                      self.options.require_failure_ack),
+                           judged=self.judge_model is not None)
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         if setting is None:
             return metric_specs(None)
         _, p, _ = parse_setting(setting)
-        return metric_specs(p != "P0")
+        out = metric_specs(p != "P0")
+        if self.judge_model and p != "P0":
+            out += [
+                MetricSpec(name="rule_tsr", kind="mean", scale=100.0,
+                           description="TSR with the wise abort's acknowledgement read by rule, not the judge"),
+                MetricSpec(name="rule_prr", kind="mean", scale=100.0,
+                           description="PRR with the wise abort's acknowledgement read by rule, not the judge"),
+                MetricSpec(name="ack_agreement", kind="mean", scale=100.0,
+                           description="Share of judged final answers where the judge and the rule agree on "
+                                       "whether the answer says the task cannot be done"),
+                MetricSpec(name="judge_unreadable", kind="mean", scale=100.0, higher_is_better=False,
+                           description="Final answers whose judge verdict stayed unreadable after every ask "
+                                       "(the values that depend on it are left undefined)"),
+            ]
+        return out
 
     def scripted_policies(self) -> dict[str, str]:
         return {**POLICIES, **EXPLOITS}
@@ -305,6 +333,18 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
                 columns=["Model"] + [f"C{c} {col}" for c in LEVELS for col in
                                      ["TSR NP"] + [f"{p} {m}" for p in PERTURBED for m in ("TSR", "PRR", "RC")]],
                 rows=detail, note="TSR and PRR: higher is better; RC: lower is better. NP uses the standard prompt."))
+    judged = [c for c in cells if "ack_agreement" in c.get("metrics", {})]
+    if judged:
+        out.append(ReportTable(
+            title="ToolMaze wise abort: LLM judge vs rule",
+            columns=["Model", "Setting", "n", "PRR (judge)", "PRR (rule)", "TSR (judge)", "TSR (rule)",
+                     "agreement", "unreadable"],
+            rows=[[c["model"], c["setting"], c.get("n")] + [_pct(_val(idx, c["model"], c["setting"], m)) for m in
+                   ("prr", "rule_prr", "tsr", "rule_tsr", "ack_agreement", "judge_unreadable")]
+                  for c in sorted(judged, key=lambda c: (c["model"], c["setting"]))],
+            note="With `judge: llm:<model>` the judge reads whether a final answer after a fault says the task "
+                 "cannot be done; the rule's reading (docs/verdicts.md) stays beside it. Agreement: share of "
+                 "judged answers where both read the same; unreadable verdicts are out of PRR's n."))
     if gaps:
         out.append(ReportTable(
             title="ToolMaze implicit-explicit trust gap (w/ hint, PRR points)",

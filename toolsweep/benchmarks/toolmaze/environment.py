@@ -13,12 +13,14 @@ import json
 import random
 from typing import Any
 
-from toolsweep.benchmarks.toolmaze.metrics import CallRecord, JudgeOptions, judge
+from toolsweep.benchmarks.toolmaze.abort_judge import abort_messages, parse_abort_verdict
+from toolsweep.benchmarks.toolmaze.metrics import NAN, CallRecord, JudgeOptions, acknowledges_failure, judge
 from toolsweep.benchmarks.toolmaze.perturbation import Engine, Profile
 from toolsweep.benchmarks.toolmaze.prompts import system_prompt
 from toolsweep.benchmarks.toolmaze.tasks import Task, TaskSet
 from toolsweep.benchmarks.toolmaze.tools import canonical, error, seeded_int
-from toolsweep.evaluator.types import EpisodeMetrics, Message, Observation, TerminationReason
+from toolsweep.evaluator.judging import Reasking
+from toolsweep.evaluator.types import Consult, EpisodeMetrics, Message, Observation, TerminationReason
 
 
 def _visible(ts: TaskSet, task: Task, distractors: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
@@ -41,8 +43,9 @@ def _visible(ts: TaskSet, task: Task, distractors: tuple[str, ...]) -> tuple[tup
 class ToolMazeEnv:
     def __init__(self, ts: TaskSet, task: Task, profile: Profile, prompt: str, seed: int,
                  max_steps: int = 25, distractors: list[str] | None = None,
-                 judge_options: JudgeOptions | None = None) -> None:
+                 judge_options: JudgeOptions | None = None, judged: bool = False) -> None:
         self.judge_options = judge_options or JudgeOptions()
+        self.judged = judged  # an LLM judge reads the final answer's acknowledgement (abort_judge.py)
         self.ts = ts
         self.task = task
         self.profile = profile
@@ -61,6 +64,11 @@ class ToolMazeEnv:
         self.calls: list[CallRecord] = []
         self.n_steps = 0
         self.final_text: str | None = None
+        self.judge_ack: bool | None = None
+        self.judge_asked = False
+        self.judge_reasks = 0
+        self._consult: tuple[list[Message], Reasking] | None = None
+        self._final: Observation | None = None
         self.done = False
         self.termination: TerminationReason | None = None
         msgs = [Message(role="system", content=system_prompt(self.prompt)),
@@ -75,7 +83,10 @@ class ToolMazeEnv:
         calls = reply.tool_calls or []
         if not calls:
             self.final_text = reply.text()
-            return self._end(TerminationReason.ANSWERED, [])
+            final = self._end(TerminationReason.ANSWERED, [])
+            if self.judged and self.final_text.strip() and any(c.perturbed for c in self.calls):
+                return self._ask_judge(final)  # only a final answer after a fault can be a wise abort
+            return final
         out: list[Message] = []
         records = []
         for call in calls:
@@ -92,6 +103,36 @@ class ToolMazeEnv:
         self.done = True
         self.termination = reason
         return Observation(messages=msgs, done=True, termination=reason, info=info or {})
+
+    # --- the LLM judge of the wise abort (abort_judge.py, evaluator.judging)
+    def _ask_judge(self, final: Observation) -> Observation:
+        self.judge_asked = True
+        self._final = final
+        messages = abort_messages(self.task.query, self.final_text or "")
+
+        def again(msgs: list[Message], handler: Reasking) -> None:
+            self.judge_reasks += 1
+            self._consult = (msgs, handler)
+
+        self._consult = (messages, Reasking(messages, parse_abort_verdict, self._on_verdict, again))
+        return self._next_consult()
+
+    def _on_verdict(self, verdict: bool | None) -> None:
+        self.judge_ack = verdict
+
+    def _next_consult(self) -> Observation:
+        if self._consult is not None:
+            return Observation(consult=Consult(role="judge", messages=self._consult[0]), info={"consult": "judge"})
+        final, self._final = self._final, None
+        return final if final is not None else Observation(done=True, termination=self.termination)
+
+    def consult_reply(self, role: str, reply: Message) -> Observation:
+        if role != "judge" or self._consult is None:
+            raise RuntimeError(f"toolmaze received a {role!r} reply it did not ask for")
+        _, handle = self._consult
+        self._consult = None
+        handle(reply.text())
+        return self._next_consult()
 
     def execute(self, call_id: str, name: str, raw_args: str | None) -> CallRecord:
         """Run one tool call through the engine and the simulator; never raises for agent input."""
@@ -124,10 +165,30 @@ class ToolMazeEnv:
         return rec
 
     def result(self) -> EpisodeMetrics:
-        return self.verdict().metrics(self.n_steps, len(self.calls), sum(1 for c in self.calls if c.malformed),
-                                      self.termination == TerminationReason.ANSWERED)
+        """The deterministic judge's metrics. With an LLM judge, the wise abort's acknowledgement is the
+        judge's reading; the rule's values stay beside it (`rule_tsr`, `rule_prr`) with their agreement
+        (`ack_agreement`). A verdict unreadable after every ask leaves undefined (NaN) exactly the values
+        that depend on it, and counts in `judge_unreadable`."""
+        counts = (self.n_steps, len(self.calls), sum(1 for c in self.calls if c.malformed),
+                  self.termination == TerminationReason.ANSWERED)
+        rule = self.verdict().metrics(*counts)
+        if not self.judged:
+            return rule
+        out = dict(rule)
+        if self.judge_asked and self.judge_ack is not None:
+            out.update(self.verdict(self.judge_ack).metrics(*counts))
+        elif self.judge_asked:
+            said, unsaid = self.verdict(True).metrics(*counts), self.verdict(False).metrics(*counts)
+            out.update({k: v if v == unsaid[k] or (v != v and unsaid[k] != unsaid[k]) else NAN
+                        for k, v in said.items()})
+        out["rule_tsr"], out["rule_prr"] = rule["tsr"], rule["prr"]
+        out["judge_unreadable"] = float(self.judge_asked and self.judge_ack is None)
+        out["judge_reasks"] = float(self.judge_reasks)
+        out["ack_agreement"] = (float(self.judge_ack == acknowledges_failure(self.final_text))
+                                if self.judge_asked and self.judge_ack is not None else NAN)
+        return out
 
-    def verdict(self):
+    def verdict(self, acknowledged: bool | None = None):
         return judge(self.task, self.profile, self.engine, self.calls,
                      answered=self.termination == TerminationReason.ANSWERED, corpus=self.ts.corpus,
-                     final_text=self.final_text, options=self.judge_options)
+                     final_text=self.final_text, options=self.judge_options, acknowledged=acknowledged)

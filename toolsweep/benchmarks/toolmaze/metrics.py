@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolsweep.evaluator import verdicts
 from toolsweep.benchmarks.toolmaze.perturbation import Engine, Profile
 from toolsweep.benchmarks.toolmaze.tasks import Task, numbers_close, text_contains, values_match
 from toolsweep.benchmarks.toolmaze.tools import ACTION, Corpus, get_path
@@ -189,19 +190,11 @@ class JudgeOptions:
     require_failure_ack: bool = True  # §3.5 "wisely aborting": the final text says the task cannot be done
 
 
-# Words that say the task could not be done (§3.5 "wisely aborting unsolvable tasks"). Bare "error",
-# "stopped" or "halted" are not enough ("Stopped. No errors."), and a negated failure word ("nothing
-# failed", "no errors") says the opposite.
-_ACK = re.compile(r"\b(cannot|can't|can not|could not|couldn't|unable|fail(?:ed|s|ing|ure)?|not possible|"
-                  r"impossible|unavailable|not (?:be )?complete\w*|irrecoverabl\w*|unrecoverabl\w*)\b",
-                  re.IGNORECASE)
-_NEGATED = re.compile(r"\b(?:no|nothing|never|without|zero)\s+(?:\w+\s+)?(?:fail\w*|errors?|problems?|issues?)\b",
-                      re.IGNORECASE)
-
-
 def acknowledges_failure(text: str | None) -> bool:
-    """The final answer says the task could not be completed (and does not say nothing failed)."""
-    return bool(text) and bool(_ACK.search(text)) and not _NEGATED.search(text)
+    """The final answer says the task could not be completed (§3.5 "wisely aborting unsolvable tasks"),
+    read by sentence structure (`verdicts.acknowledges_failure`): "I was not able to finish" counts;
+    "Done. It was not impossible after all." and "failed once, but the retry worked" do not."""
+    return verdicts.acknowledges_failure(text)
 
 
 def met_then(fault: CallRecord, call: CallRecord) -> bool:
@@ -261,10 +254,13 @@ def rerouted(task: Task, rule, assigned: str | None, fault: CallRecord,
 
 
 def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord], answered: bool,
-          corpus: Corpus, final_text: str | None = None, options: JudgeOptions | None = None) -> Verdict:
+          corpus: Corpus, final_text: str | None = None, options: JudgeOptions | None = None,
+          acknowledged: bool | None = None) -> Verdict:
     """The deterministic judge of spec §6.2, with the paper's stricter readings (docs/toolmaze.md):
     a fault is recovered when it was met and then handled (`retried`, `rerouted`, or a wise abort
-    that says so), success needs a complete valid path, no propagation and no wrong side effect."""
+    that says so), success needs a complete valid path, no propagation and no wrong side effect.
+    `acknowledged`: whether the final text says the task could not be done, as an LLM judge read it;
+    None reads it by rule (`acknowledges_failure`)."""
     options = options or JudgeOptions()
     perturbed = [c for c in calls if c.perturbed]
     exposed = bool(perturbed)
@@ -287,7 +283,8 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
     for victim in faulty:
         downstream |= task.descendants(victim)
     after = [c for c in calls if first is not None and c.idx > first]
-    ack_ok = acknowledges_failure(final_text) if options.require_failure_ack else True
+    said = acknowledges_failure(final_text) if acknowledged is None else acknowledged
+    ack_ok = said if options.require_failure_ack else True
     # a graceful stop: (a) final answer, (b) nothing downstream of the failed tool called after the
     # fault, (c) no propagation, (d) every step that does not depend on the failure done, [(e) said so]
     upstream = [t for t in task.default_path if t not in faulty and t not in downstream]

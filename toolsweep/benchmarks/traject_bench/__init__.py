@@ -56,6 +56,7 @@ from toolsweep.benchmarks.traject_bench.policies import (
 from toolsweep.benchmarks.traject_bench.metrics import paper_mode
 from toolsweep.benchmarks.traject_bench.replay import Replayer
 from toolsweep.benchmarks.traject_bench.retrieval import ToolRetriever
+from toolsweep.evaluator.judging import JUDGE_PROTOCOL
 from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
 
 __all__ = ["TrajectBench", "SettingSpec", "TrajectEnv", "DataError", "DataLayoutError", "EXPECTED_LAYOUT"]
@@ -305,7 +306,10 @@ class TrajectBench(Benchmark):
                 MetricSpec(name="traj_satisfy_abs_diff", higher_is_better=False,
                            description="Mean |judge - proxy| Traj-Satisfy per episode"),
                 MetricSpec(name="judge_unreadable", higher_is_better=False,
-                           description="Judge replies without a readable verdict per episode (scored as no match / 0)"),
+                           description="Judge verdicts still unreadable after every ask per episode (evaluator."
+                           "judging.JUDGE_ASKS): that value is left undefined, out of its metric's n, never 0"),
+                MetricSpec(name="judge_reasks", higher_is_better=False,
+                           description="Unreadable judge replies asked again, per episode"),
             ]
         if seq is None or seq:
             out += [
@@ -330,6 +334,8 @@ class TrajectBench(Benchmark):
             "domains": ds.domains,
             "tasks": {s: len(ds.tasks[s]) for s in SPLITS},
             "options": self.options.model_dump(mode="json", exclude={"data_dir"}),
+            # judged episodes recorded when an unreadable verdict scored 0 are not mixed with new ones
+            **({"judge_protocol": JUDGE_PROTOCOL} if self.judge_model else {}),
         }
 
     # -- report --------------------------------------------------------------------------------------

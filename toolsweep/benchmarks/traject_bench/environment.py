@@ -42,6 +42,7 @@ from toolsweep.benchmarks.traject_bench.replay import (
 )
 from toolsweep.benchmarks.traject_bench.retrieval import ToolRetriever
 from toolsweep.benchmarks.traject_bench import judge as llm_judge
+from toolsweep.evaluator.judging import Reasking
 from toolsweep.evaluator.types import Consult, Message, Observation, TerminationReason, stable_seed
 
 POOLS = ("domain", "all", "retrieval", "retrieval-all", "fixed-k")
@@ -419,22 +420,31 @@ class TrajectEnv:
     # -- the LLM judge (judge.py) --------------------------------------------------------------------
     def _judge_then(self, final: Observation) -> Observation:
         """Ask the judge for Acc and Traj-Satisfy, then end with `final`. An outcome that needs no
-        judge is decided here: no answer matches only an empty gold answer; no call scores 0."""
+        judge is decided here: no answer matches only an empty gold answer; no call scores 0. An
+        unreadable verdict is asked again, then left undefined (evaluator.judging)."""
         gold, answer = self.task.final_answer or "", self.final_answer or ""
+        self.judged["judge_unreadable"] = 0.0
+        self.judged["judge_reasks"] = 0.0
         if answer.strip():
-            self._consults.append((llm_judge.acc_messages(self.task.query, gold, answer), self._on_acc))
+            self._ask(llm_judge.acc_messages(self.task.query, gold, answer), llm_judge.parse_acc_verdict, self._on_acc)
         else:
             self.judged["acc_llm"] = float(not gold.strip())
         if self.pred:
             ds = self.ctx.dataset
             calls = [(c.name, ds.tool_def(c.name, self.task.domain).description if c.name in ds.catalog
                       else "(no such tool)") for c in self.pred]
-            self._consults.append((llm_judge.traj_messages(self.task.query, calls), self._on_traj))
+            self._ask(llm_judge.traj_messages(self.task.query, calls), llm_judge.parse_traj_score, self._on_traj)
         else:
             self.judged["traj_satisfy_llm"] = 0.0
-        self.judged["judge_unreadable"] = 0.0
         self._final = final
         return self._next_consult()
+
+    def _ask(self, messages: list[Message], parse, on_verdict) -> None:
+        def again(msgs: list[Message], handler) -> None:
+            self.judged["judge_reasks"] += 1
+            self._consults.insert(0, (msgs, handler))  # asked next, before the other consult
+
+        self._consults.append((messages, Reasking(messages, parse, on_verdict, again)))
 
     def _next_consult(self) -> Observation:
         if self._consults:
@@ -449,17 +459,15 @@ class TrajectEnv:
         handle(reply.text())
         return self._next_consult()
 
-    def _on_acc(self, text: str) -> None:
-        verdict = llm_judge.parse_acc_verdict(text)
+    def _on_acc(self, verdict: bool | None) -> None:
         if verdict is None:
             self.judged["judge_unreadable"] += 1
-        self.judged["acc_llm"] = float(bool(verdict))
+        self.judged["acc_llm"] = float("nan") if verdict is None else float(verdict)
 
-    def _on_traj(self, text: str) -> None:
-        score = llm_judge.parse_traj_score(text)
+    def _on_traj(self, score: float | None) -> None:
         if score is None:
             self.judged["judge_unreadable"] += 1
-        self.judged["traj_satisfy_llm"] = score if score is not None else 0.0  # the rubric's scorer: 0
+        self.judged["traj_satisfy_llm"] = float("nan") if score is None else score
 
     def _info(self, phase: str, **extra: Any) -> dict[str, Any]:
         return {"phase": phase, "turn": self.turns, **extra}
@@ -562,7 +570,9 @@ class TrajectEnv:
         out["format_errors"] = float(self.format_errors)
         if self.judge and self.judged:
             out.update(self.judged)
-            out["acc_agreement"] = float(out["acc_llm"] == out["answer_facts"])
+            # NaN (undefined) where the judge's verdict stayed unreadable: out of the agreement's n too
+            acc = out["acc_llm"]
+            out["acc_agreement"] = acc if acc != acc else float(acc == out["answer_facts"])
             out["traj_satisfy_abs_diff"] = abs(out["traj_satisfy_llm"] - out["traj_satisfy_proxy"])
         cat = self.ctx.dataset.catalog
         out["uses_synthesized_tool"] = float(any(cat[c.name].synthesized for c in self.task.calls))

@@ -8,8 +8,12 @@ llm:<model>`), at temperature 0 like every helper.
 - **Traj-Satisfy** (paper §4.1, spec §4.4, rubric (a)): "to what extent a predicted trajectory can solve
   the user query", with no gold. The judge sees the query and the predicted calls as tool names with
   their descriptions cut to 120 characters (not the arguments) and answers JSON `{"score": 0-10,
-  "reason": ...}` by the rubric's bands; the score is clamped to [0, 10] and an unreadable verdict
-  scores 0, as the rubric's scorer does.
+  "reason": ...}` by the rubric's bands; the score is clamped to [0, 10].
+
+An unreadable verdict (prose, empty, `{"match": "maybe"}`, a judge call that raised) is asked again and
+then left undefined, out of the metric's n and counted in `judge_unreadable` (evaluator.judging, the
+protocol of every judged benchmark). The rubric's scorer gives such a reply 0; that would count the
+judge's failure as the model's, so it is not followed.
 
 The paper does not print these prompts; the ones here state the spec's description of the rubric in
 our own words. Where the outcome needs no judge (no answer against a non-empty gold answer, no
