@@ -21,12 +21,18 @@ def _tool_item(tool: dict[str, Any], label: bool, family: str) -> ProbeItem:
                      family=family, params=params)
 
 
-def broken_lists(ds: Dataset) -> list[list[ProbeItem]]:
-    """The tool list of every Tool-Broken case as the model sees it (replacement inserted in place)."""
+def broken_lists(ds: Dataset, pair_only: bool = True) -> list[list[ProbeItem]]:
+    """The tool list of every Tool-Broken case as the model sees it (replacement inserted in place).
+
+    `pair_only`: the broken tool and its replacement alone, in list order. The error names the
+    broken tool and the replacement does its job, so a reader finds the pair; what must tell
+    nothing is which of the two is the replacement, apart from that error."""
     out = []
     for t in ds.tasks["broken"]:
         tools = list(ds.bases[t["base"]]["tools"])
         tools.insert(t["insert_at"], t["replacement_tool"])
+        if pair_only:
+            tools = [x for x in tools if x is t["replacement_tool"] or x["name"] == t["broken_tool"]]
         out.append([_tool_item(x, x is t["replacement_tool"], f"base{t['base']}") for x in tools])
     return out
 
