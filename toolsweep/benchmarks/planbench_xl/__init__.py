@@ -82,7 +82,7 @@ __all__ = ["PlanBenchXL", "PlanBenchEnv", "lstar_of"]
 
 class PlanBenchXL(Benchmark):
     name = "planbench_xl"
-    version = "1.3.0"
+    version = "1.4.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")

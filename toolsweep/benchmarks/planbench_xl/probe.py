@@ -51,25 +51,37 @@ def role_of(tool: Tool) -> str:
     return "noisy" if tool.kind.startswith("noisy:") else tool.kind
 
 
-def as_items(listed: list[Tool], role: str, param_descriptions: str = "datatype") -> list[ProbeItem]:
+def masked(tool: Tool) -> str:
+    """The description with its service sentence blanked (its length and place kept): the
+    paper asks a noisy tool to say why it is unreliable (App. B.2.2), so what that sentence says is
+    meant to be read; everything else must tell nothing."""
+    if not tool.note:
+        return tool.description
+    return tool.description.replace(tool.note, " " * len(tool.note))
+
+
+def as_items(listed: list[Tool], role: str, param_descriptions: str = "datatype",
+             mask_notes: bool = True) -> list[ProbeItem]:
     items = []
     for t in listed:
         schema = t.schema(param_descriptions)
         params = tuple((p, v["description"]) for p, v in schema["parameters"]["properties"].items())
-        items.append(ProbeItem(fields={"name": t.title, "description": t.description}, label=role_of(t) == role,
+        desc = masked(t) if mask_notes else t.description
+        items.append(ProbeItem(fields={"name": t.title, "description": desc}, label=role_of(t) == role,
                                family=t.paired or t.id, params=params))
     return items
 
 
-def run_probes(world: World, retriever: Retriever, *, sample: int | None = None,
-               seed: int = 0) -> list[ProbeResult]:
+def run_probes(world: World, retriever: Retriever, *, sample: int | None = None, seed: int = 0,
+               roles: tuple[str, ...] = ROLES, mask_notes: bool = True) -> list[ProbeResult]:
     """One probe per role: executable and noisy over every list, each alternative kind over the lists
     where alternatives are listed."""
     lists = tool_lists(world, retriever, sample=sample, seed=seed)
     results = []
-    for role in ROLES:
+    for role in roles:
         scope = lists if role in ("executable", "noisy") else [
             lst for lst in lists if any(role_of(t) == role for t in lst)]
-        results.append(probe(f"planbench_xl {role}", (as_items(lst, role) for lst in scope), salt="planbench_xl",
-                             seed=seed))
+        label = f"planbench_xl {role}" + ("" if mask_notes else " (service sentence read)")
+        results.append(probe(label, (as_items(lst, role, mask_notes=mask_notes) for lst in scope),
+                             salt="planbench_xl", seed=seed))
     return results
