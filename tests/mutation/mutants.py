@@ -211,6 +211,16 @@ MUTANTS: list[Mutant] = [
     Mutant("toolmaze-prr-unexposed-as-failure", TOOLMAZE, "Verdict.metrics",
            '"prr": float(self.recovered) if self.exposed else NAN', '"prr": float(self.recovered)',
            T_TOOLMAZE, "an episode never exposed to a fault counts as a failed recovery"),
+    # ------------------------------------------------------------------ role-leak probe
+    Mutant("role-probe-tests-on-training-half", "toolsweep/evaluator/role_probe.py", "probe",
+           "test = [(f, y) for f, y, half in rows if not half]", "test = [(f, y) for f, y, half in rows if half]",
+           ("tests/evaluator/test_role_probe.py",),
+           "the probe scores the families it was trained on, so a clean world reads as leaking"),
+    Mutant("role-probe-chance-one-sided", "toolsweep/evaluator/role_probe.py", "ProbeResult.at_chance",
+           "return abs(self.balanced_accuracy - self.shuffled_balanced_accuracy) <= CHANCE_MARGIN",
+           "return self.shuffled_balanced_accuracy - self.balanced_accuracy <= CHANCE_MARGIN",
+           ("tests/evaluator/test_role_probe.py",),
+           "a probe far above its shuffled-label figure is called at chance"),
     # ------------------------------------------------------------------ APB
     Mutant("apb-holistic-0.7-exclusive", APB_GRADER, "holistic_grade",
            'if "E1" not in flags and c >= 0.7:', 'if "E1" not in flags and c > 0.7:', T_APB,
