@@ -32,6 +32,7 @@ class ProbeItem:
     label: bool
     family: str
     params: tuple[tuple[str, str], ...] = ()
+    scored: bool = True  # False: shapes its list's relations but is neither trained nor tested on
 
 
 @dataclass
@@ -147,7 +148,8 @@ def probe(name: str, lists: Iterable[Sequence[ProbeItem]], *, salt: str = "", se
     rows: list[tuple[dict[str, float], bool, bool]] = []
     for items in lists:
         for it, f in zip(items, item_features(items)):
-            rows.append((f, it.label, family_half(it.family, salt)))
+            if it.scored:
+                rows.append((f, it.label, family_half(it.family, salt)))
     if max_items is not None and len(rows) > max_items:
         rows = random.Random(seed).sample(rows, max_items)
     train = [(f, y) for f, y, half in rows if half]

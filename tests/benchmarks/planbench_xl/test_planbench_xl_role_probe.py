@@ -6,6 +6,8 @@ description was inside each noisy twin's and equal to its alternatives' (balance
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 pytest.importorskip("sklearn")
@@ -13,7 +15,7 @@ pytest.importorskip("sklearn")
 from toolsweep.benchmarks.planbench_xl.probe import as_items, run_probes, tool_lists  # noqa: E402
 from toolsweep.benchmarks.planbench_xl.retriever import Retriever  # noqa: E402
 from toolsweep.benchmarks.planbench_xl.world import build_world  # noqa: E402
-from toolsweep.evaluator.role_probe import item_features  # noqa: E402
+from toolsweep.evaluator.role_probe import item_features, probe  # noqa: E402
 
 AT_CHANCE = ("executable", "noisy", "blocker:exp", "blocker:imp")
 
@@ -50,10 +52,15 @@ def test_role_probe_sits_at_chance_on_a_sample() -> None:
 @pytest.mark.parametrize("order", ["shuffled", "executables_first"])
 def test_role_probe_sits_at_chance_on_every_list(order: str) -> None:
     if order == "executables_first":
-        # the paper's order lists executables first (App. B.6): position tells them by design, so
-        # only the alternatives, which take the blocked tool's place, are probed in that order
+        # the paper's order lists the matches, alternatives in a blocked tool's place, before any
+        # noisy tool (App. B.6): position tells that part of the list by design, so in that order the
+        # probe asks only whether anything tells an executable from an alternative within it
         world = build_world()
-        for r in run_probes(world, Retriever(world), roles=("blocker:exp", "blocker:imp")):
-            assert r.at_chance, (r.row(), r.top_features)
+        lists = [lst for lst in tool_lists(world, Retriever(world))
+                 if any(t.kind.startswith("blocker:") for t in lst) and any(t.is_exec for t in lst)]
+        items = [[dataclasses.replace(it, scored=not t.kind.startswith("noisy:"))
+                  for t, it in zip(lst, as_items(lst, "executable"))] for lst in lists]
+        r = probe("executable among alternatives", items, salt="planbench_xl")
+        assert r.at_chance, (r.row(), r.top_features)
         return
     _check(sample=None, order=order)
