@@ -254,19 +254,73 @@ def test_distractor_call_gives_e5_and_grade_zero(bench):
         assert res.flags == {"E5"} and res.grade == 0.0 and res.ext_use == 1
 
 
-def test_harmless_extra_in_inventory_call_is_still_correct(bench):
+def _neutral_extras(env) -> list[str]:
+    forbidden = forbidden_tools(env)
+    return [t for t in env.base["meta"]["neutral_tools"] if t not in forbidden]
+
+
+def test_extra_call_that_matches_no_node_is_not_correct(bench):
+    """The reference plan plus one call no step needs is a flawed plan (E4, docs/apb.md): it was
+    correct with grade 1.0, so padding a plan with calls cost nothing."""
     n = 0
     for env in envs(bench, "holistic", 150):
-        forbidden = forbidden_tools(env)
-        extra = [t for t in env.base["meta"]["neutral_tools"] if t not in forbidden]
+        extra = _neutral_extras(env)
+        if not extra:
+            continue
+        tool = env.grader.tools[extra[0]]
+        args = {p: "the query's value" for p in tool["parameters"].get("required", [])}
+        obj = oracle_obj(env)
+        obj["tool_chain"].insert(0, {"name": extra[0], "parameter_description": args, "reason": "check"})
+        res = grade(env, obj)
+        assert not res.correct and res.flags == {"E4"} and res.grade == 0.8, (env.task["task_id"], res.notes)
+        n += 1
+    assert n > 100
+
+
+def test_argument_less_extra_call_is_e4_and_e5(bench):
+    n = 0
+    for env in envs(bench, "holistic", 150):
+        extra = [t for t in _neutral_extras(env) if env.grader.tools[t]["parameters"].get("required")]
         if not extra:
             continue
         obj = oracle_obj(env)
-        obj["tool_chain"].insert(0, {"name": extra[0], "parameter_description": {"x": "y"}, "reason": "check"})
+        obj["tool_chain"].insert(0, {"name": extra[0], "parameter_description": {}, "reason": "also"})
         res = grade(env, obj)
-        assert res.correct and res.grade == 1.0
+        assert res.flags == {"E4", "E5"} and res.grade == 0.6 and not res.correct, (env.task["task_id"], res.notes)
+        n += 1
+    assert n > 50
+
+
+def test_copying_every_unneeded_tool_into_the_plan_is_never_correct(bench):
+    n = 0
+    for env in envs(bench, "holistic", 150):
+        extra = _neutral_extras(env)
+        if not extra:
+            continue
+        obj = oracle_obj(env)
+        obj["tool_chain"] = [{"name": t, "parameter_description": {}, "reason": "may help"} for t in extra] + \
+            obj["tool_chain"]
+        res = grade(env, obj)
+        assert not res.correct and "E4" in res.flags and res.grade <= 0.6
         n += 1
     assert n > 100
+
+
+def test_repeated_call_of_a_done_step_is_e4(bench):
+    n = 0
+    for env in envs(bench, "holistic", 100):
+        obj = oracle_obj(env)
+        calls = [c for c in obj["tool_chain"] if c["name"] != FINISH]
+        if len(calls) < 2:
+            continue
+        dup = copy.deepcopy(calls[0])
+        if any(c["type"] == "max_calls" and c["spec"]["tool"] == dup["name"] for c in env.base["constraints"]):
+            continue  # the repeat breaks that constraint (E3), tested above
+        obj["tool_chain"].insert(len(calls), dup)
+        res = grade(env, obj)
+        assert not res.correct and "E4" in res.flags, (env.task["task_id"], res.notes)
+        n += 1
+    assert n > 50
 
 
 def test_refusal_on_solvable_case_is_false_refusal(bench):

@@ -40,7 +40,10 @@ def test_table2_counts_and_tool_structure():
         assert sorted(w.blockers_of[t.id]) == ["exp", "imp", "sem"]
         sem = w.blockers_of[t.id]["sem"]
         assert sem.output != t.output and sem.output not in t.inputs and sem.inputs == t.inputs
-        assert w.blockers_of[t.id]["exp"].description == t.description
+        family = [t, *noisy, *w.blockers_of[t.id].values()]
+        descs = [x.description for x in family]
+        assert len(set(descs)) == len(descs)  # no description repeats or holds a twin's (issue 42)
+        assert not any(a != b and a in b for a in descs for b in descs)
 
 
 def test_values_and_fakes_protect_the_grader():
@@ -124,13 +127,15 @@ def test_descriptions_carry_no_marker_a_search_can_key_on():
     noisy = [t for t in w.tools if t.kind.startswith("noisy:")]
     assert not any("Note:" in t.description for t in noisy)
     for cat in NOISY_CATEGORIES:
-        tails = {t.description.replace(w.by_id[t.paired].description, "").strip()
-                 for t in noisy if t.kind == f"noisy:{cat}"}
-        assert len(tails) >= 3, cat  # several wordings, not one sentence
-    starts_with_disclosure = sum(not t.description.startswith(w.by_id[t.paired].description) for t in noisy)
-    assert 0.3 < starts_with_disclosure / len(noisy) < 0.7
-    purposes = {t.description.split(". ", 1)[1] for t in w.executable}
-    assert len(purposes) > 100
+        notes = {t.note for t in noisy if t.kind == f"noisy:{cat}"}
+        assert len(notes) >= 3, cat  # several wordings, not one sentence
+    assert all(t.note and t.note in t.description for t in w.tools)  # every tool has a service sentence
+    starts_with_note = sum(t.description.startswith(t.note) for t in w.tools)
+    assert 0.3 < starts_with_note / len(w.tools) < 0.7
+    functional = {t.description.replace(t.note, "").strip() for t in w.executable}
+    assert len(functional) == len(w.executable)
+    openings = Counter(t.description.replace(t.note, "").strip().split(" ", 1)[0] for t in w.tools)
+    assert len(openings) >= 5 and max(openings.values()) < 0.3 * len(w.tools)
 
 
 def test_implicit_failures_are_plausible_and_misleading_tools_tell_the_truth():

@@ -46,7 +46,7 @@ from toolsweep.benchmarks.apb.tools import (
 )
 from toolsweep.evaluator.types import canonical_json
 
-GENERATOR_VERSION = "apb-gen-3"
+GENERATOR_VERSION = "apb-gen-4"
 
 BIN_RANGES = ((3, 10), (11, 20), (21, 30))
 CHAIN_VERBS = ("fetch", "extract", "analyze", "normalize", "score")
@@ -860,7 +860,8 @@ def broken_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
     desc = orig["description"]
     for p, q in rename.items():
         desc = desc.replace(f"'{p}'", f"'{q}'")
-    desc = "Equivalent service. " + desc.replace("Does ", "Performs ", 1)
+    # Worded as every listed tool is ("Does [X]. Parameters: ..."): a fixed opening for replacements
+    # ("Equivalent service. Performs ...", 300 of 300 until apb-gen-4) told them without reading.
     repl = {"name": new_name, "description": desc,
             "parameters": {"type": "object", "properties": props,
                            "required": [rename[p] for p in orig["parameters"]["required"]]},

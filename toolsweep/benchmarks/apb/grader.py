@@ -1,4 +1,4 @@
-"""The deterministic grader (`grader_version=apb-rule-4`, spec §6): output parsing, holistic
+"""The deterministic grader (`grader_version=apb-rule-5`, spec §6): output parsing, holistic
 alignment by max-weight matching, step-wise checks, the E1–E6 flags, the 0–1 plan grade, the
 5-way Tool-Broken classifier, the unsolvable refusal judge and plan cost.
 
@@ -20,7 +20,7 @@ from toolsweep.evaluator import verdicts
 from toolsweep.benchmarks.apb import plans
 from toolsweep.benchmarks.apb.tools import FINISH, VAGUE
 
-GRADER_VERSION = "apb-rule-4"
+GRADER_VERSION = "apb-rule-5"
 FLAGS = ("E1", "E2", "E3", "E4", "E5", "E6")
 EPS = 1e-3
 
@@ -681,6 +681,7 @@ class PlanGrader:
         for n in nodes:
             if n["id"] not in aligned and n["required"]:
                 res.add("E2", f"no step performs: {n['nl']}")
+        self._unmatched_calls(res, slots, slot_of, aligned)
         required = [n["id"] for n in nodes if n["required"]]
         res.coverage = len(satisfied & set(required)) / max(1, len(required))
         goal_sat = self.goal in satisfied
@@ -711,6 +712,35 @@ class PlanGrader:
                     res.add("E3", c["text"])
         res.grade = 0.0 if res.ext_use else holistic_grade(res.flags, res.coverage, res.u, goal_sat)
         return res
+
+    def _unmatched_calls(self, res: PlanResult, slots: list[tuple[int, str, dict[str, Any], str | None]],
+                         slot_of: dict[str, int], aligned: dict[str, int]) -> None:
+        """A call that performs no step of the query is a flaw of the plan, not free (docs/apb.md,
+        "Calls that match no node"): E4 for the step no sub-task needs (the paper's E4 checks
+        "prerequisites, redundancy, circular reasoning"), and E5 as well when it misses a required
+        parameter of its tool ("missing required parameters"). Not an extra call: the part a
+        redundant two-tool trap needs before its covering call, a call of a step's tool while some step
+        is left undone (the reading may have given it another instance; the E2 names the miss), and a
+        call a constraint forbids (its E3 names it)."""
+        matched = {slots[si][0] for si in slot_of.values()}
+        helpers = {self.tools[slots[si][1]]["hidden"].get("requires") for si in slot_of.values()}
+        missing = any(n["required"] and n["id"] not in aligned for n in self.nodes)
+        attempts = {name for n in self.nodes for name in self.names_for[n["id"]]} if missing else set()
+        counts: dict[str, int] = {}
+        for pos, name, _, _ in {(s[0], s[1], None, None) for s in slots}:
+            counts[name] = counts.get(name, 0) + 1
+        constrained = self.forbidden | {t for t, (n, _) in self.max_calls.items() if counts.get(t, 0) > n} | {
+            t for t, x in self.tools.items() if self.forbidden_caps & set(x["hidden"]["capabilities"])}
+        seen: set[int] = set()
+        for pos, name, args, _ in slots:
+            if pos in matched or pos in seen or name in helpers or name in attempts or name in constrained:
+                continue
+            seen.add(pos)
+            res.add("E4", f"'{name}' performs no step the query needs")
+            given = {str(k).casefold() for k in args} if isinstance(args, dict) else set()
+            missing = [p for p in self.tools[name]["parameters"].get("required", []) if p.casefold() not in given]
+            if missing:
+                res.add("E5", f"'{name}' misses its required argument '{missing[0]}'")
 
     # ------------------------------------------------------------------------- step-wise
 

@@ -32,7 +32,11 @@ Other choices, fixed:
   one of several clauses filled with its own glosses rather than one fixed clause per workflow.
 - Noisy tools disclose why they are unreliable in their description, in prose that varies by tool
   and sits before or after the functional text (§3.1, App. B.2.2: "explicitly describes why the
-  tool is unavailable or unreliable", "not meant to be indistinguishable").
+  tool is unavailable or unreliable", "not meant to be indistinguishable"). Every other tool carries
+  a neutral sentence of the same lengths in the same places, and the twelve tools of a family draw
+  twelve different functional texts before roles are given, so only what the sentence says tells a
+  role (spec §1.5 appends the note to the paired description; that made "my description lies inside
+  another's" and "shortest description first" find every executable; docs/planbench_xl.md).
 - Implicit-failure alternatives and noisy tools return values drawn as real values are (App.
   B.9.4: "syntactically well-formed but ... counterfactual"; Takeaway 10: "superficially
   plausible outputs"): IDs from the same number range, categorical decoys of the same shapes.
@@ -82,7 +86,7 @@ __all__ = ["PlanBenchXL", "PlanBenchEnv", "lstar_of"]
 
 class PlanBenchXL(Benchmark):
     name = "planbench_xl"
-    version = "1.3.0"
+    version = "1.4.0"
 
     class Options(BaseModel):
         model_config = ConfigDict(extra="forbid")

@@ -491,6 +491,28 @@ _DISCLOSURES = {
 }
 
 
+# Every tool that does not disclose a defect carries a service sentence of its own, of the same
+# lengths and shapes as the disclosures, so that a description's length, or whether it holds one
+# sentence more than another's, tells nothing: only what the sentence says does (App. B.2.2).
+_NEUTRAL_NOTES = [  # one per disclosure, each about as long as its counterpart
+    "This endpoint version is the current one; every call is served and returns the value held on the record.",
+    "Current endpoint used by new integrations: it serves every request it receives.",
+    "Maintained as the main version; the service behind this one runs for every record.",
+    "Serves records in and outside the {program} program.",
+    "Open to {program} accounts and to every other record alike.",
+    "Available for {program} records and for everything else as well.",
+    "It reads from the primary store that holds the live record, so the returned {out} is the current one.",
+    "Backed by the live database, so the {out} it gives reflects the latest changes.",
+    "Answers from the store the {flow} services write to first; its {out} is up to date.",
+    "This mapping reads the requested {out} from its own field, never from a related or neighbouring one.",
+    "Its field mapping is consistent: the value always comes from the {out} field and no other one.",
+    "A maintained service whose result is read from the right column, the {out} itself.",
+    "It returns the final recorded {out}, not a preview or an estimate.",
+    "Gives the {out} as stored once the record was finalised; this is the value of record.",
+    "The {out} it reports is the value of record, the one the {flow} records keep.",
+]
+
+
 @dataclass(frozen=True)
 class Tool:
     """One tool. `inputs`/`output` are datatypes (internal); `params` maps parameter name -> datatype."""
@@ -507,6 +529,7 @@ class Tool:
     family: str = ""
     fixed_output: str | None = None  # noisy/blocker return value
     num: int = 0  # index among all tools
+    note: str = ""  # the service sentence inside `description`: a noisy tool's disclosure, else neutral
 
     @property
     def is_exec(self) -> bool:
@@ -545,7 +568,23 @@ def _snake(alias: str) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9]+", " ", alias).lower().split())
 
 
-def _desc(family: str, inputs: tuple[str, ...], output: str, in_phrases: list[str], key: str) -> str:
+# Openings of the functional sentence. One per workflow family would let a string rule tell a tool
+# from its twins (issue 42: "shortest description first" and "my description is inside another's"
+# found every executable), so every tool of a family draws its own opening and purpose clause.
+_OPENINGS = [
+    "Given {given}, this returns {out} {rel}.",
+    "Returns {out} {rel}, given {given}.",
+    "Looks up {out} {rel}, starting from {given}.",
+    "Takes {given} and gives back {out} {rel}.",
+    "For {given}, it finds {out} {rel}.",
+    "Resolves {given} to {out} {rel}.",
+]
+
+
+def _desc(family: str, inputs: tuple[str, ...], output: str, in_phrases: list[str], key: str,
+          variant: tuple[int, int] | None = None) -> str:
+    """The functional description: an opening and a purpose clause, (opening, purpose) indices
+    `variant` or drawn from the tool's key."""
     quoted = [f"'{p}'" for p in in_phrases]
     given = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
     ent = DT[inputs[0]].entity.replace("_", " ")
@@ -560,9 +599,28 @@ def _desc(family: str, inputs: tuple[str, ...], output: str, in_phrases: list[st
         rel = "that matches all of the given values"
     else:  # altkey
         rel = f"identified by that {DT[inputs[0]].gloss.removeprefix('the ')}"
-    purpose = random.Random(seed_of(WORLD_SEED, "purpose", key)).choice(_PURPOSE).format(
-        out=DT[output].gloss, inp=DT[inputs[0]].gloss, flow=_FLOW_WORDS[DT[output].flow])
-    return f"Given {given}, this returns {DT[output].gloss} {rel}. {purpose}"
+    rng = random.Random(seed_of(WORLD_SEED, "purpose", key))
+    opening, purpose = variant if variant is not None else (rng.randrange(len(_OPENINGS)),
+                                                            rng.randrange(len(_PURPOSE)))
+    text = _PURPOSE[purpose].format(out=DT[output].gloss, inp=DT[inputs[0]].gloss, flow=_FLOW_WORDS[DT[output].flow])
+    return f"{_OPENINGS[opening].format(given=given, out=DT[output].gloss, rel=rel)} {text}"
+
+
+def _family_variants(key: str, n: int) -> list[tuple[int, int]]:
+    """`n` distinct (opening, purpose) pairs for one family, drawn before roles are assigned."""
+    pairs = [(o, p) for o in range(len(_OPENINGS)) for p in range(len(_PURPOSE))]
+    return random.Random(seed_of(WORLD_SEED, "family-descriptions", key)).sample(pairs, n)
+
+
+def _with_note(desc: str, note: str, key: str) -> str:
+    """The service sentence goes before or after the functional text, drawn per tool."""
+    return f"{note} {desc}" if random.Random(seed_of(WORLD_SEED, "note-place", key)).random() < 0.5 else f"{desc} {note}"
+
+
+def _neutral_note(output: str, key: str) -> str:
+    rng = random.Random(seed_of(WORLD_SEED, "neutral-note", key))
+    return rng.choice(_NEUTRAL_NOTES).format(out=DT[output].gloss.removeprefix("the "), program=rng.choice(
+        _CONDITION_PROGRAMS), flow=_FLOW_WORDS[DT[output].flow])
 
 
 # Child -> parent links (many-to-one); the others are 1:1 "created for" links.
@@ -699,15 +757,19 @@ def _build_tools(records: list[dict[str, str]]) -> tuple[list[Tool], list[Tool]]
     tools: list[Tool] = []
     execs: list[Tool] = []
     family_names: dict[str, tuple[str, list[str]]] = {}  # exec id -> (base, names by role)
+    family_descs: dict[str, list[str]] = {}  # exec id -> functional descriptions by role (same order)
     for i, (family, ins, out) in enumerate(_executable_specs()):
         tid = f"t{i:03d}"
         alias = {d: random.Random(seed_of(WORLD_SEED, "alias", tid, d)).choice(DT[d].aliases) for d in (*ins, out)}
         base = f"Get_{_title(alias[out])}_From_" + "_And_".join(_title(alias[d]) for d in ins)
         family_names[tid] = (base, names(base, FAMILY_SIZE, tid))
+        family_descs[tid] = [_desc(family, ins, out, [alias[d] for d in ins], tid, v)
+                             for v in _family_variants(tid, FAMILY_SIZE)]
         title = family_names[tid][1][0]
         params = tuple((_snake(random.Random(seed_of(WORLD_SEED, "param", tid, d)).choice(DT[d].aliases)), d) for d in ins)
-        desc = _desc(family, ins, out, [alias[d] for d in ins], tid)
-        t = Tool(tid, title.lower(), title, "executable", ins, out, params, desc, None, family, None)
+        note = _neutral_note(out, tid)
+        desc = _with_note(family_descs[tid][0], note, tid)
+        t = Tool(tid, title.lower(), title, "executable", ins, out, params, desc, None, family, None, note=note)
         execs.append(t)
     tools.extend(execs)
 
@@ -729,12 +791,12 @@ def _build_tools(records: list[dict[str, str]]) -> tuple[list[Tool], list[Tool]]
                 value = "error: record does not meet the required condition for this endpoint"
             else:
                 value = _fake_value(t.output, ("noise", nid), real)
-            desc = f"{note} {t.description}" if rng.random() < 0.5 else f"{t.description} {note}"
+            desc = _with_note(family_descs[t.id][1 + j], note, nid)
             tools.append(Tool(nid, title.lower(), title, f"noisy:{cat}", t.inputs, t.output, t.params,
-                              desc, t.id, t.family, value))
-    tools.extend(_blockers(execs, family_names, names, real, variant=1))
-    extras = (_blockers(execs, family_names, names, real, variant=2)
-              + _blockers(execs, family_names, names, real, variant=3))
+                              desc, t.id, t.family, value, note=note))
+    tools.extend(_blockers(execs, family_names, family_descs, names, real, variant=1))
+    extras = (_blockers(execs, family_names, family_descs, names, real, variant=2)
+              + _blockers(execs, family_names, family_descs, names, real, variant=3))
     return tools, extras
 
 
@@ -765,8 +827,8 @@ def _misleading_outputs(t: Tool, execs: list[Tool]) -> list[str]:
     return siblings + same_record + rest
 
 
-def _blockers(execs: list[Tool], family: dict[str, tuple[str, list[str]]], names: Any, real: set[str],
-              variant: int) -> list[Tool]:
+def _blockers(execs: list[Tool], family: dict[str, tuple[str, list[str]]], descs: dict[str, list[str]],
+              names: Any, real: set[str], variant: int) -> list[Tool]:
     """The explicit, implicit and misleading alternative of every executable tool (App. B.9.2);
     `variant` 2 and 3 are the further same-type alternatives single-type settings inject."""
     out: list[Tool] = []
@@ -776,15 +838,18 @@ def _blockers(execs: list[Tool], family: dict[str, tuple[str, list[str]]], names
         bid = f"{t.id}b_exp{sfx}"
         title = named[6 + 2 * (variant - 1)]
         err = random.Random(seed_of(WORLD_SEED, "exp", bid)).choice(_EXPLICIT_ERRORS)
+        note = _neutral_note(t.output, bid)
         out.append(Tool(bid, title.lower(), title, "blocker:exp", t.inputs, t.output, t.params,
-                        t.description, t.id, t.family, err))
+                        _with_note(descs[t.id][6 + 2 * (variant - 1)], note, bid), t.id, t.family, err, note=note))
         # Implicit failure: "an output that may be syntactically well-formed but is either irrelevant
         # ... or counterfactual" (App. B.9.4), "superficially plausible" (Takeaway 10): a value of the
         # declared datatype's own shape that no record holds.
         bid = f"{t.id}b_imp{sfx}"
         title = named[7 + 2 * (variant - 1)]
+        note = _neutral_note(t.output, bid)
         out.append(Tool(bid, title.lower(), title, "blocker:imp", t.inputs, t.output, t.params,
-                        t.description, t.id, t.family, _fake_value(t.output, ("imp", bid), real)))
+                        _with_note(descs[t.id][7 + 2 * (variant - 1)], note, bid), t.id, t.family,
+                        _fake_value(t.output, ("imp", bid), real), note=note))
         # Semantic misleading: same inputs, a different function, described truthfully; its value is
         # looked up on the record at call time (environment.py), so it never contradicts itself.
         d2 = _misleading_outputs(t, execs)[variant - 1]
@@ -795,8 +860,9 @@ def _blockers(execs: list[Tool], family: dict[str, tuple[str, list[str]]], names
         in_phr = [a.replace("_", " ") for a, _ in t.params]
         desc = _desc("own" if DT[d2].entity == DT[t.inputs[0]].entity else "derived", t.inputs, d2, in_phr,
                      bid)
+        note = _neutral_note(d2, bid)
         out.append(Tool(bid, title.lower(), title, "blocker:sem", t.inputs, d2, t.params,
-                        desc, t.id, t.family, None))
+                        _with_note(desc, note, bid), t.id, t.family, None, note=note))
     return out
 
 

@@ -1,0 +1,73 @@
+"""APB's generated cases as role-leak probe items (evaluator/role_probe.py).
+
+Three roles a model must judge and must not be able to read off a string: the Tool-Broken
+replacement among the listed tools, the extraneous (distractor) tools among the originals, and an
+Unsolvable case among solvable ones. A case's family is its base, so the probe trains on half the
+bases and tests on the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolsweep.benchmarks.apb.generator import Dataset
+from toolsweep.evaluator.role_probe import ProbeItem, ProbeResult, probe
+
+
+def _tool_item(tool: dict[str, Any], label: bool, family: str) -> ProbeItem:
+    props = tool.get("parameters", {}).get("properties", {})
+    params = tuple((p, str(v.get("description", ""))) for p, v in props.items())
+    return ProbeItem(fields={"name": tool["name"], "description": tool["description"]}, label=label,
+                     family=family, params=params)
+
+
+def broken_lists(ds: Dataset, pair_only: bool = True) -> list[list[ProbeItem]]:
+    """The tool list of every Tool-Broken case as the model sees it (replacement inserted in place).
+
+    `pair_only`: the broken tool and its replacement alone, in list order. The error names the
+    broken tool and the replacement does its job, so a reader finds the pair; what must tell
+    nothing is which of the two is the replacement, apart from that error."""
+    out = []
+    for t in ds.tasks["broken"]:
+        tools = list(ds.bases[t["base"]]["tools"])
+        tools.insert(t["insert_at"], t["replacement_tool"])
+        if pair_only:
+            tools = [x for x in tools if x is t["replacement_tool"] or x["name"] == t["broken_tool"]]
+        out.append([_tool_item(x, x is t["replacement_tool"], f"base{t['base']}") for x in tools])
+    return out
+
+
+def extraneous_lists(ds: Dataset) -> list[list[ProbeItem]]:
+    """The tool list of every extraneous case with the most distractors (appended, as §4.3 lists them)."""
+    settings = [s for s in ds.tasks if s.startswith("extraneous_holistic_n")]
+    top = max(settings, key=lambda s: int(s.rsplit("n", 1)[1]))
+    out = []
+    for t in ds.tasks[top]:
+        tools = list(ds.bases[t["base"]]["tools"]) + list(t["distractors"])
+        out.append([_tool_item(x, x.get("hidden", {}).get("kind") == "distractor", f"base{t['base']}")
+                    for x in tools])
+    return out
+
+
+def _case_item(query: str, files: list[Any], tools: list[dict[str, Any]], label: bool, family: str) -> ProbeItem:
+    listed = " ".join(f"{x['name']} {x['description']}" for x in tools)
+    return ProbeItem(fields={"query": query, "tools": listed, "files": f"files {len(files)}"}, label=label,
+                     family=family)
+
+
+def unsolvable_lists(ds: Dataset) -> list[list[ProbeItem]]:
+    """Every Unsolvable case and every solvable base, one case per list (a case is judged alone)."""
+    out = []
+    for b in ds.bases:
+        out.append([_case_item(b["query"], b["background"]["files"], b["tools"], False, f"base{b['index']}")])
+    for s, tasks in ds.tasks.items():
+        if s.startswith("unsolvable_") and s != "unsolvable_control":
+            for t in tasks:
+                out.append([_case_item(t["query"], t["files"], t["tools"], True, f"base{t['base']}")])
+    return out
+
+
+def run_probes(ds: Dataset, seed: int = 0) -> list[ProbeResult]:
+    return [probe("apb broken replacement", broken_lists(ds), salt="apb", seed=seed),
+            probe("apb extraneous tool", extraneous_lists(ds), salt="apb", seed=seed),
+            probe("apb unsolvable case", unsolvable_lists(ds), salt="apb", seed=seed)]
