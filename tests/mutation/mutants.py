@@ -39,6 +39,7 @@ PLANBENCH_ENV = "toolsweep/benchmarks/planbench_xl/environment.py"
 PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
 FLOOR = "toolsweep/evaluator/floor.py"
+DESIGN = "toolsweep/evaluator/design.py"
 COMPLETENESS = "toolsweep/evaluator/completeness.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
@@ -63,6 +64,9 @@ T_PLANBENCH_TARGET = (PB + "test_fig11_default_payment_method_trap_is_not_a_corr
 T_PLANBENCH_METRICS = (PB + "test_worked_example_metrics", PB + "test_oracle_solves_all_327_tasks")
 T_TRAJECT = ("tests/benchmarks/traject_bench/test_traject_bench_metrics.py",)
 T_FLOOR = ("tests/evaluator/test_floor.py",)
+T_MULTIPLICITY = ("tests/evaluator/test_multiplicity_properties.py",)
+T_PLANBENCH_MATCH = ("tests/benchmarks/planbench_xl/test_planbench_xl_answer_matching.py",)
+T_APB_STATUS = ("tests/benchmarks/apb/test_apb_status_case.py",)
 
 MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ unit ids
@@ -118,6 +122,13 @@ MUTANTS: list[Mutant] = [
     Mutant("composite-undefined-counted", STATS, "_cluster_totals",
            "np.add.at(counts, idx[defined], 1.0)", "np.add.at(counts, idx, 1.0)", T_COMPOSITE,
            "undefined values count in a composite's denominator"),
+    # ------------------------------------------------------------------ multiplicity
+    Mutant("holm-continues-past-first-acceptance", DESIGN, "holm",
+           "break", "continue", T_MULTIPLICITY,
+           "Holm goes on after its first non-rejection: holm([0.03, 0.04]) rejects 0.04"),
+    Mutant("bh-step-down", DESIGN, "benjamini_hochberg",
+           "cutoff = rank", "cutoff = rank if cutoff == rank - 1 else cutoff", T_MULTIPLICITY,
+           "BH stops at its first non-rejection (step-down): [0.01, 0.04, 0.045] rejects only 0.01"),
     # ------------------------------------------------------------------ cell summaries
     Mutant("summary-unscored-enter-metrics", SUMMARY, "CellEpisodes.add",
            "return  # infrastructure failures never enter a metric", "pass", T_SUMMARY,
@@ -249,6 +260,9 @@ MUTANTS: list[Mutant] = [
     Mutant("apb-common-cost-over-all-cases", APB_METRICS, "efficiency_costs",
            "{t for t, (ok, _) in r.items() if ok}", "{t for t, (ok, _) in r.items()}", T_APB_TABLES,
            "C_com averaged over every case instead of the cases every model solved"),
+    Mutant("apb-refusal-status-case-sensitive", APB_GRADER, "PlanGrader.refusal",
+           'str(x.get("status", "")).upper() in _STATUS_REFUSALS', 'str(x.get("status", "")) in _STATUS_REFUSALS',
+           T_APB_STATUS, 'a lowercase "reject" status stops counting as a refusal'),
     Mutant("apb-judged-efficiency-rule-verdict", APB_ENV, "APBEnv._judged_efficiency",
            "solved = correct == 1.0", "solved = m[\"correct\"] == 1.0", T_APB_JUDGE,
            "C_pass and the optimal rate follow the rule grade while the judge grades"),
@@ -267,6 +281,10 @@ MUTANTS: list[Mutant] = [
     Mutant("planbench-egt-precision-denominator", PLANBENCH, "episode_metrics",
            "len(ex & task.d_gt) / len(ex)", "len(ex & task.d_gt) / len(task.d_gt)", T_PLANBENCH_METRICS,
            "EGT precision divided by the ground truth's size (a recall)"),
+    Mutant("planbench-answer-match-reversed", PLANBENCH_ENV, "PlanBenchEnv._answer",
+           "match = norm_value(self.task.gold) in norm_value(answer)",
+           "match = norm_value(answer) in norm_value(self.task.gold)", T_PLANBENCH_MATCH,
+           "the answer is looked up in the gold value: an empty answer is credited once the target is reached"),
     # ------------------------------------------------------------------ TRAJECT-Bench
     Mutant("traject-order-ignored", TRAJECT, "score_episode",
            "em = float(pred_names == gold_names)", "em = float(p_mult == g_mult)", T_TRAJECT,
