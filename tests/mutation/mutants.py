@@ -40,6 +40,9 @@ PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
 FLOOR = "toolsweep/evaluator/floor.py"
 DESIGN = "toolsweep/evaluator/design.py"
+HEALTH = "toolsweep/cluster/endpoint_health.py"
+PLACEMENT = "toolsweep/cluster/placement.py"
+TYPES = "toolsweep/evaluator/types.py"
 COMPLETENESS = "toolsweep/evaluator/completeness.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
@@ -67,6 +70,11 @@ T_FLOOR = ("tests/evaluator/test_floor.py",)
 T_MULTIPLICITY = ("tests/evaluator/test_multiplicity_properties.py",)
 T_PLANBENCH_MATCH = ("tests/benchmarks/planbench_xl/test_planbench_xl_answer_matching.py",)
 T_APB_STATUS = ("tests/benchmarks/apb/test_apb_status_case.py",)
+T_VERDICTS = ("tests/cluster/test_endpoint_verdicts.py::test_the_worst_verdict_of_a_model_and_its_helpers_decides",)
+T_PROBE = ("tests/cluster/test_endpoint_verdicts.py::test_a_5xx_answer_is_not_up_and_names_the_status",
+           "tests/cluster/test_endpoint_verdicts.py::test_an_answer_below_500_is_up")
+T_TOKENS = ("tests/evaluator/test_token_sums.py",)
+T_WAVES = ("tests/cluster/test_wave_membership.py",)
 
 MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ unit ids
@@ -191,6 +199,28 @@ MUTANTS: list[Mutant] = [
     Mutant("blame-first-request-400-on-agent", POLICY, "LLMPolicy.act",
            'if any(m.role == "assistant" for m in messages):', "if messages:", T_BLAME,
            "a 400 on the first request (nothing of the model's in it) is scored as the agent's error"),
+    # ------------------------------------------------------------------ endpoint health
+    Mutant("verdict-best-of-model-and-helpers", DRIVER, "_wait_for_endpoints",
+           "return min(verdicts, key=lambda v: order[v.state])", "return max(verdicts, key=lambda v: order[v.state])",
+           T_VERDICTS, "a judge down for the whole budget beside a healthy model reads up: units spend attempts"),
+    Mutant("probe-any-answer-up", HEALTH, "probe_http",
+           "if exc.code < 500:", "if exc.code < 600:", T_PROBE,
+           "an endpoint answering 503 to the probe counts as healthy"),
+    Mutant("probe-4xx-down", HEALTH, "probe_http",
+           "if exc.code < 500:", "if exc.code < 400:", T_PROBE,
+           "a 401 or 404 (the configuration's problem) reads as an outage: units wait out the budget"),
+    # ------------------------------------------------------------------ token counts
+    Mutant("tokens-row-last-step-only", RUNDIR, "outcome_columns",
+           "completion += step.usage.completion_tokens", "completion = step.usage.completion_tokens", T_TOKENS,
+           "the row's completion tokens are the last step's, not the episode's"),
+    Mutant("tokens-trajectory-last-step-only", TYPES, "Trajectory.completion_tokens",
+           "return sum(s.usage.completion_tokens for s in self.steps)",
+           "return self.steps[-1].usage.completion_tokens if self.steps else 0", T_TOKENS,
+           "the trajectory's completion tokens are the last step's"),
+    # ------------------------------------------------------------------ waves
+    Mutant("waves-model-in-no-group-dropped", PLACEMENT, "plan_waves",
+           "together.get(m.name, [m])", "together.get(m.name, [])", T_WAVES,
+           "a model in no server group (an hf model on CUDA) is in no wave and never runs"),
     # ------------------------------------------------------------------ exploit bounds
     Mutant("exploit-ceiling-flipped", EXPLOITS, "bound_violations",
            "if math.isfinite(v) and v > ceiling + 1e-12:", "if math.isfinite(v) and v < ceiling + 1e-12:",
