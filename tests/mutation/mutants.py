@@ -199,6 +199,9 @@ MUTANTS: list[Mutant] = [
     Mutant("blame-first-request-400-on-agent", POLICY, "LLMPolicy.act",
            'if any(m.role == "assistant" for m in messages):', "if messages:", T_BLAME,
            "a 400 on the first request (nothing of the model's in it) is scored as the agent's error"),
+    Mutant("blame-any-400-after-first-message", POLICY, "LLMPolicy.act",
+           'if any(m.role == "assistant" for m in messages):', "if len(messages) > 1:", T_BLAME,
+           "a 400 on a benchmark's first request (system + user, nothing of the model's) is the agent's error"),
     # ------------------------------------------------------------------ endpoint health
     Mutant("verdict-best-of-model-and-helpers", DRIVER, "_wait_for_endpoints",
            "return min(verdicts, key=lambda v: order[v.state])", "return max(verdicts, key=lambda v: order[v.state])",
