@@ -108,12 +108,11 @@ def test_429_is_waited_out_and_scored(ray_local, tmp_path, headers):
 def test_a_hung_endpoint_costs_a_bounded_time_and_is_never_scored(ray_local, tmp_path):
     with FakeOpenAIServer(delay_s=3) as server:
         cfg = config(tmp_path, server.base_url, timeout_s=0.5)
-        start = time.monotonic()
         out = sweep(cfg)
-        elapsed = time.monotonic() - start
-    # per unit: at most 2 hung requests x 0.5 s, x 2 attempts; the rest is Ray and worker start-up
+        sent = len(server.requests)
+    # the cost is bounded in work: per unit at most 2 hung requests (then it is given up as hung), x 2 attempts
     assert out.gave_up == N_TASKS and episodes(cfg) == []
-    assert elapsed < 45, elapsed
+    assert N_TASKS <= sent <= N_TASKS * 2 * 2, sent
     assert all("no response within" in f["error"] for f in failures(cfg))
 
 
