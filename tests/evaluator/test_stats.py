@@ -296,7 +296,8 @@ def test_a_ratio_metrics_bca_interval_agrees_with_scipy_on_resampled_sums():
     calls = rng.integers(1, 12, 50).astype(float)
     hit = rng.binomial(calls.astype(int), rng.beta(0.6, 2.0, 50)).astype(float)  # skewed per-task rates
     spec = MetricSpec(name="prec", kind="ratio", numerator="hit", denominator="calls")
-    est = summarize_metrics([f"t{i}" for i in range(50)], [0] * 50, {"hit": hit, "calls": calls}, [spec], seed=3)["prec"]
+    est = summarize_metrics([f"t{i}" for i in range(50)], [0] * 50, {"hit": hit, "calls": calls}, [spec], seed=3,
+                            interval="bca")["prec"]
     ref = scipy.stats.bootstrap((hit, calls), lambda h, c, axis=-1: h.sum(axis=axis) / c.sum(axis=axis),
                                 paired=True, vectorized=True, method="BCa", n_resamples=10_000,
                                 rng=np.random.default_rng(3)).confidence_interval

@@ -68,6 +68,12 @@ T_PLANBENCH_METRICS = (PB + "test_worked_example_metrics",)  # the worked exampl
 T_TRAJECT = ("tests/benchmarks/traject_bench/test_traject_bench_metrics.py",)
 T_FLOOR = ("tests/evaluator/test_floor.py",)
 T_MULTIPLICITY = ("tests/evaluator/test_multiplicity_properties.py",)
+IM = "tests/evaluator/test_interval_methods.py::"
+T_SKEW = (IM + "test_on_a_skewed_metric_the_default_misses_less_on_the_long_side_than_the_percentile_interval",)
+T_AGREE = (IM + "test_a_paired_interval_excludes_0_exactly_when_its_p_value_is_below_alpha",)
+T_TINY = (IM + "test_a_paired_comparison_on_too_few_tasks_has_no_interval_no_p_value_and_no_floor_mark",)
+T_BCA = ("tests/evaluator/test_stats.py::test_a_ratio_metrics_bca_interval_agrees_with_scipy_on_resampled_sums",
+         "tests/evaluator/test_stats.py::test_plain_mean_interval_agrees_with_scipy_bootstrap")
 T_PLANBENCH_MATCH = ("tests/benchmarks/planbench_xl/test_planbench_xl_answer_matching.py",)
 T_APB_STATUS = ("tests/benchmarks/apb/test_apb_status_case.py",)
 T_VERDICTS = ("tests/cluster/test_endpoint_verdicts.py::test_the_worst_verdict_of_a_model_and_its_helpers_decides",)
@@ -124,6 +130,19 @@ MUTANTS: list[Mutant] = [
     Mutant("ratio-undefined-is-zero", STATS, "_ratio",
            "num / np.where(den != 0, den, 1.0), np.nan)", "num / np.where(den != 0, den, 1.0), 0.0)",
            T_STATS, "a ratio with a zero denominator reads as 0 instead of undefined"),
+    Mutant("studentized-t-quantiles-reflected", STATS, "_studentized",
+           "return float(point - t_hi * se), float(point - t_lo * se), p",
+           "return float(point + t_lo * se), float(point + t_hi * se), p", T_SKEW,
+           "the bootstrap-t quantiles added instead of subtracted: the interval leans away from a skew"),
+    Mutant("studentized-p-not-doubled", STATS, "_studentized",
+           "p = min(1.0, max(2.0 * min(above, 1.0 - above),", "p = min(1.0, max(min(above, 1.0 - above),",
+           T_AGREE, "a one-sided p-value beside a two-sided interval: 'significant' rows whose interval holds 0"),
+    Mutant("tiny-cells-never-withheld", STATS, "min_tasks_for_interval",
+           "while k ** (1 - k) >= tail:", "while k ** (1 - k) > 1.0:", T_TINY,
+           "a paired interval on two or three tasks is printed and decides a floor mark"),
+    Mutant("bca-acceleration-sign", STATS, "_BCa.fit",
+           "a = float((dev ** 3).sum())", "a = -float((dev ** 3).sum())", T_BCA,
+           "BCa's acceleration with the wrong sign: the correction pushes the interval into the short tail"),
     Mutant("composite-paired-draws-independent", STATS, "composite_estimate",
            "idx = shared if paired else rng.integers", "idx = rng.integers", T_COMPOSITE,
            "a paired composite resamples each stratum on its own"),
@@ -224,6 +243,11 @@ MUTANTS: list[Mutant] = [
     Mutant("waves-model-in-no-group-dropped", PLACEMENT, "plan_waves",
            "together.get(m.name, [m])", "together.get(m.name, [])", T_WAVES,
            "a model in no server group (an hf model on CUDA) is in no wave and never runs"),
+    # ------------------------------------------------------------------ power planning
+    Mutant("pilot-sample-is-the-first-tasks", "toolsweep/cluster/config.py", "sample_tasks",
+           "return [t for i, t in enumerate(task_ids) if i in keep]", "return list(task_ids[:n])",
+           ("tests/cluster/test_pilot_sample.py::test_a_sample_is_seeded_random_and_the_same_on_every_run",),
+           "tasks.sample runs a setting's first tasks: the pilot plans from tasks that need not be typical"),
     # ------------------------------------------------------------------ exploit bounds
     Mutant("exploit-ceiling-flipped", EXPLOITS, "bound_violations",
            "if math.isfinite(v) and v > ceiling + 1e-12:", "if math.isfinite(v) and v < ceiling + 1e-12:",
