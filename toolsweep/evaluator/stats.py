@@ -480,12 +480,21 @@ def _metric_statistic(
     zeroed = [np.where(entered, a, 0.0) for a in arrays]
     if spec.kind == "ratio":
         i_num, i_den = cols.add(zeroed[0]), cols.add(zeroed[1])
-        return lambda t, d: _ratio(t[:, i_num], t[:, i_den])
+        return _ratio_of_columns(i_num, i_den)
     i_val = cols.add(zeroed[0])
     if entered.all():  # the count is the number of drawn episodes: no column needed
-        return lambda t, d: _ratio(t[:, i_val], d)
-    i_cnt = cols.add(entered.astype(np.float64))
-    return lambda t, d: _ratio(t[:, i_val], t[:, i_cnt])
+        return _ratio_of_columns(i_val, None)
+    return _ratio_of_columns(i_val, cols.add(entered.astype(np.float64)))
+
+
+def _ratio_of_columns(i_num: int, i_den: int | None) -> _Statistic:
+    """sum(numerator) / sum(denominator) of a resample (`i_den` None: over the episodes drawn). Its two
+    columns are kept on the function: the studentized interval recomputes the clustered error from them."""
+    def stat(t: np.ndarray, d: np.ndarray) -> np.ndarray:
+        return _ratio(t[:, i_num], d if i_den is None else t[:, i_den])
+
+    stat.columns = (i_num, i_den)  # type: ignore[attr-defined]
+    return stat
 
 
 def _percentile_interval(stats: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -608,18 +617,31 @@ def _estimates(
         jack_totals, jack_drawn = point_totals - task_rows[:, :-1], float(n) - task_rows[:, -1]
         with np.errstate(divide="ignore", invalid="ignore"):
             jacks = [stat(jack_totals, jack_drawn) for stat, _ in statistics]
-    influence: list[np.ndarray | None] = [None] * len(statistics)
+    studentizers: list[_Studentizer | None] = [None] * len(statistics)
     if interval == "studentized" and k > 1:
-        # each task's jackknife influence, written on its first episode, squared beside it: a resample's
-        # totals of the two columns give its own task-clustered variance
-        extra = []
-        for i, jack in enumerate(jacks):
-            if np.isfinite(jack).all():
-                influence[i] = (k - 1) * (jack.mean() - jack)
-                for col in (influence[i], influence[i] ** 2):
-                    full = np.zeros(n)
-                    full[layout.offsets] = col
-                    extra.append(full)
+        # per-task columns written on each task's first episode, so that a resample's totals of them give
+        # its own task-clustered variance: for a ratio of sums its tasks' Y^2, YN and N^2 (the variance
+        # recomputed at the resample's own estimate); otherwise the jackknife influence L and L^2
+        _, task_rows = _collapse_tasks(layout, matrix)
+        extra: list[np.ndarray] = []
+        first = matrix.shape[1]
+        for i, ((stat, _), jack) in enumerate(zip(statistics, jacks)):
+            parts = getattr(stat, "columns", None)
+            if parts is not None:
+                y = task_rows[:, parts[0]]
+                m = task_rows[:, -1] if parts[1] is None else task_rows[:, parts[1]]
+                studentizers[i] = _Studentizer(first + len(extra), parts[1], y, m)
+                per_task = [y * y, y * m, m * m]
+            elif np.isfinite(jack).all():
+                infl = (k - 1) * (jack.mean() - jack)
+                studentizers[i] = _Studentizer(first + len(extra), None, infl, None)
+                per_task = [infl, infl * infl]
+            else:
+                continue
+            for col in per_task:
+                full = np.zeros(n)
+                full[layout.offsets] = col
+                extra.append(full)
         if extra:
             matrix = np.column_stack([matrix, *extra])
             method = "index"
@@ -628,19 +650,15 @@ def _estimates(
         rng = np.random.default_rng(seed)
         totals, drawn = _drawn_totals(layout, matrix, int(n_resamples), rng, method, resample)
     out = []
-    column = cols.matrix().shape[1]  # the first influence column
-    for (stat, n_entered), value, jack, infl in zip(statistics, points, jacks, influence):
+    for (stat, n_entered), value, jack, st in zip(statistics, points, jacks, studentizers):
         if not math.isfinite(value) or totals is None or drawn is None:
             out.append(Estimate(value=math.nan, ci_low=math.nan, ci_high=math.nan, n=n_entered,
                                 p_value=math.nan if null is not None else None))
-            if infl is not None:
-                column += 2
             continue
         stats = stat(totals, drawn)
-        if infl is not None:
-            s1, s2 = totals[:, column], totals[:, column + 1]
-            column += 2
-            lo, hi, p = _studentized(stats, value, infl, s1, s2, k, confidence, null)
+        if st is not None:
+            se, se_star = st.errors(value, stats, totals, drawn, k)
+            lo, hi, p = _studentized(stats, value, se, se_star, confidence, null)
         else:
             method_here = "bca" if interval == "studentized" else interval
             lo, hi, p = _interval(stats, value, jack, confidence, method_here, null)
@@ -648,29 +666,59 @@ def _estimates(
     return out
 
 
+@dataclass(frozen=True)
+class _Studentizer:
+    """Where a statistic's per-task variance columns sit in the resampled totals, and what they hold:
+    for a ratio of sums (`m` set) its tasks' numerator y and denominator m (columns y^2, ym, m^2; `den`
+    the denominator's own column, None = the episodes drawn); otherwise its jackknife influence values
+    (`y`; columns L, L^2)."""
+
+    column: int
+    den: int | None
+    y: np.ndarray
+    m: np.ndarray | None
+
+    def errors(self, point: float, stats: np.ndarray, totals: np.ndarray, drawn: np.ndarray,
+               k: int) -> tuple[float, np.ndarray]:
+        """(standard error of the data's estimate, that of every resample), clustered by task."""
+        c = self.column
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.m is None:
+                se = math.sqrt(float((self.y ** 2).sum())) / k
+                return se, np.sqrt(np.maximum(totals[:, c + 1] - totals[:, c] ** 2 / k, 0.0)) / k
+            resid = self.y - point * self.m
+            se = math.sqrt(float((resid ** 2).sum())) / float(self.m.sum())
+            den = drawn if self.den is None else totals[:, self.den]
+            ss = totals[:, c] - 2.0 * stats * totals[:, c + 1] + stats ** 2 * totals[:, c + 2]
+            return se, np.sqrt(np.maximum(ss, 0.0)) / den
+
+
 def _studentized(
-    stats: np.ndarray, point: float, influence: np.ndarray, sum_l: np.ndarray, sum_l2: np.ndarray, k: int,
-    confidence: float, null: float | None,
+    stats: np.ndarray, point: float, se: float, se_star: np.ndarray, confidence: float, null: float | None,
 ) -> tuple[float, float, float | None]:
-    """The bootstrap-t interval: t* = (estimate* - estimate) / se*, with se* the task-clustered standard
-    error of each resample (the variance of the influence values of the tasks it drew, over k^2), and
-    the interval estimate - t*(1 - a/2) se, estimate - t*(a/2) se. With `null`, the p-value of that
-    value: where the observed t falls among the t*, so it agrees with the interval."""
-    se = math.sqrt(float((influence ** 2).sum())) / k
+    """The bootstrap-t interval: t* = (estimate* - estimate) / se*, with se* each resample's own
+    task-clustered standard error, and the interval estimate - t*(1 - a/2) se, estimate - t*(a/2) se.
+    With `null`, the p-value of that value: where the observed t falls among the t*, so it agrees with
+    the interval."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        se_star = np.sqrt(np.maximum(sum_l2 - sum_l ** 2 / k, 0.0)) / k
         t_star = (stats - point) / se_star
     t_star = t_star[np.isfinite(t_star)]
     if se == 0 or t_star.size == 0:
         return _interval(stats, point, np.zeros(0), confidence, "percentile", null)
     alpha = 1.0 - confidence
     t_lo, t_hi = np.percentile(t_star, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)])
+    # an end beyond every resample's estimate is beyond what the data can give (a success rate over 1)
+    finite = stats[np.isfinite(stats)]
+    lowest, highest = float(finite.min()), float(finite.max())
+    lo, hi = max(point - t_hi * se, lowest), min(point - t_lo * se, highest)
     p = None
     if null is not None:
         t_obs = (point - null) / se
         above = (np.count_nonzero(t_star > t_obs) + 0.5 * np.count_nonzero(t_star == t_obs)) / t_star.size
         p = min(1.0, max(2.0 * min(above, 1.0 - above), 2.0 / (t_star.size + 1)))
-    return float(point - t_hi * se), float(point - t_lo * se), p
+        if not lowest <= null <= highest:  # every resample on one side, as the clipped interval says
+            p = min(p, 2.0 / (finite.size + 1))
+    return float(lo), float(hi), p
 
 
 def _by_type_is_cheaper(layout: _Layout, cols: _Columns, resample: str = "tasks") -> bool:
