@@ -108,12 +108,11 @@ def test_429_is_waited_out_and_scored(ray_local, tmp_path, headers):
 def test_a_hung_endpoint_costs_a_bounded_time_and_is_never_scored(ray_local, tmp_path):
     with FakeOpenAIServer(delay_s=3) as server:
         cfg = config(tmp_path, server.base_url, timeout_s=0.5)
-        start = time.monotonic()
         out = sweep(cfg)
-        elapsed = time.monotonic() - start
-    # per unit: at most 2 hung requests x 0.5 s, x 2 attempts; the rest is Ray and worker start-up
+        sent = len(server.requests)
+    # the cost is bounded in work: per unit at most 2 hung requests (then it is given up as hung), x 2 attempts
     assert out.gave_up == N_TASKS and episodes(cfg) == []
-    assert elapsed < 45, elapsed
+    assert N_TASKS <= sent <= N_TASKS * 2 * 2, sent
     assert all("no response within" in f["error"] for f in failures(cfg))
 
 
@@ -219,19 +218,26 @@ def test_a_400_after_the_model_has_spoken_is_the_agents_error():
     import asyncio
 
     from toolsweep.evaluator.protocols import EndpointConfigError
+    from toolsweep.evaluator.registry import get_benchmark, register_benchmark
     from toolsweep.evaluator.types import Message
     from toolsweep.models.client import Endpoint, ModelRequestError, OpenAIClient
     from toolsweep.models.policy import LLMPolicy
 
+    register_benchmark("toolmaze", "toolsweep.benchmarks.toolmaze:ToolMaze")
+    bench = get_benchmark("toolmaze")
+    setting = "C1-P0-std"
+    env = bench.make_env(bench.tasks(setting)[0], setting, 0)
+    observation = env.reset()  # a real benchmark's first request: its system prompt and the user's task
+    first, tools = list(observation.messages), list(observation.tools)
+    assert [m.role for m in first] == ["system", "user"]
     with FakeOpenAIServer() as server:
         server.default = lambda body: (400, {"error": "tool call arguments are not valid JSON"})
         policy = LLMPolicy(OpenAIClient(Endpoint(name="m", model="x", base_urls=[server.base_url], max_retries=0)))
-        first = [Message(role="user", content="hi")]
         with pytest.raises(EndpointConfigError, match="'m': request"):
-            asyncio.run(policy.act(first, []))
+            asyncio.run(policy.act(first, tools))
         later = first + [Message(role="assistant", content="{bad"), Message(role="user", content="again")]
         with pytest.raises(ModelRequestError):
-            asyncio.run(policy.act(later, []))
+            asyncio.run(policy.act(later, tools))
 
 
 def test_ray_that_cannot_start_is_a_message_and_exit_5_not_a_traceback(tmp_path):

@@ -5,7 +5,6 @@ nothing."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from test_sweep_end_to_end import _run, make_config
@@ -45,10 +44,8 @@ def test_a_rerun_with_nothing_to_do_starts_nothing_and_takes_seconds(ray_local, 
     first = _run(cfg)
     summary_before = first.run_dir.summary_path.read_bytes()
     lines = []
-    start = time.monotonic()
     again = _run(cfg, log=lines.append)
-    elapsed = time.monotonic() - start
-    assert again.done == 0 and again.skipped == first.total_units and elapsed < 5, elapsed
+    assert again.done == 0 and again.skipped == first.total_units
     assert any("nothing to run" in line for line in lines)
     assert not any("rollout workers" in line for line in lines)  # no worker was started
     assert again.run_dir.summary_path.read_bytes() == summary_before  # the summary was reused as it was

@@ -63,14 +63,15 @@ SWEEPS = {"success": (success_sweep, SUCCESS), "precision": (precision_sweep, PR
 
 
 def coverage(kind: str, seeds: int | str, *, resample: str = "tasks", sims: int = SIMS,
-             rng_seed: int = 7) -> tuple[float, float]:
+             rng_seed: int = 7, interval: str = "studentized") -> tuple[float, float]:
     """(coverage, mean width) of 95% intervals over `sims` simulated sweeps."""
     make, spec = SWEEPS[kind]
     rng = np.random.default_rng(rng_seed)
     hits, widths = 0, []
     for i in range(sims):
         ids, seed, values, truth = make(rng, seeds)
-        est = summarize_metrics(ids, seed, values, [spec], n_resamples=1000, seed=i, resample=resample)[spec.name]
+        est = summarize_metrics(ids, seed, values, [spec], n_resamples=1000, seed=i, resample=resample,
+                                interval=interval)[spec.name]
         hits += est.ci_low <= truth <= est.ci_high
         widths.append(est.ci_high - est.ci_low)
     return hits / sims, float(np.mean(widths))
@@ -88,8 +89,9 @@ def test_two_stage_draw_over_covers_with_several_seeds():
     # redrawing the seeds adds it again. Variance of the cell mean: var_task/T + var_within/(T S) =
     # (0.05 + 0.2/3)/T; the two-stage draw's is about (0.05 + 0.2/3 + 0.2/3 * 2/3)/T, so its intervals
     # are sqrt(0.161/0.117) ~ 1.17 times as wide, and cover more than 97% (97.7% measured).
-    two_stage, width_two = coverage("success", 3, resample="tasks_then_seeds")
-    cluster, width_cluster = coverage("success", 3)
+    # the same interval method on both (the two-stage draw has no whole tasks to studentize by)
+    two_stage, width_two = coverage("success", 3, resample="tasks_then_seeds", interval="bca")
+    cluster, width_cluster = coverage("success", 3, interval="bca")
     assert two_stage > BAND[1], two_stage
     assert 1.12 <= width_two / width_cluster <= 1.23, (width_two, width_cluster)
     assert cluster < two_stage
@@ -98,8 +100,9 @@ def test_two_stage_draw_over_covers_with_several_seeds():
 def test_with_one_seed_the_two_schemes_are_the_same_bootstrap():
     rng = np.random.default_rng(3)
     ids, seed, values, _ = success_sweep(rng, 1)
-    a = summarize_metrics(ids, seed, values, [SUCCESS], n_resamples=4000, seed=1)["success"]
-    b = summarize_metrics(ids, seed, values, [SUCCESS], n_resamples=4000, seed=1, resample="tasks_then_seeds")
+    a = summarize_metrics(ids, seed, values, [SUCCESS], n_resamples=4000, seed=1, interval="bca")["success"]
+    b = summarize_metrics(ids, seed, values, [SUCCESS], n_resamples=4000, seed=1, resample="tasks_then_seeds",
+                          interval="bca")
     b = b["success"]
     assert a.value == b.value
     assert abs(a.ci_low - b.ci_low) <= 1 / TASKS and abs(a.ci_high - b.ci_high) <= 1 / TASKS

@@ -86,8 +86,7 @@ def test_timeout_is_a_scored_result():
     env = bench.make_env(unit.task_id, unit.setting, unit.seed)
     result = asyncio.run(run_episode(env, _Slow(), unit, timeout_s=0.2))
     assert result.termination == TerminationReason.TIMEOUT
-    assert result.metrics["accuracy"] == 0.0
-    assert result.wall_time_s < 2
+    assert result.metrics["accuracy"] == 0.0  # the guard ended it: the policy itself would have answered nothing
 
 
 class _Queued:
@@ -112,12 +111,10 @@ def test_a_paused_wait_never_expires_the_episode_and_the_rest_of_the_budget_stil
     env = bench.make_env(unit.task_id, unit.setting, unit.seed)
     result = asyncio.run(run_episode(env, _Queued(queued_s=0.6, work_s=0.0), unit, timeout_s=0.3))
     assert result.termination == TerminationReason.ANSWERED, result.error
-    assert result.wall_time_s >= 0.6
     # What was left of the budget before the wait still bounds the work after it.
     env = bench.make_env(unit.task_id, unit.setting, unit.seed)
     result = asyncio.run(run_episode(env, _Queued(queued_s=0.1, work_s=5.0), unit, timeout_s=0.3))
     assert result.termination == TerminationReason.TIMEOUT
-    assert result.wall_time_s < 3
 
 
 def test_unit_identity_is_stable_and_seeds_differ():

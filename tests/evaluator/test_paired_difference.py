@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolsweep.evaluator.protocols import MetricSpec
-from toolsweep.evaluator.stats import paired_difference
+from toolsweep.evaluator.stats import min_tasks_for_interval, paired_difference
 from toolsweep.evaluator.summary import CellTable
 from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
 
@@ -48,7 +48,13 @@ def test_a_mean_difference_is_taken_on_the_cells_both_models_define(a, b):
         return
     expected = np.mean([va for va, _ in both]) - np.mean([vb for _, vb in both])
     assert est.value == pytest.approx(expected, abs=1e-12)
+    tasks = {c[0] for c, va, vb in zip(CELLS, a, b)
+             if va is not None and vb is not None and math.isfinite(va) and math.isfinite(vb)}
+    if len(tasks) < min_tasks_for_interval(0.95):  # too few tasks: interval and p-value withheld together
+        assert math.isnan(est.ci_low) and math.isnan(est.ci_high) and math.isnan(est.p_value)
+        return
     assert est.ci_low <= est.ci_high
+    assert 0.0 < est.p_value <= 1.0
 
 
 ratio_episode = st.one_of(st.none(), st.tuples(value, value))

@@ -7,9 +7,12 @@ tree (tracked and untracked, non-ignored files) to a temporary directory, replac
 records whether they failed. Before any mutant, each distinct test selection runs once on the
 unmutated copy: a selection that fails there would "kill" everything and prove nothing.
 
-The check fails when a mutant survives (listing it and the tests it ran), when its snippet is not
-found exactly once in its function (the list has fallen out of step with the code), or when a
-selection fails without a mutant. It prints its run time.
+A mutant is killed only when a test fails (pytest exit 1 with at least one FAILED test); a run that
+ends in errors alone (collection, a fixture, Ray's start-up; exit 1 with only ERROR lines, or exit
+2-5) is an error, not a kill. The check fails when a mutant survives (listing it and the tests it
+ran), when its tests end in an error, when its snippet is not found exactly once in its function
+(the list has fallen out of step with the code), or when a selection fails without a mutant. It
+prints its run time.
 
     python -m tests.mutation.run                 # every mutant
     python -m tests.mutation.run --only id1 id2  # some
@@ -142,6 +145,20 @@ def failed_tests(output: str) -> list[str]:
     return re.findall(r"^(?:FAILED|ERROR) (\S+)", output, flags=re.M)
 
 
+def verdict(rc: int | None, output: str) -> str:
+    """A kill is a test that failed: pytest exit 1 with at least one FAILED test. A pytest exit 1 with
+    only errors (a fixture or Ray failing to start, an import error in a test module) and exits 2-5
+    (interrupted, internal error, usage error, nothing collected) are errors: they prove nothing about
+    the mutant, and on a loaded machine a Ray start-up error looked like a kill."""
+    if rc is None:
+        return TIMEOUT
+    if rc == 0:
+        return SURVIVED
+    if rc == 1 and re.search(r"^FAILED \S+", output, flags=re.M):
+        return KILLED
+    return ERROR
+
+
 def summary_line(output: str) -> str:
     lines = [ln for ln in output.strip().splitlines() if re.search(r"\d+ (passed|failed|error)", ln)]
     return lines[-1].strip("= ") if lines else (output.strip().splitlines() or [""])[-1]
@@ -175,13 +192,15 @@ def run_mutant(mutant: Mutant, files: list[str], timeout: float) -> Outcome:
             return Outcome(mutant, ERROR, time.monotonic() - t0, problem)
         rc, out = run_tests(root, list(mutant.tests), timeout)
     took = time.monotonic() - t0
-    if rc is None:
+    status = verdict(rc, out)
+    if status == TIMEOUT:
         return Outcome(mutant, TIMEOUT, took, f"the tests ran past {timeout:.0f} s")
-    if rc == 1:
-        return Outcome(mutant, KILLED, took, ", ".join(failed_tests(out)[:3]))
-    if rc == 0:
+    if status == KILLED:
+        return Outcome(mutant, KILLED, took, ", ".join(re.findall(r"^FAILED (\S+)", out, flags=re.M)[:3]))
+    if status == SURVIVED:
         return Outcome(mutant, SURVIVED, took, summary_line(out))
-    return Outcome(mutant, ERROR, took, f"pytest exited {rc}: {summary_line(out)}")
+    return Outcome(mutant, ERROR, took, f"pytest exited {rc} with no test failed (an error, not a kill): "
+                                        f"{summary_line(out)}; {failed_tests(out)[:3]}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,3 +68,33 @@ def test_the_report_names_failing_tests_and_the_summary():
     out = "....F\nFAILED tests/a.py::test_x - assert 1 == 2\nERROR tests/b.py::test_y\n=== 1 failed, 4 passed in 2.0s ==="
     assert failed_tests(out) == ["tests/a.py::test_x", "tests/b.py::test_y"]
     assert summary_line(out) == "1 failed, 4 passed in 2.0s"
+
+
+def test_a_kill_is_a_failed_test_and_errors_alone_are_no_kill():
+    from tests.mutation.run import ERROR, KILLED, SURVIVED, TIMEOUT, verdict
+
+    failed = "F\nFAILED tests/a.py::test_x - assert 1 == 2\n=== 1 failed in 2.0s ==="
+    setup_error = "E\nERROR tests/a.py::test_x - RuntimeError: Ray did not start\n=== 1 error in 9.0s ==="
+    both = "FE\nFAILED tests/a.py::test_x - assert 0\nERROR tests/a.py::test_y - RuntimeError\n=== 1 failed, 1 error ==="
+    assert verdict(1, failed) == KILLED and verdict(1, both) == KILLED
+    assert verdict(1, setup_error) == ERROR  # exit 1 with only errors: the tests never judged the mutant
+    assert verdict(1, "") == ERROR
+    for rc in (2, 3, 4, 5):  # interrupted (collection error), internal error, usage error, nothing collected
+        assert verdict(rc, "ERROR tests/a.py - ImportError\nFAILED tests/a.py::test_x") == ERROR
+    assert verdict(0, "=== 3 passed ===") == SURVIVED and verdict(None, "") == TIMEOUT
+
+
+def test_a_setup_error_in_a_real_pytest_run_is_reported_as_an_error(tmp_path):
+    from tests.mutation.run import ERROR, KILLED, run_tests, verdict
+
+    (tmp_path / "test_setup.py").write_text(
+        "import pytest\n\n@pytest.fixture\ndef ray():\n    raise RuntimeError('Ray did not start')\n\n"
+        "def test_uses_ray(ray):\n    assert True\n")
+    (tmp_path / "test_fails.py").write_text("def test_x():\n    assert 1 == 2\n")
+    (tmp_path / "test_broken.py").write_text("import no_such_module_here\n")
+    rc, out = run_tests(tmp_path, ["test_setup.py"], timeout=120)
+    assert rc == 1 and verdict(rc, out) == ERROR
+    rc, out = run_tests(tmp_path, ["test_fails.py"], timeout=120)
+    assert rc == 1 and verdict(rc, out) == KILLED
+    rc, out = run_tests(tmp_path, ["test_broken.py"], timeout=120)
+    assert rc == 2 and verdict(rc, out) == ERROR

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from toolsweep.evaluator.registry import UnknownBenchmark, available_benchmarks, get_benchmark
 from toolsweep.evaluator.sweep import BenchmarkPlan
-from toolsweep.evaluator.types import Sampling, canonical_json
+from toolsweep.evaluator.types import Sampling, canonical_json, stable_seed
 from toolsweep.models.config import BASELINE, ModelConfig, ScriptedModelConfig, model_dir_problem
 
 
@@ -64,10 +64,31 @@ class _Strict(BaseModel):
 
 
 class TaskFilter(_Strict):
-    """Which tasks of each setting to run: all (default), the first `limit`, or these `ids`."""
+    """Which tasks of each setting to run: all (default), the first `limit`, these `ids`, or a seeded
+    random `sample` (a pilot: a benchmark's first tasks need not be typical of it)."""
 
     limit: int | None = Field(None, gt=0, description="Run only the first N tasks of each setting.")
     ids: list[str] | None = Field(None, description="Run only these task ids.")
+    sample: int | None = Field(
+        None, gt=0, description="Run a random sample of N tasks of each setting, seeded from the sweep's name, the "
+        "benchmark and the setting (the same tasks on every run): the pilot `toolsweep plan --power` plans from.")
+
+    @model_validator(mode="after")
+    def _one_way_to_narrow(self) -> TaskFilter:
+        if self.sample is not None and self.limit is not None:
+            raise ValueError("tasks.sample and tasks.limit both narrow the tasks; keep one (sample for a pilot)")
+        return self
+
+
+def sample_tasks(task_ids: list[str], n: int, *seed_parts: Any) -> list[str]:
+    """`n` of `task_ids` drawn without replacement from a generator seeded by `seed_parts`, in their order."""
+    import numpy as np
+
+    if n >= len(task_ids):
+        return list(task_ids)
+    rng = np.random.default_rng(stable_seed("task-sample", *seed_parts))
+    keep = set(rng.choice(len(task_ids), size=n, replace=False).tolist())
+    return [t for i, t in enumerate(task_ids) if i in keep]
 
 
 class BenchmarkEntry(_Strict):
@@ -500,6 +521,8 @@ def resolve_plans(config: SweepConfig, *, check_endpoints: bool = True) -> list[
                 task_ids = list(entry.tasks.ids)
             if entry.tasks.limit is not None:
                 task_ids = task_ids[: entry.tasks.limit]
+            if entry.tasks.sample is not None:
+                task_ids = sample_tasks(list(task_ids), entry.tasks.sample, config.name, entry.name, setting)
             tasks_by_setting[setting] = task_ids
         plans.append(BenchmarkPlan(entry.name, tasks_by_setting, entry.seeds or list(config.seeds)))
     n_units = len(config.models) * sum(len(p.seeds) * sum(map(len, p.tasks_by_setting.values())) for p in plans)

@@ -123,7 +123,7 @@ def check_budgets(config: Any, log: Any, n_tasks: int = 2) -> None:
 
 
 def _power(args: argparse.Namespace) -> int:
-    from toolsweep.cluster.power import format_power, power_rows
+    from toolsweep.cluster.power import format_power, pilot_note_of, power_rows
     from toolsweep.evaluator.rundir import RunDirectory
 
     run_dir = RunDirectory(args.power)
@@ -137,6 +137,7 @@ def _power(args: argparse.Namespace) -> int:
         print(f"error: no cell of {args.power} has the metric {args.metric!r}" if args.metric
               else f"error: {args.power} holds no episodes yet", file=sys.stderr)
         return 2
+    print(pilot_note_of(run_dir))
     print(format_power(cells, pairs, half=args.half_width, difference=args.difference, power=args.target_power,
                        confidence=0.95))
     return 0

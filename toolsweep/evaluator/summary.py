@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from toolsweep.evaluator.design import adjust_paired, paired_test
+from toolsweep.evaluator.design import adjust_paired
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.stats import cell_summary, paired_difference
 from toolsweep.evaluator.types import UNSCORED, EpisodeResult, stable_seed
@@ -235,8 +235,8 @@ class CellTable:
                             n_resamples=n_resamples, confidence=confidence,
                             seed=stable_seed(seed, a, b, benchmark, setting, spec.name), resample=resample,
                         )
-                        p_value = paired_test(ea.task_ids, ea.seeds, va, eb.task_ids, eb.seeds, vb, spec) \
-                            if est.n else math.nan
+                        # from the interval's own resamples, so the two agree; NaN where both are withheld
+                        p_value = est.p_value if est.p_value is not None and est.n else math.nan
                         out.append(
                             {
                                 "benchmark": benchmark, "setting": setting, "model_a": a, "model_b": b,

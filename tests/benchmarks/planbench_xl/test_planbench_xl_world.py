@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -99,10 +98,9 @@ def test_retrieval_bounds_and_balanced_noise_fill():
         assert sum(t.kind.startswith("blocker:") for t in lst) == 3 * len(blocked)
 
 
-def test_world_build_is_fast_and_cached():
-    start = time.perf_counter()
+def test_world_build_is_cached():
+    # its build time is measured in bench/planbench_xl_env.py, not asserted here
     w = build_world(3)  # a fresh (uncached) world: 3 backend cases
-    assert time.perf_counter() - start < 5.0
     assert build_world(3) is w and len(w.tools) == 1665
 
 

@@ -1,0 +1,129 @@
+"""The health probe on every HTTP status class, and the verdict over a model and its helpers in every
+combination of their states. Real HTTP servers on 127.0.0.1 that answer what they are told to.
+
+The probe's documented intent (`endpoint_health`): any answer below 500 is up (a 401 or 404 is the
+configuration's problem, reported by the request path); a 5xx, a refused connection or a dead socket is
+not. Over a model and its helpers the worst verdict wins: a judge down for the whole budget beside a
+healthy model means the unit's model is given up, not that the unit spends an attempt."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from toolsweep.cluster.driver import _wait_for_endpoints
+from toolsweep.cluster.endpoint_health import probe_http
+
+
+class StatusServer:
+    """Answers GET /v1/models with the next status of `script` (the last one repeats)."""
+
+    def __init__(self, *script: int) -> None:
+        self.script, self.served = list(script), 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server hook
+                code = outer.script[min(outer.served, len(outer.script) - 1)]
+                outer.served += 1
+                body = b'{"data": []}'
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                       daemon=True)
+
+    def __enter__(self) -> StatusServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+UP_CODES = [200, 201, 204, 301, 304, 400, 401, 403, 404, 405, 409, 422, 429, 499]
+DOWN_CODES = [500, 501, 502, 503, 504, 599]
+
+
+def closed_url() -> str:
+    with StatusServer(200) as s:
+        url = s.base_url
+    return url  # the server is closed: nothing listens there now
+
+
+@pytest.mark.parametrize("code", UP_CODES)
+def test_an_answer_below_500_is_up(code):
+    with StatusServer(code) as s:
+        assert probe_http([s.base_url]) is None
+        assert s.served == 1
+
+
+@pytest.mark.parametrize("code", DOWN_CODES)
+def test_a_5xx_answer_is_not_up_and_names_the_status(code):
+    with StatusServer(code) as s:
+        why = probe_http([s.base_url])
+        assert why is not None and f"HTTP {code}" in why and s.base_url in why
+
+
+def test_a_closed_port_is_not_up_and_one_answering_replica_is_enough():
+    dead = closed_url()
+    assert probe_http([dead]) is not None
+    with StatusServer(503) as bad, StatusServer(200) as good:
+        assert probe_http([dead, bad.base_url]) is not None
+        assert probe_http([dead, bad.base_url, good.base_url]) is None
+
+
+# ---------------------------------------------------------------- the verdict over a model and its helpers
+
+# how an endpoint behaves while it is probed: up at once; down at first, then back; down for the whole budget
+STATES = {"up": (200,), "recovers": (503, 200), "down": (503,)}
+VERDICT = {"up": "up", "recovers": "recovered", "down": "exhausted"}
+SEVERITY = {"up": 0, "recovered": 1, "exhausted": 2}
+
+
+class Runtime:
+    """What `_wait_for_endpoints` reads of the models' runtime: each model's endpoint spec."""
+
+    def __init__(self, urls: dict[str, str]) -> None:
+        self.urls = urls
+
+    def endpoints(self) -> dict[str, dict]:
+        return {name: {"kind": "openai", "base_urls": [url]} for name, url in self.urls.items()}
+
+
+@pytest.mark.parametrize("states", list(itertools.product(STATES, repeat=3)), ids="-".join)
+def test_the_worst_verdict_of_a_model_and_its_helpers_decides(states):
+    names = ["agent", "judge", "critic"]
+    servers = [StatusServer(*STATES[s]) for s in states]
+    with servers[0], servers[1], servers[2]:
+        runtime = Runtime({n: s.base_url for n, s in zip(names, servers)})
+        verdict = _wait_for_endpoints(runtime, names, budget_s=0.3, log=lambda line: None)
+    worst = max((VERDICT[s] for s in states), key=SEVERITY.get)
+    assert verdict.state == worst, states
+    if worst != "up":  # the verdict names an endpoint that was down
+        down = [n for n, s in zip(names, states) if VERDICT[s] == worst]
+        assert any(verdict.where.startswith(f"{n} at ") for n in down), verdict.where
+
+
+def test_a_model_without_http_endpoints_has_no_verdict_and_does_not_hide_a_helper():
+    class Mixed(Runtime):
+        def endpoints(self) -> dict[str, dict]:
+            return {"scripted": {"kind": "scripted"}, **super().endpoints()}
+
+    assert _wait_for_endpoints(Mixed({}), ["scripted"], budget_s=0.3, log=lambda line: None) is None
+    with StatusServer(503) as judge:
+        verdict = _wait_for_endpoints(Mixed({"judge": judge.base_url}), ["scripted", "judge"], budget_s=0.3,
+                                      log=lambda line: None)
+    assert verdict.state == "exhausted"
