@@ -153,6 +153,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_ENDPOINT_CONFIG
         print(f"error: preflight failed, nothing was run\n{err}\n(--skip-preflight runs anyway)", file=sys.stderr)
         return EXIT_PREFLIGHT
+    if outcome.done == 0 and not outcome.interrupted and config.mlflow:
+        # nothing ran: the record was already there, but an interrupt may have cut its MLflow mirror short
+        from toolsweep.cluster.driver import _stderr
+        from toolsweep.cluster.sync import repair_mirror
+
+        repair_mirror(outcome.run_dir, config, _stderr)
     if outcome.interrupted:
         print("PARTIAL: the run was interrupted; these numbers cover the episodes finished so far\n")
     print(outcome.table_text)
@@ -397,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, Terminated) or SIGTERM_SEEN:
             print("terminated (SIGTERM)", file=sys.stderr)
             return EXIT_TERMINATED
-        print("interrupted", file=sys.stderr)
+        print("interrupted: everything recorded is kept; run the same command again to finish (it also completes "
+              "the MLflow record)", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
