@@ -115,10 +115,12 @@ def specs_lookup(benchmarks: dict[str, Any]) -> Callable[[str, str], list[Metric
 
 
 def _report_tables(bench: Any, cells: list[dict[str, Any]], episodes: Any) -> list[Any]:
+    from toolsweep.evaluator.report import mark_partial_tables
+
     # Plugins written before `episodes` existed take the cell summaries alone.
     if "episodes" in inspect.signature(bench.report_tables).parameters:
-        return bench.report_tables(cells, episodes=episodes)
-    return bench.report_tables(cells)
+        return mark_partial_tables(bench.report_tables(cells, episodes=episodes), cells)
+    return mark_partial_tables(bench.report_tables(cells), cells)
 
 
 def finalize_run(
