@@ -88,6 +88,26 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+SUBSET_OPTIONS = ("--models", "--benchmarks", "--settings", "--limit")
+
+
+def finishing_command(argv: list[str]) -> str:
+    """The `toolsweep run ...` command that finishes the cells a subset run left partial: the same one
+    with the subset options (`--limit 1`, `--models=a,b`, ...) left out."""
+    import shlex
+
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in SUBSET_OPTIONS:
+            skip = True
+        elif not arg.startswith(tuple(f"{o}=" for o in SUBSET_OPTIONS)):
+            kept.append(arg)
+    return "toolsweep " + shlex.join(kept)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import signal
 
@@ -170,6 +190,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.timeouts:
         print("wall-clock expiries (retried, never scored): "
               + ", ".join(f"{m} {n}" for m, n in sorted(outcome.timeouts.items())), file=sys.stderr)
+    if (args.models or args.benchmarks or args.settings or args.limit is not None) and any(
+            c.get("complete") is False for c in outcome.cells):
+        print(f"partial cells (*) are finished by the sweep's whole command: {finishing_command(args.argv)}")
     if outcome.interrupted:
         print("interrupted: run the same command again to finish the rest (everything finished is kept)")
         return EXIT_TERMINATED if outcome.terminated else EXIT_INTERRUPTED
@@ -396,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in DELEGATED:
             return _delegate(DELEGATED[argv[0]], argv[1:])
         args = build_parser().parse_args(argv)
+        args.argv = argv  # what was typed: `run` prints the command that finishes a subset's partial cells
         return int(args.func(args))
     except KeyboardInterrupt as exc:
         from toolsweep.cluster.scheduler import SIGTERM_SEEN, Terminated

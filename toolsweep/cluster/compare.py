@@ -44,6 +44,10 @@ def collect(paths: list[str], metric: str | None) -> tuple[list[dict[str, Any]],
     rows, paired = [], []
     for path in paths:
         run_dir = RunDirectory(path)
+        if not run_dir.summary_path.exists():
+            raise ValueError(
+                f"{path} is not a finished run directory (it holds no summary.json): pass runs/<sweep>/<run-id> "
+                "of a run that `toolsweep run` finished or interrupted (`toolsweep report` rebuilds a lost summary)")
         summary = read_summary(run_dir.summary_path)
         label = "" if len(paths) == 1 else f"@{Path(path).parent.name}/{Path(path).name}"
         headlines = summary.get("headline_metrics") or {}
