@@ -38,6 +38,8 @@ DRIVER = "toolsweep/cluster/driver.py"
 PLANBENCH_ENV = "toolsweep/benchmarks/planbench_xl/environment.py"
 PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
+TOOLMAZE_TABLES = "toolsweep/benchmarks/toolmaze/__init__.py"
+TRACES = "toolsweep/actors/traces.py"
 FLOOR = "toolsweep/evaluator/floor.py"
 COMPLETENESS = "toolsweep/evaluator/completeness.py"
 
@@ -282,4 +284,15 @@ MUTANTS: list[Mutant] = [
     Mutant("traject-dependency-order-ignored", TRAJECT, "_dep_sat",
            "if pi is None or pj is None or not pi < pj:", "if pi is None or pj is None:", T_TRAJECT,
            "a dependency satisfied by a call made before its source counts"),
+    # ------------------------------------------------------------------ tables and the MLflow record
+    Mutant("toolmaze-average-partial-only-if-all", TOOLMAZE_TABLES, "_partial",
+           "return any(is_partial(cells.get((model, s)) or {}) for s in settings)",
+           "return all(is_partial(cells.get((model, s)) or {}) for s in settings)",
+           ("tests/benchmarks/toolmaze/test_toolmaze_partial_tables.py",),
+           "an average over C1-C4 is printed plain while one of its cells is partial"),
+    Mutant("trace-id-random", TRACES, "trace_ids",
+           'seed = hashlib.sha256(f"{run_id}|{unit_id}".encode()).hexdigest()',
+           'seed = hashlib.sha256(f"{run_id}|{unit_id}|{time.time_ns()}".encode()).hexdigest()',
+           ("tests/cluster/test_mlflow_repair.py::test_a_trace_written_twice_is_one_trace_with_its_spans",),
+           "a trace written again after an interrupt gets a new id: a half-written export is never completed"),
 ]
