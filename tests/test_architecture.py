@@ -61,3 +61,27 @@ def test_models_import_heavy_libraries_only_inside_functions():
                 mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 bad += [f"{f.relative_to(PKG)}: {m}" for m in mods if m.split(".")[0] in {"vllm", "torch", "transformers"}]
     assert not bad, "\n".join(bad)
+
+
+def _cluster_graph() -> dict[str, set[str]]:
+    """Which cluster modules each cluster module imports (at any depth of its code, functions included)."""
+    graph = {}
+    for f in _files("cluster"):
+        mod = f.stem
+        graph[mod] = {n.split(".")[2] for n in _imports(f)
+                      if n.startswith("toolsweep.cluster.") and n.split(".")[2] != mod}
+    return graph
+
+
+def test_the_driver_is_on_no_import_circle():
+    """The driver reads as its phases; the commands that read a finished run (the power table behind
+    `plan --pilot`, sync-mlflow) share `run_record` with it and never import it back."""
+    graph = _cluster_graph()
+    seen, stack = set(), list(graph["driver"])
+    while stack:
+        mod = stack.pop()
+        if mod in seen:
+            continue
+        seen.add(mod)
+        stack.extend(graph.get(mod, ()))
+    assert "driver" not in seen, f"a module the driver imports imports it back: {sorted(m for m in seen if 'driver' in graph.get(m, ()))}"

@@ -156,7 +156,8 @@ def test_the_report_reads_top_to_bottom_in_a_1600px_window(browser, quickstart, 
     assert page["sections"][:4] == ["Summary", "apb", "planbench_xl", "toolmaze"]
     for headline in ("apb: correct (%)", "planbench_xl: accuracy (%)", "toolmaze: tsr (%)"):
         assert headline in page["summary"]
-    assert "oracle" in page["summary"] and "random" in page["summary"] and "100.0 [100.0, 100.0]" in page["summary"]
+    assert "oracle" in page["summary"] and "random" in page["summary"]
+    assert "100.0 ▲\n[100.0, 100.0]" in page["summary"]  # the value and its mark, the interval under them
     assert page["emptyTables"] == 0 and page["openDetails"] == 0
 
 
@@ -214,3 +215,22 @@ def test_an_episode_transcript_opens_in_the_traces_view(browser, quickstart, mlf
     _wait_for_text(browser, expected)
     _full_page(browser, screenshots / "mlflow-trace-last-turn.png", height=1000)
     assert json.dumps(trace.data.spans[0].outputs).count("termination") == 1
+
+
+def test_the_traces_list_says_whose_each_episode_is(browser, quickstart, mlflow_ui, screenshots):
+    """Model, benchmark, setting, task and seed are read off MLflow's Traces list, without opening a trace."""
+    from mlflow.tracking import MlflowClient
+
+    browser.set_window_size(1600, 1000)
+    exp = _experiment_id(quickstart["uri"])
+    traces = MlflowClient(quickstart["uri"]).search_traces(locations=[exp], max_results=20, include_spans=False)
+    info = traces[0].info
+    tags = info.tags
+    name = f"{tags['model']} | {tags['benchmark']} | {tags['setting']} | {tags['task_id']} | seed {tags['seed']}"
+    assert info.request_preview.startswith(name + ":")  # the Request column opens with whose episode it is
+    browser.get(f"{mlflow_ui}/#/experiments/{exp}/traces")
+    text = _wait_for_text(browser, "seed ")
+    _full_page(browser, screenshots / "mlflow-traces-list.png", height=1000)
+    shown = re.findall(r"(\S+) \| (apb|planbench_xl|toolmaze) \| (\S+) \| (\S+) \| seed (\d+)", text)
+    assert len(shown) >= 5, text[:2000]  # row after row names its model, benchmark, setting, task and seed
+    assert len({s[0] for s in shown}) >= 2 and len({s[1] for s in shown}) >= 2

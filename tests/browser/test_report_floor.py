@@ -12,7 +12,7 @@ pytestmark = pytest.mark.browser
 FLOOR_CHECK = """
 return Array.from(document.querySelectorAll('#summary table')).map(t => {
   const heads = Array.from(t.querySelectorAll('thead th')).map(h => h.innerText);
-  const marked = Array.from(t.querySelectorAll('tbody td')).filter(c => /[▲▼≈]$/.test(c.innerText));
+  const marked = Array.from(t.querySelectorAll('tbody td')).filter(c => /[▲▼≈](\\n|$)/.test(c.innerText));
   return {heads: heads, floorWidth: t.querySelector('thead th:nth-child(2)').getBoundingClientRect().width,
           marked: marked.length, tips: marked.map(c => c.title)};
 });

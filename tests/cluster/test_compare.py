@@ -24,7 +24,8 @@ def test_compare_in_every_format(ray_local, tmp_path, capsys):
     assert outputs["md"].splitlines()[0] == "| benchmark | setting | metric (%) | oracle | random |"
     rows = list(csv.DictReader(io.StringIO(outputs["csv"])))
     assert len(rows) == 4 and {r["model"] for r in rows} == {"oracle", "random"}
-    assert outputs["latex"].startswith(r"\begin{tabular}") and r"\bottomrule" in outputs["latex"]
+    assert outputs["latex"].splitlines()[1].startswith(r"\begin{tabular}") and r"\bottomrule" in outputs["latex"]
+    assert "booktabs" in outputs["latex"].splitlines()[0]  # what the table needs, said where it is pasted
     assert "100.0 [100.0, 100.0]" in outputs["text"] and "paired differences" in outputs["text"]
     # two runs: the same model labelled by its run
     assert main(["compare", str(out.run_dir.path), str(out.run_dir.path), "--format", "csv"]) == 0

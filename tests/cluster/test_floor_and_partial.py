@@ -126,7 +126,7 @@ def test_the_floor_stands_beside_every_model_with_a_paired_judgement(ray_local, 
     assert by_csv[("never", "certain")]["vs_floor"] == "below" and float(by_csv[("never", "certain")]["minus_floor"]) == -1.0
     assert main(["compare", str(out.run_dir.path), "--format", "latex"]) == 0
     latex = capsys.readouterr().out
-    assert r"$\uparrow$" in latex and r"$\downarrow$" in latex and "▲" not in latex  # plain pdflatex compiles it
+    assert r"$\blacktriangle$" in latex and r"$\blacktriangledown$" in latex and "▲" not in latex  # amssymb, said on line 1
 
     # MLflow: the floor's value, model - floor and the judgement on every model's cell run
     runs = _cell_runs("floor_side")
@@ -222,7 +222,7 @@ def test_a_given_up_unit_marks_its_cell_partial(ray_local, tmp_path, capsys):
     cell = summary["cells"][0]
     assert (cell["complete"], cell["units_done"], cell["units_expected"], cell["units_given_up"]) == (False, 2, 3, 1)
     page = out.run_dir.report_path.read_text()
-    assert "100.0* [100.0, 100.0] (2/3 units, 1 given up)" in page and "2/3* (1 given up)" in page
+    assert "100.0*<br>[100.0, 100.0] (2/3 units, 1 given up)" in page and "2/3* (1 given up)" in page
     assert "(2/3 units, 1 given up)" in summary["table_text"] and "failures.jsonl" in summary["table_text"]
     assert main(["compare", str(out.run_dir.path)]) == 0
     assert "100.0* [100.0, 100.0] (2/3 units, 1 given up)" in capsys.readouterr().out

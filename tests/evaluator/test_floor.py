@@ -134,7 +134,7 @@ def test_partial_and_missing_cells_are_marked_in_every_table(tmp_path):
     full = format_cells_table(own, {"b": SPECS}, missing=missing)
     assert "12/20*" in full and "12/12" in full and "late / s" in full
     page = render_html_report({"run_id": "r"}, own, {"b": SPECS}, [], paired, missing=missing)
-    assert "100.0* [100.0, 100.0] ▲ (12/20 units)" in page and "12/20*" in page
+    assert "100.0* ▲<br>[100.0, 100.0] (12/20 units)" in page and "12/20*" in page  # the interval under the value
     assert "late / s (0/12 units)" in page and 'class="num partial"' in page
     assert '<section id="b-other">' in page and "floor / s (0/4 units)" in page
     # a summary made without the config's units (an old run directory) marks nothing

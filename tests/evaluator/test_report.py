@@ -272,7 +272,7 @@ def test_the_summary_comes_first_with_each_benchmarks_headline_metric(page):
     head = page[summary:page.index("</section>", summary)]
     # toolmaze's headline (its first metric) per setting and model, apb's likewise; nothing else
     assert "success (%)" in head and "f1 (%)" in head and "itcr" not in head
-    assert "41.3 [28.7, 56.3]" in head and "12.3 [5.0, 20.0]" in head
+    assert "41.3<br>[28.7, 56.3]" in head and "12.3<br>[5.0, 20.0]" in head  # the interval under the value
     assert "100 episodes in 3 cells" in head  # toolmaze: 40 + 40 + 20
 
 
@@ -368,3 +368,18 @@ def test_the_end_of_run_summary_is_the_headline_per_setting_and_model_in_narrow_
     assert sum(line.startswith("setting ") for line in lines) == 2 + 1 + 1  # wide, apb, toolmaze
     assert max(map(len, lines)) <= 100
     assert "50.0 [25.0, 75.0]" in text and "41.3 [28.7, 56.3]" in text
+
+
+def test_a_paper_table_from_partial_cells_says_so_unless_it_marks_its_numbers():
+    from toolsweep.evaluator.protocols import ReportTable
+    from toolsweep.evaluator.report import mark_partial_tables
+
+    whole = {"model": "m", "benchmark": "b", "setting": "s1", "complete": True, "units_done": 4, "units_expected": 4,
+             "terminations": {"answered": 4}}
+    part = {**whole, "setting": "s2", "complete": False, "units_done": 1}
+    plain = ReportTable(title="Table 1", columns=["model", "x"], rows=[["m", 0.5]], note="paper note")
+    marked = ReportTable(title="Table 2", columns=["model", "x"], rows=[["m", "50.00*"]])
+    out = mark_partial_tables([plain, marked], [whole, part])
+    assert out[0].title == "Table 1 *" and "m / s2 (1/4 units)" in out[0].note and out[0].note.startswith("paper note")
+    assert out[1] == marked  # it marks its own numbers
+    assert mark_partial_tables([plain], [whole]) == [plain]

@@ -40,6 +40,8 @@ DRIVER = "toolsweep/cluster/driver.py"
 PLANBENCH_ENV = "toolsweep/benchmarks/planbench_xl/environment.py"
 PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
+TOOLMAZE_TABLES = "toolsweep/benchmarks/toolmaze/__init__.py"
+TRACES = "toolsweep/actors/traces.py"
 FLOOR = "toolsweep/evaluator/floor.py"
 DESIGN = "toolsweep/evaluator/design.py"
 HEALTH = "toolsweep/cluster/endpoint_health.py"
@@ -454,4 +456,15 @@ MUTANTS: list[Mutant] = [
     Mutant("toolmaze-judge-reading-ignored", TOOLMAZE_ENV, "ToolMazeEnv.result",
            "out.update(self.verdict(self.judge_ack).metrics(*counts))", "out.update(self.verdict().metrics(*counts))",
            T_TOOLMAZE_JUDGE, "a configured judge's reading of the wise abort is dropped for the rule's"),
+    # ------------------------------------------------------------------ tables and the MLflow record
+    Mutant("toolmaze-average-partial-only-if-all", TOOLMAZE_TABLES, "_partial",
+           "return any(is_partial(cells.get((model, s)) or {}) for s in settings)",
+           "return all(is_partial(cells.get((model, s)) or {}) for s in settings)",
+           ("tests/benchmarks/toolmaze/test_toolmaze_partial_tables.py",),
+           "an average over C1-C4 is printed plain while one of its cells is partial"),
+    Mutant("trace-id-random", TRACES, "trace_ids",
+           'seed = hashlib.sha256(f"{run_id}|{unit_id}".encode()).hexdigest()',
+           'seed = hashlib.sha256(f"{run_id}|{unit_id}|{time.time_ns()}".encode()).hexdigest()',
+           ("tests/cluster/test_mlflow_repair.py::test_a_trace_written_twice_is_one_trace_with_its_spans",),
+           "a trace written again after an interrupt gets a new id: a half-written export is never completed"),
 ]

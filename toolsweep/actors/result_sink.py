@@ -282,20 +282,35 @@ def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -
     return folders  # type: ignore[return-value]
 
 
-TRACE_QUEUE_ROOM = 500
-"""Spans handed to MLflow's asynchronous trace exporter before the mirror waits for it: its queue holds
-1,000 tasks (MLFLOW_ASYNC_TRACE_LOGGING_MAX_QUEUE_SIZE), a task per span and one per trace, and drops what
-does not fit with only a warning. The quick start with its floor logs ~170 traces of up to 25 turns; without
-this wait it lost traces its cell runs were then tagged as holding."""
+MIRROR_RECORD = "mlflow.json"
+"""In the run directory: which tracking store was last brought fully up to date with which summary.json
+(its sha256). Written only once a mirror finished every step, so an interrupt anywhere before leaves
+it stale and the next run of the same command rebuilds the mirror from the run directory."""
 
 
-def _flush_traces() -> None:
-    """Wait until the traces logged so far are in the store (MLflow exports them asynchronously)."""
-    import mlflow
+def _summary_digest(run_dir: RunDirectory) -> str | None:
+    path = run_dir.summary_path
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
-    flush = getattr(mlflow, "flush_trace_async_logging", None)
-    if flush is not None:
-        flush(terminate=False)
+
+def mirror_current(run_dir: RunDirectory, tracking_uri: str) -> bool:
+    """Whether `tracking_uri` holds everything of the run directory's current summary (a file read and
+    a hash: a finished sweep re-run stays instant)."""
+    path = run_dir.path / MIRROR_RECORD
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return record.get("tracking_uri") == tracking_uri and record.get("summary_sha256") == _summary_digest(run_dir)
+
+
+def record_mirror(run_dir: RunDirectory, tracking_uri: str) -> None:
+    """Note that `tracking_uri` now mirrors the run directory's summary completely (`mirror_current`)."""
+    from toolsweep.evaluator.rundir import atomic_write_text
+
+    atomic_write_text(run_dir.path / MIRROR_RECORD, json.dumps(
+        {"tracking_uri": tracking_uri, "summary_sha256": _summary_digest(run_dir),
+         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2))
 
 
 class MlflowMirror:
@@ -330,7 +345,6 @@ class MlflowMirror:
         self._traced: dict[Any, str] = {}
         self._names_tagged: set[Cell] = set()
         self._role_tags: dict[tuple[Cell, str], str] = {}
-        self._pending_spans = 0  # spans handed to MLflow's trace exporter since its queue was last waited for
         self._found: set[Cell] = set()  # cells whose run existed when this mirror connected
         self.verify_traces = False  # sync-mlflow sets it: every cell's traces are checked, not trusted to a tag
 
@@ -480,14 +494,7 @@ class MlflowMirror:
             self.client.log_artifact(self.parent_id, str(plot), "plots")
         wanted = {(s["model"], s["benchmark"], s["setting"]): s for s in summaries}
         traced: list[tuple[Cell, str]] = []
-        if self.traces_per_cell > 0:
-            import mlflow
-
-            # the trace exporter writes to the process's tracking URI, asynchronously: point it at ours;
-            # its queue is waited for twice in all (before reading the runs' traces, after logging new
-            # ones), not per cell: each wait costs about a second
-            mlflow.set_tracking_uri(self.tracking_uri)
-            _flush_traces()
+        traces: list[Any] = []  # built per cell, written in bulk at the end (`export_traces`)
         with tempfile.TemporaryDirectory() as tmp:
             files = split_episodes_by_cell(run_dir, set(wanted), Path(tmp))
             for cell, s in wanted.items():
@@ -506,27 +513,31 @@ class MlflowMirror:
 
                     # the floor's episodes are a scripted policy's: a few show what it does, and its every
                     # failure is no finding (they doubled the quick start's traces and MLflow time)
-                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"),
+                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"), traces,
                                               max_failures=self.traces_per_cell if s.get("is_floor") else None)
                     if digest is not None:
                         traced.append((cell, digest))
+        if traces:
+            from toolsweep.actors.traces import export_traces
+
+            export_traces(self.tracking_uri, traces)
         if traced:
             from mlflow.entities import RunTag
 
-            _flush_traces()
             for cell, digest in traced:
                 if self._traced.get(cell) != digest:
                     self.client.log_batch(self.children[cell], tags=[RunTag(TRACED_TAG, digest)])
                 self._traced[cell] = digest
 
-    def _log_traces(self, cell: Cell, rows: Any, max_failures: int | None = None) -> str | None:
+    def _log_traces(self, cell: Cell, rows: Any, out: list[Any], max_failures: int | None = None) -> str | None:
         """Transcripts of the cell's failures and a few of its answered episodes: the cell's run ends up
-        holding exactly one trace of each picked episode and none other. When the pick changes (the
-        run directory grew) only the episodes without a trace are logged, and traces of episodes no
-        longer picked, or second copies, are deleted; with `verify_traces` (sync-mlflow) the run's
-        traces are checked even when its tag says they are current. Returns the pick's digest when
-        the run's traces were brought up to date (the caller tags the run once they are flushed)."""
-        from toolsweep.actors.traces import log_episode_trace, pick_episodes, traced_digest
+        holding exactly one trace of each picked episode and none other. Unless the run's tag says its
+        traces are current (with `verify_traces`, sync-mlflow, even then), the picked episodes' traces are
+        built into `out` (the caller writes them in bulk, then tags the run) and the run's other traces,
+        of episodes no longer picked or second copies, are deleted. A trace's id follows from the run
+        and the unit, so writing it again over a half-written export completes it, never copies it.
+        Returns the pick's digest when `out` brings the run up to date."""
+        from toolsweep.actors.traces import episode_trace, pick_episodes, traced_digest
         from toolsweep.evaluator.rundir import row_to_result
 
         ids = rows.column("unit_id").to_pylist()
@@ -540,26 +551,21 @@ class MlflowMirror:
         run_id = self._child(cell)
         # a run this process made holds no trace yet: only runs found at connect are read
         existing = self._traces_of_run(run_id) if cell in self._found else {}
-        wanted = set(picked)
-        extra = [t for u, ts in existing.items() for t in (ts if u not in wanted else ts[1:])]
+        index = {u: i for i, u in enumerate(ids)}
+        fresh = {}
+        for unit_id in picked:
+            row = rows.slice(index[unit_id], 1).to_pylist()[0]
+            fresh[unit_id] = episode_trace(self._experiment_id, run_id, row_to_result(row), row.get("finished_at"))
+        # every copy but the one with the id the export writes (an older version's, a second copy) goes,
+        # as do traces of episodes no longer picked; writing a trace again over its own id is harmless
+        extra = [t for u, ts in existing.items() for t in ts if u not in fresh or t != fresh[u].info.trace_id]
         for i in range(0, len(extra), 100):
             self.client.delete_traces(self._experiment_id, trace_ids=extra[i : i + 100])
-        index = {u: i for i, u in enumerate(ids)}
-        for unit_id in picked:
-            if unit_id in existing:
-                continue
-            row = rows.slice(index[unit_id], 1).to_pylist()[0]
-            result = row_to_result(row)
-            log_episode_trace(self.client, self._experiment_id, run_id, result, row.get("finished_at"))
-            self._pending_spans += 2 + 2 * len(result.trajectory.steps)  # the root, a span per turn and step
-            if self._pending_spans > TRACE_QUEUE_ROOM:
-                _flush_traces()
-                self._pending_spans = 0
+        out.extend(fresh.values())
         return digest
 
     def _traces_of_run(self, run_id: str) -> dict[str, list[str]]:
-        """{unit id: trace ids, oldest first} of the traces a cell's run holds (those logged by this
-        process are in the store once `_flush_traces` returned)."""
+        """{unit id: trace ids, oldest first} of the traces a cell's run holds."""
         out: dict[str, list[tuple[int, str]]] = {}
         token = None
         while True:
@@ -717,8 +723,11 @@ class ResultSink:
         if self.mirror is not None and self.mlflow_ok:
             try:
                 if final_summaries:
+                    self.log(f"MLflow: writing the final metrics, artifacts and traces to {self.mirror.tracking_uri}")
                     self.mirror.log_summaries(final_summaries)
                     self.mirror.log_artifacts(self.run_dir, final_summaries)
                 self.mirror.finish(status)
+                if final_summaries:
+                    record_mirror(self.run_dir, self.mirror.tracking_uri)
             except Exception as exc:  # noqa: BLE001
                 self._mirror_failed(exc)

@@ -88,6 +88,26 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+SUBSET_OPTIONS = ("--models", "--benchmarks", "--settings", "--limit")
+
+
+def finishing_command(argv: list[str]) -> str:
+    """The `toolsweep run ...` command that finishes the cells a subset run left partial: the same one
+    with the subset options (`--limit 1`, `--models=a,b`, ...) left out."""
+    import shlex
+
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in SUBSET_OPTIONS:
+            skip = True
+        elif not arg.startswith(tuple(f"{o}=" for o in SUBSET_OPTIONS)):
+            kept.append(arg)
+    return "toolsweep " + shlex.join(kept)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import signal
 
@@ -155,6 +175,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_ENDPOINT_CONFIG
         print(f"error: preflight failed, nothing was run\n{err}\n(--skip-preflight runs anyway)", file=sys.stderr)
         return EXIT_PREFLIGHT
+    if outcome.done == 0 and not outcome.interrupted and config.mlflow:
+        # nothing ran: the record was already there, but an interrupt may have cut its MLflow mirror short
+        from toolsweep.cluster.driver import _stderr
+        from toolsweep.cluster.sync import repair_mirror
+
+        repair_mirror(outcome.run_dir, config, _stderr)
     if outcome.interrupted:
         print("PARTIAL: the run was interrupted; these numbers cover the episodes finished so far\n")
     print(outcome.table_text)
@@ -166,6 +192,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if outcome.timeouts:
         print("wall-clock expiries (retried, never scored): "
               + ", ".join(f"{m} {n}" for m, n in sorted(outcome.timeouts.items())), file=sys.stderr)
+    if (args.models or args.benchmarks or args.settings or args.limit is not None) and any(
+            c.get("complete") is False for c in outcome.cells):
+        print(f"partial cells (*) are finished by the sweep's whole command: {finishing_command(args.argv)}")
     if outcome.interrupted:
         print("interrupted: run the same command again to finish the rest (everything finished is kept)")
         return EXIT_TERMINATED if outcome.terminated else EXIT_INTERRUPTED
@@ -399,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in DELEGATED:
             return _delegate(DELEGATED[argv[0]], argv[1:])
         args = build_parser().parse_args(argv)
+        args.argv = argv  # what was typed: `run` prints the command that finishes a subset's partial cells
         code = int(args.func(args))
         if getattr(args, "permanent_error_stops_job", False):
             from toolsweep.cluster.ray_job import stop_own_job
@@ -411,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, Terminated) or SIGTERM_SEEN:
             print("terminated (SIGTERM)", file=sys.stderr)
             return EXIT_TERMINATED
-        print("interrupted", file=sys.stderr)
+        print("interrupted: everything recorded is kept; run the same command again to finish (it also completes "
+              "the MLflow record)", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

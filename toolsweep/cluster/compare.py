@@ -29,6 +29,9 @@ examples:
   toolsweep compare runs/toolmaze/main
   toolsweep compare runs/a/main runs/b/main --metric accuracy --format latex > table.tex
   toolsweep compare runs/apb/main --format md
+
+--format latex writes a booktabs tabular with the same marks as the other formats (▲ ▼ as amssymb's
+\\blacktriangle and \\blacktriangledown): the document needs \\usepackage{booktabs} and \\usepackage{amssymb}.
 """
 
 
@@ -44,6 +47,10 @@ def collect(paths: list[str], metric: str | None) -> tuple[list[dict[str, Any]],
     rows, paired = [], []
     for path in paths:
         run_dir = RunDirectory(path)
+        if not run_dir.summary_path.exists():
+            raise ValueError(
+                f"{path} is not a finished run directory (it holds no summary.json): pass runs/<sweep>/<run-id> "
+                "of a run that `toolsweep run` finished or interrupted (`toolsweep report` rebuilds a lost summary)")
         summary = read_summary(run_dir.summary_path)
         label = "" if len(paths) == 1 else f"@{Path(path).parent.name}/{Path(path).name}"
         headlines = summary.get("headline_metrics") or {}
@@ -85,8 +92,9 @@ def _floor_fields(cell: dict[str, Any], metric: str) -> dict[str, Any]:
 
 
 MARKS = {ABOVE: "▲", BELOW: "▼", NOT_DISTINGUISHABLE: "≈"}
-LATEX_MARKS = {"▲": r"$\uparrow$", "▼": r"$\downarrow$", "≈": r"$\approx$"}
-"""The marks in LaTeX's own math symbols: a table that compiles with plain pdflatex."""
+LATEX_MARKS = {"▲": r"$\blacktriangle$", "▼": r"$\blacktriangledown$", "≈": r"$\approx$"}
+"""The same marks as the other formats, as amssymb's symbols (pdflatex has no ▲ ▼ glyphs of its own)."""
+LATEX_NEEDS = r"% needs \usepackage{booktabs} (\toprule, \midrule, \bottomrule) and \usepackage{amssymb} (the marks)"
 
 
 def _entry(r: dict[str, Any]) -> str:
@@ -130,7 +138,7 @@ def render(rows: list[dict[str, Any]], paired: list[dict[str, Any]], fmt: str) -
     if fmt == "latex":
         esc = lambda t: "".join(LATEX_MARKS.get(ch, ch) for ch in  # noqa: E731
                                 str(t).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&"))
-        lines = [r"\begin{tabular}{lll" + "r" * len(models) + "}", r"\toprule",
+        lines = [LATEX_NEEDS, r"\begin{tabular}{lll" + "r" * len(models) + "}", r"\toprule",
                  " & ".join(esc(h) for h in head) + r" \\", r"\midrule"]
         lines += [" & ".join(esc(c) for c in row) + r" \\" for row in body]
         lines += [r"\bottomrule", r"\end{tabular}"]

@@ -32,13 +32,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import numpy as np
-import pyarrow as pa
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
 from toolsweep.cluster.ray_start import RayStartFailed  # noqa: F401 - raised by `run_sweep`, caught by the CLI
+from toolsweep.cluster.run_record import config_from_run_dir, load_benchmarks  # noqa: F401 - also read from here
+from toolsweep.cluster.run_record import read_cells as _read_cells
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
-from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json, unit_id_digests
+from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json
 from toolsweep.evaluator.summary import CellTable, convergence_from_table, convergence_label
 from toolsweep.evaluator.types import TerminationReason
 from toolsweep.evaluator.sweep import expand_units
@@ -116,10 +117,12 @@ def specs_lookup(benchmarks: dict[str, Any]) -> Callable[[str, str], list[Metric
 
 
 def _report_tables(bench: Any, cells: list[dict[str, Any]], episodes: Any) -> list[Any]:
+    from toolsweep.evaluator.report import mark_partial_tables
+
     # Plugins written before `episodes` existed take the cell summaries alone.
     if "episodes" in inspect.signature(bench.report_tables).parameters:
-        return bench.report_tables(cells, episodes=episodes)
-    return bench.report_tables(cells)
+        return mark_partial_tables(bench.report_tables(cells, episodes=episodes), cells)
+    return mark_partial_tables(bench.report_tables(cells), cells)
 
 
 def finalize_run(
@@ -211,25 +214,6 @@ def finalize_run(
     return cells, (full if full_text else text)
 
 
-def _read_cells(run_dir: RunDirectory, unit_ids: Set[str] | None) -> tuple[CellTable, int, int]:
-    """The run directory's episodes as a CellTable, read a part file at a time (a million rows never
-    sit in memory as dicts); with `unit_ids`, episodes of other units are left out (a vectorised
-    look-up of each part's ids) and counted. Returns (table, episodes kept, episodes left out)."""
-    wanted = None if unit_ids is None else UnitIds.of(unit_ids)
-    table = CellTable()
-    kept = outside = 0
-    columns = ["unit_id", "model", "benchmark", "setting", "task_id", "seed", "termination", "metrics", "finished_at"]
-    for part in run_dir.iter_tables(columns=columns):
-        if wanted is not None:
-            ours = wanted.contains(unit_id_digests(part.column("unit_id")))
-            if not ours.all():
-                outside += len(ours) - int(ours.sum())
-                part = part.filter(pa.array(ours))
-        kept += part.num_rows
-        table.add_columns({name: part.column(name).to_pylist() for name in columns[1:]})
-    return table, kept, outside
-
-
 def count_truncated_replies(cells: list[dict[str, Any]], table: CellTable) -> None:
     """Each cell's `truncated_replies`: the agent's replies cut at max_tokens (finish_reason "length"),
     summed over its scored episodes. Scored as the model left them, but a cell where many were cut
@@ -310,14 +294,6 @@ def _format_report_table(t: Any) -> str:
 
 def _fmt(v: Any) -> str:
     return f"{v:.3f}" if isinstance(v, float) else str(v)
-
-
-def load_benchmarks(config: SweepConfig) -> dict[str, Any]:
-    return {e.name: get_benchmark(e.name, e.options) for e in config.benchmarks}
-
-
-def config_from_run_dir(run_dir: RunDirectory) -> SweepConfig:
-    return SweepConfig.model_validate(run_dir.read_manifest()["config"])
 
 
 def current_units(config: SweepConfig, benchmarks: dict[str, Any] | None = None,

@@ -39,11 +39,11 @@ def guarded(vc: VarianceComponents) -> tuple[VarianceComponents, str]:
 
 
 def _table(run_dir: Any) -> tuple[Any, Any, str]:
-    from toolsweep.cluster.driver import _read_cells, config_from_run_dir, load_benchmarks
+    from toolsweep.cluster.run_record import config_from_run_dir, load_benchmarks, read_cells
 
     config = config_from_run_dir(run_dir)
     benchmarks = load_benchmarks(config)
-    table, _, _ = _read_cells(run_dir, None)
+    table, _, _ = read_cells(run_dir, None)
     # widths as the pilot's own bootstrap scheme (bootstrap.resample) will measure them
     return table, benchmarks, config.bootstrap.resample
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from toolsweep.actors.result_sink import MlflowMirror, resolve_tracking_uri
+from toolsweep.actors.result_sink import MlflowMirror, mirror_current, record_mirror, resolve_tracking_uri
+from toolsweep.cluster.config import SweepConfig
 from toolsweep.cluster.driver import (
+    _open_mirror,
     config_from_run_dir,
     current_units,
     finalize_run,
@@ -15,7 +18,7 @@ from toolsweep.cluster.driver import (
     setting_params,
     specs_lookup,
 )
-from toolsweep.evaluator.rundir import RunDirectory
+from toolsweep.evaluator.rundir import RunDirectory, read_summary
 from toolsweep.evaluator.summary import CellTable
 
 CHECKPOINTS = 20
@@ -59,4 +62,34 @@ def sync_run_dir(path: Path, tracking_uri: str | None = None) -> int:
     mirror.log_summaries(cells)
     mirror.log_artifacts(run_dir, cells)
     mirror.finish("FINISHED")
+    record_mirror(run_dir, mirror.tracking_uri)
     return len(cells)
+
+
+def repair_mirror(run_dir: RunDirectory, config: SweepConfig, log: Callable[[str], None]) -> bool:
+    """Bring MLflow up to date with a run directory whose episodes are all recorded, when the last
+    mirror of its summary did not finish (an interrupt or a crash in the MLflow phase, MLflow down):
+    runs left RUNNING end, cells get their final metrics, artifacts and traces (each exactly once).
+    A mirror that is current costs a file read (`mirror_current`). Returns whether MLflow is current;
+    when it cannot be reached the run directory stays the record and the message says so."""
+    from toolsweep.actors.result_sink import mlflow_trouble
+
+    uri = resolve_tracking_uri(config.tracking_uri)
+    if not config.mlflow or mirror_current(run_dir, uri) or not run_dir.summary_path.exists():
+        return True
+    log(f"{run_dir.path}: MLflow at {uri} does not hold this run's final state (a run stopped in its MLflow "
+        "phase?); rebuilding it from the run directory")
+    mirror = _open_mirror(config, run_dir, log)
+    if mirror is None:
+        return False  # unreachable: said, and the same command retries later
+    try:
+        cells = read_summary(run_dir.summary_path)["cells"]
+        mirror.log_summaries(cells)
+        mirror.log_artifacts(run_dir, cells)
+        mirror.finish("FINISHED")
+    except Exception as exc:  # noqa: BLE001 - MLflow trouble never fails a finished sweep
+        log(f"MLflow at {uri} {mlflow_trouble(exc)} ({type(exc).__name__}: {str(exc)[:200]}); the run directory "
+            f"{run_dir.path} is complete; run the same command again to retry")
+        return False
+    record_mirror(run_dir, uri)
+    return True

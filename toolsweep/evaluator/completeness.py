@@ -20,7 +20,8 @@ Cell = tuple[str, str, str]
 
 PARTIAL_MARK = "*"
 PARTIAL_NOTE = ("* partial cell: not every unit of it is recorded (units given up are listed in failures.jsonl; "
-                "others are not run yet): re-run the same command to finish it")
+                "others are not run yet): run the sweep's command without --models/--benchmarks/--settings/--limit "
+                "to finish it")
 
 
 def given_up_by_cell(failures: Path, unit_ids: Container[str] | None = None) -> Counter:

@@ -609,7 +609,7 @@ def _td(cell: Sequence[str]) -> str:
     """(text, css class) or (text, css class, tooltip) as a table cell, all escaped."""
     v, cls = cell[0], cell[1]
     attrs = (f' class="{_e(cls)}"' if cls else "") + (f' title="{_e(cell[2])}"' if len(cell) > 2 and cell[2] else "")
-    return f"<td{attrs}>{_e(v)}</td>"
+    return f"<td{attrs}>{'<br>'.join(_e(line) for line in str(v).split(chr(10)))}</td>"
 
 
 def _html_table(header: Sequence[str], rows: Iterable[Sequence[Sequence[str]]]) -> str:
@@ -733,6 +733,29 @@ with few rows it is shown transposed (a row per column), else split into parts o
 each repeating the row labels."""
 
 
+def _marks_partial_values(table: ReportTable) -> bool:
+    """Whether a table marks its own numbers `*` (ToolMaze's do, value by value)."""
+    return any(str(v).rstrip().endswith(PARTIAL_MARK) for row in table.rows for v in row[1:])
+
+
+def mark_partial_tables(tables: Sequence[ReportTable], cells: Sequence[Mapping[str, Any]]) -> list[ReportTable]:
+    """A paper table built from partial cells says so: one that does not mark its numbers itself gets
+    `*` on its title and a note naming the partial cells, so no table shows a partial number as whole."""
+    partial = [c for c in cells if is_partial(c)]
+    if not partial:
+        return list(tables)
+    names = ", ".join(f"{c['model']} / {c['setting']} ({units_text(c)})" for c in partial[:6])
+    more = f" and {len(partial) - 6} more" if len(partial) > 6 else ""
+    out = []
+    for t in tables:
+        if _marks_partial_values(t):
+            out.append(t)
+            continue
+        note = f"{PARTIAL_MARK} built from partial cells: {names}{more}. {PARTIAL_NOTE.split(': ', 1)[1]}"
+        out.append(t.model_copy(update={"title": f"{t.title} {PARTIAL_MARK}", "note": f"{t.note} {note}".strip()}))
+    return out
+
+
 def _report_table_html(table: ReportTable) -> str:
     header = [str(c) for c in table.columns]
     rows = [[_table_cell(v) for v in r] for r in table.rows]
@@ -818,6 +841,13 @@ def _estimate_td(cell: Mapping[str, Any] | None, spec: MetricSpec) -> tuple[str,
         text += f" ({units_text(cell)})"
         classes.append("partial")
         tips.append("partial cell: " + PARTIAL_NOTE.removeprefix("* partial cell: "))
+    # the value and its mark on one line, the interval (and units) under it: six models and a floor
+    # side by side then fit a 1600-px window
+    value, _, rest = text.partition(" [")
+    if rest:
+        interval, _, after = rest.partition("]")
+        mark = next((f" {m}" for m in FLOOR_MARKS.values() if after.startswith(f" {m}")), "")
+        text = f"{value}{mark}\n[{interval}]{after[len(mark):]}"
     return text, " ".join(classes), "; ".join(tips)
 
 

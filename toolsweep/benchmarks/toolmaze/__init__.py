@@ -24,6 +24,7 @@ from toolsweep.benchmarks.toolmaze.policies import EXPLOITS, POLICIES, make_poli
 from toolsweep.benchmarks.toolmaze.tasks import LEVELS, TaskSet, build_tasks, canonical_tasks
 from toolsweep.benchmarks.toolmaze.tools import seeded_int
 from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
+from toolsweep.evaluator.completeness import PARTIAL_MARK, PARTIAL_NOTE, is_partial
 
 MODES = ("P0", "P1", "P2", "P3", "P4")
 PERTURBED = ("P1", "P2", "P3", "P4")
@@ -271,8 +272,14 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
-def _pct(x: float) -> str:
-    return "—" if math.isnan(x) else f"{100 * x:.2f}"
+def _pct(x: float, partial: bool = False) -> str:
+    """A percentage, marked `*` when a cell it rests on is partial (a table never shows a partial number plain)."""
+    return "—" if math.isnan(x) else f"{100 * x:.2f}" + (PARTIAL_MARK if partial else "")
+
+
+def _partial(cells: dict, model: str, settings: list[str]) -> bool:
+    """Whether any of the model's cells in `settings` is partial (not every unit recorded)."""
+    return any(is_partial(cells.get((model, s)) or {}) for s in settings)
 
 
 def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
@@ -288,23 +295,30 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
             pset = [f"C{c}-{p}-{prompt}" for c in LEVELS for p in PERTURBED]
             if not any((model, s) in idx for s in pset):
                 continue
-            np_cells = [_val(idx, model, f"C{c}-P0-std", "tsr") for c in LEVELS]
+            np_set = [f"C{c}-P0-std" for c in LEVELS]
+            np_cells = [_val(idx, model, s, "tsr") for s in np_set]
             by = {m: {p: [_val(idx, model, f"C{c}-{p}-{prompt}", m) for c in LEVELS] for p in PERTURBED}
                   for m in ("tsr", "prr", "rc")}
             avg = composite_avg(np_cells + [x for p in PERTURBED for x in by["tsr"][p]],
                                 [x for p in PERTURBED for x in by["prr"][p]],
                                 [x for p in PERTURBED for x in by["rc"][p]])
+            part = {p: _partial(idx, model, [f"C{c}-{p}-{prompt}" for c in LEVELS]) for p in PERTURBED}
+            whole_partial = _partial(idx, model, np_set + pset)
             label = f"{model} ({'w/ hint' if prompt == 'hint' else 'w/o hint'})"
-            rows.append([label, _pct(_mean(np_cells))] + [_pct(_mean(by[m][p])) for m in ("tsr", "prr", "rc")
-                                                          for p in PERTURBED] + [_pct(avg)])
+            rows.append([label, _pct(_mean(np_cells), _partial(idx, model, np_set))]
+                        + [_pct(_mean(by[m][p]), part[p]) for m in ("tsr", "prr", "rc") for p in PERTURBED]
+                        + [_pct(avg, whole_partial)])
             row20 = [label]
             for i, c in enumerate(LEVELS):
+                level_partial = _partial(idx, model, [f"C{c}-{p}-{prompt}" for p in PERTURBED])
                 for m in ("tsr", "prr", "rc"):
-                    row20.append(_pct(_mean([by[m][p][i] for p in PERTURBED])))
-            rows20.append(row20 + [_pct(avg)])
+                    row20.append(_pct(_mean([by[m][p][i] for p in PERTURBED]), level_partial))
+            rows20.append(row20 + [_pct(avg, whole_partial)])
             if prompt == "hint":
                 g = trust_gap({p: _mean(by["prr"][p]) for p in PERTURBED})
-                gaps.append([model, _pct(g["transient"]), _pct(g["permanent"]), _pct(g["overall"])])
+                gap_partial = _partial(idx, model, pset)
+                gaps.append([model, _pct(g["transient"], gap_partial), _pct(g["permanent"], gap_partial),
+                             _pct(g["overall"], gap_partial)])
     out = [ReportTable(
         title="ToolMaze Table 2: P-based average results (%) across perturbation modes",
         columns=cols, rows=rows,
@@ -322,9 +336,11 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
                 continue
             row = [model]
             for c in LEVELS:
-                row.append(_pct(_val(idx, model, f"C{c}-P0-std", "tsr")))
+                row.append(_pct(_val(idx, model, f"C{c}-P0-std", "tsr"), _partial(idx, model, [f"C{c}-P0-std"])))
                 for p in PERTURBED:
-                    row += [_pct(_val(idx, model, f"C{c}-{p}-{prompt}", m)) for m in ("tsr", "prr", "rc")]
+                    setting = f"C{c}-{p}-{prompt}"
+                    row += [_pct(_val(idx, model, setting, m), _partial(idx, model, [setting]))
+                            for m in ("tsr", "prr", "rc")]
             detail.append(row)
         if detail:
             out.append(ReportTable(
@@ -350,6 +366,8 @@ def report_tables(cells: list[dict[str, Any]]) -> list[ReportTable]:
             title="ToolMaze implicit-explicit trust gap (w/ hint, PRR points)",
             columns=["Model", "transient P1-P3", "permanent P2-P4", "overall"], rows=gaps,
             note="Paper §4.3 model means: transient 53.75, permanent 20.54, overall 37.15."))
+    if any(is_partial(c) for c in cells):
+        out = [t.model_copy(update={"note": f"{t.note} {PARTIAL_NOTE}".strip()}) for t in out]
     return out
 
 
