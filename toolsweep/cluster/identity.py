@@ -49,11 +49,6 @@ def model_identity(model: Any) -> dict[str, Any]:
         data["adapter_sha256"] = adapter_hashes(data["adapter"])
     if data.get("rope_scaling") is None:
         data.pop("rope_scaling", None)
-    if "prefix_cache_mib" in data:
-        # Reusing computed prompts changes the arithmetic (like batching), so whether it is on is part of
-        # the identity; how much memory it has is operational. Off keeps the identity it had before.
-        if data.pop("prefix_cache_mib") > 0:
-            data["prefix_cache"] = True
     return data
 
 
