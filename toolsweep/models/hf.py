@@ -285,26 +285,30 @@ class HFClient:
 
         - the time the generation thread was not running (the CPU was another process's or thread's): on
           a saturated machine it grew with every other process and, counted, expired served episodes;
-        - of the time it ran, the other requests' share (a step of n requests computes n replies);
+        - of the time it ran, the other requests' share, by the tokens each computed (a decoding token
+          beside another episode's 2,048-token prompt chunk is a small part of that step);
         - all of it for a started request that was not in the step (waiting for cache blocks).
 
         A step that never returns hands nothing back, so the guard still catches a hang."""
         ran = min(cpu, wall)
         preempted = wall - ran
-        shared = ran * (1 - 1 / max(len(batch), 1))
-        in_step = {rid for rid, _, _ in batch}
+        tokens = {rid: prompt + decoded for rid, prompt, decoded in batch}
+        total = sum(tokens.values()) or 1
         with self._lock:
+            if not batch:  # a transformers whose steps do not show their requests: every live one was in it
+                tokens = {rid: 1 for rid in self._live}
+                total = len(tokens) or 1
             self.step_sizes.append(len(batch))
             self.decode_steps += any(decoded for _, _, decoded in batch)
             self.computed_tokens += sum(prompt for _, prompt, _ in batch)
             self.decoded_tokens += sum(decoded for _, _, decoded in batch)
             self.preempted_s += preempted
-            self.shared_s += shared
+            self.shared_s += ran * (1 - 1 / max(len(tokens), 1))
             for rid, req in self._live.items():
-                if rid in in_step:
+                if rid in tokens:
                     if not req.begun:
                         req.begin()
-                    req.owed += preempted + shared
+                    req.owed += preempted + ran * (1 - tokens[rid] / total)
                 elif req.begun:
                     req.owed += wall
             if time.monotonic() - self._last_credit >= _CREDIT_EVERY_S:
