@@ -61,3 +61,20 @@ def test_every_second_what_is_owed_is_handed_to_the_episodes_loop(loop):
     client._after_step([("a", 0, 1), ("b", 0, 1)], wall=2.0, cpu=2.0)
     loop.run_until_complete(asyncio.sleep(0))  # run what the generation thread queued on the loop
     assert got == [pytest.approx(1.0)] and req.owed == 0.0
+
+
+def test_cache_memory_is_operational_and_an_adapter_is_identity(tmp_path):
+    """Resizing the paged cache reruns nothing; a LoRA adapter (and its weights) is another model."""
+    from toolsweep.cluster.identity import model_identity
+
+    adapter = tmp_path / "lora"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8}')
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights-1")
+    base = HFModelConfig(name="m", path=str(tmp_path))
+    assert model_identity(base) == model_identity(base.model_copy(update={"kv_cache_mib": 4096.0}))
+    tuned = base.model_copy(update={"adapter": str(adapter)})
+    before = model_identity(tuned)
+    assert before != model_identity(base)
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights-2")  # retrained in place
+    assert model_identity(tuned) != before

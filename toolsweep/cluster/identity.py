@@ -15,7 +15,7 @@ from toolsweep.evaluator.types import canonical_json
 
 OPERATIONAL_FIELDS = frozenset({
     "name", "max_in_flight", "timeout_s", "max_retries", "replicas", "num_cpus", "startup_timeout_s", "start_stagger_s", "python",
-    "base_url", "api_key_env", "context_window",
+    "base_url", "api_key_env", "context_window", "kv_cache_mib",
 })
 OPERATIONAL_ENGINE_ARGS = frozenset({"max_num_seqs", "gpu_memory_utilization"})
 HELPER_FIELDS = frozenset({"helper_max_tokens"})
