@@ -10,6 +10,7 @@ same as the first engine's. Needs the hf extra and `toolsweep models prepare smo
 
     python bench/hf_prefix.py [--before /work/main] [--workloads toolmaze,short] [--episodes 2]
                               [--max-turns 3] [--max-tokens 64] [--short 16] [--device cpu|cuda]
+                              [--together]
 
 On a GPU box with torch and transformers: `--device cuda --dtype bfloat16 --model /path/to/model`.
 """
@@ -22,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
@@ -136,6 +138,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: 1 on CPU)")
     ap.add_argument("--cache-mib", type=float, default=1024, help="key/value cache (prefix store before)")
+    ap.add_argument("--together", action="store_true",
+                    help="run every engine and workload at once (a shared, loaded machine: the same load for all)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.model is None:
@@ -156,12 +160,18 @@ def main() -> None:
         if value is not None:
             argv += [f"--{name.replace('_', '-')}", str(value)]
     roots = [str(HERE), *args.before]
+    jobs = [(workload, root) for workload in args.workloads.split(",") for root in roots]
+    if args.together:  # every engine and workload at once: on a shared machine, under the same load
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            done = dict(zip(jobs, pool.map(lambda job: run_child(job[1], job[0], argv), jobs)))
+    else:
+        done = {job: run_child(job[1], job[0], argv) for job in jobs}
     print(f"{'engine':<22} {'workload':<9} {'requests':>8} {'prompt tok':>10} {'computed':>9} {'decode steps':>12} "
           f"{'wall s':>7} {'vs first':>8} {'peak MiB':>9} {'same replies':>12}")
     for workload in args.workloads.split(","):
         first = None
         for root in roots:
-            r = run_child(root, workload, argv)
+            r = done[(workload, root)]
             first = first or r
             same = "-" if r is first else str(r["replies"] == first["replies"])
             print(f"{Path(root).name:<22} {workload:<9} {r['requests']:>8} {r['prompt']:>10,} {r['computed']:>9,} "
