@@ -1,5 +1,5 @@
 """Tier 3: a LoRA adapter through the transformers backend (peft) on CPU. SmolLM2 and a random-init
-adapter of it play real ToolMaze episodes in one sweep (`toolsweep run`, embedded Ray): both models
+adapter of it play real ToolMaze episodes in one sweep (embedded Ray, a rollout worker): both models
 are recorded with their own unit ids, the adapter's weights hash is in the manifest, and the adapter
 really changes what the model says (the same greedy prompt, other tokens)."""
 
@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -58,15 +55,13 @@ def test_an_adapter_changes_the_models_replies(smollm2, adapter):
     assert replies[0] != replies[1], replies
 
 
-def test_a_lora_adapter_plays_real_toolmaze_episodes_in_a_sweep(smollm2, adapter, tmp_path):
-    import yaml
-
-    from toolsweep.evaluator.rundir import RunDirectory
+def test_a_lora_adapter_plays_real_toolmaze_episodes_in_a_sweep(smollm2, adapter, ray_local, tmp_path):
+    from toolsweep.cluster.config import SweepConfig
+    from toolsweep.cluster.driver import run_sweep
 
     common = {"kind": "hf", "path": str(smollm2), "max_batch_size": 8, "max_model_len": 8192,
               "tool_parser": "hermes", "num_threads": 1, "kv_cache_mib": 1024, "max_in_flight": 8}
-    cfg = tmp_path / "sweep.yaml"
-    cfg.write_text(yaml.safe_dump({
+    config = SweepConfig.model_validate({
         "name": "hf-lora",
         "seeds": [0],
         "models": [{"name": "smollm2-hf", **common}, {"name": "smollm2-lora", "adapter": str(adapter), **common}],
@@ -78,18 +73,15 @@ def test_a_lora_adapter_plays_real_toolmaze_episodes_in_a_sweep(smollm2, adapter
         "output_dir": str(tmp_path / "runs"),
         "mlflow": False,
         "preflight": False,  # SmolLM2-135M answers the preflight's tool-call probe in prose
-    }))
-    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", OMP_NUM_THREADS="1")
-    done = subprocess.run([sys.executable, "-m", "toolsweep.cluster.cli", "run", str(cfg), "--no-progress"],
-                          env=env, capture_output=True, text=True, timeout=3000)
-    print("\n" + done.stderr[-1500:])
-    assert done.returncode == 0, done.stderr[-3000:]
-    run = next((tmp_path / "runs" / "hf-lora").iterdir())
-    assert not (run / "failures.jsonl").exists() or not (run / "failures.jsonl").read_text().strip()
-    rows = RunDirectory(run).read_table(columns=["unit_id", "model", "termination"]).to_pylist()
+    })
+    out = run_sweep(config, progress=False, log=print)
+    assert out.done == 2 and out.gave_up == 0
+    rows = out.run_dir.read_table(columns=["unit_id", "model", "termination", "completion_tokens"]).to_pylist()
     assert sorted(r["model"] for r in rows) == ["smollm2-hf", "smollm2-lora"], rows
     assert len({r["unit_id"] for r in rows}) == 2
     assert all(r["termination"] not in ("timeout", "infra_error", "env_error") for r in rows), rows
-    manifest = json.loads((run / "manifest.json").read_text())
-    text = json.dumps(manifest)
-    assert "adapter_sha256" in text and str(adapter) in text
+    assert all(r["completion_tokens"] > 0 for r in rows), rows
+    manifest = json.loads(out.run_dir.manifest_path.read_text())
+    lora = manifest["models"]["smollm2-lora"]
+    assert lora["adapter"] == str(adapter) and lora["adapter_sha256"] and lora["base"] == str(smollm2)
+    assert "adapter" not in manifest["models"]["smollm2-hf"]
