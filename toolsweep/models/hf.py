@@ -39,6 +39,9 @@ from toolsweep.models.config import HFModelConfig
 _log = logging.getLogger(__name__)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
 _CREDIT_EVERY_S = 1.0
+_LOADING = threading.Lock()
+"""One model loads at a time in a process: transformers' loading is not thread-safe (two models of one
+sweep's worker loading together failed with "Cannot copy out of meta tensor")."""
 
 
 def parse_hermes(text: str) -> tuple[str | None, list[ToolCall]]:
@@ -164,7 +167,7 @@ class HFClient:
 
     # -- loading ------------------------------------------------------------------------------
     def _ensure_loaded(self) -> None:
-        with self._load_lock:
+        with self._load_lock, _LOADING:
             if self._model is None and self._load_error is None:
                 try:
                     self._load()
