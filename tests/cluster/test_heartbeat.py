@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from toolsweep.cluster.driver import PhaseClock
 from toolsweep.cluster.heartbeat import Heartbeat
+from conftest import FAKE_TARGET  # noqa: E402  (at import: a later conftest.py takes the name)
 
 
 class FakeClock:
@@ -53,7 +54,6 @@ def test_the_phase_follows_the_run_through_to_mlflow():
 
 
 def test_a_slow_warm_up_is_not_silent(ray_local, tmp_path):
-    from conftest import FAKE_TARGET
 
     from toolsweep.cluster.config import SweepConfig
     from toolsweep.cluster.driver import run_sweep

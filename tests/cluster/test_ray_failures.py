@@ -15,6 +15,7 @@ import pytest
 
 from toolsweep.cluster.cli import EXIT_RAY_START, main
 from toolsweep.cluster.ray_start import RayStartFailed, start_embedded_ray
+from conftest import FAKE_TARGET  # noqa: E402  (at import: a later conftest.py takes the name)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -128,7 +129,6 @@ def test_preflight_of_a_model_that_is_not_prepared_is_a_message(tmp_path, capsys
 
 def test_a_worker_killed_by_the_memory_monitor_while_warming_up_is_replaced(ray_local, tmp_path, capsys,
                                                                              monkeypatch):
-    from conftest import FAKE_TARGET
 
     monkeypatch.setenv("TOOLSWEEP_EXTRA_BENCHMARKS", f"fake={FAKE_TARGET}")
     marker = tmp_path / "oom"
