@@ -17,9 +17,12 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
 
 CHANCE_MARGIN = 0.05
+SHUFFLES = 5  # label permutations averaged into the chance figure
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -136,12 +139,22 @@ def _balanced_accuracy(y: list[bool], pred: Iterable[bool]) -> float:
     return (sum(pos) / len(pos) + sum(not p for p in neg) / len(neg)) / 2
 
 
+def _permutations(labels: list[bool], seed: int, n: int) -> Iterator[list[bool]]:
+    """`n` seeded permutations of the training labels: the chance figure is their mean, since one
+    permutation's balanced accuracy alone wanders a few points either side of 0.5."""
+    for k in range(n):
+        shuffled = list(labels)
+        random.Random(seed + k).shuffle(shuffled)
+        yield shuffled
+
+
 def probe(name: str, lists: Iterable[Sequence[ProbeItem]], *, salt: str = "", seed: int = 0,
           max_items: int | None = None) -> ProbeResult:
     """Train on the items of half the families (features read in their whole list), test on the rest.
 
     The shuffled-label figure trains the same classifier on training labels permuted within the
-    training half, so it is what the features give when they carry no role."""
+    training half (the mean over `SHUFFLES` permutations), so it is what the features give when they
+    carry no role."""
     from sklearn.feature_extraction import DictVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -166,9 +179,8 @@ def probe(name: str, lists: Iterable[Sequence[ProbeItem]], *, salt: str = "", se
 
     model = fit(y_train)
     bacc = _balanced_accuracy(y_test, model.predict(x_test))
-    shuffled = list(y_train)
-    random.Random(seed).shuffle(shuffled)
-    bacc_shuffled = _balanced_accuracy(y_test, fit(shuffled).predict(x_test))
+    bacc_shuffled = float(np.mean([_balanced_accuracy(y_test, fit(labels).predict(x_test))
+                                   for labels in _permutations(y_train, seed, SHUFFLES)]))
     names = vec.get_feature_names_out()
     coef = model.coef_[0]
     top = sorted(zip(names, coef), key=lambda kv: -abs(kv[1]))[:8]
