@@ -160,13 +160,13 @@ def test_a_cell_not_run_yet_is_marked_partial_everywhere_until_it_is(ray_local, 
     assert "partial cell" in summary["table_text_full"]
     assert main(["compare", str(out.run_dir.path)]) == 0
     shown = capsys.readouterr().out
-    assert "100.0* [100.0, 100.0] ≈ (6/16 units)" in shown and "partial cell" in shown
+    assert "100.0* [100.0, 100.0] (6/16 units)" in shown and "partial cell" in shown
     runs = _cell_runs("floor_partial")
     assert runs[("oracle", "even")].data.tags["toolsweep.partial"] == "6/16"
     assert runs[("oracle", "even")].data.metrics["complete"] == 0.0
     # `toolsweep report` rebuilds the summary from the run directory: the same marks
     assert main(["report", str(out.run_dir.path)]) == 0
-    assert "100.0* [100.0, 100.0] ≈ (6/16 units)" in capsys.readouterr().out
+    assert "100.0* [100.0, 100.0] (6/16 units)" in capsys.readouterr().out
     assert _cells(json.loads(out.run_dir.summary_path.read_text()))[("oracle", "even")]["units_expected"] == 16
     # `sync-mlflow` rebuilds MLflow from it: the floor readings and the partial tag on a fresh store
     uri = f"sqlite:///{tmp_path / 'resync.db'}"
@@ -178,7 +178,8 @@ def test_a_cell_not_run_yet_is_marked_partial_everywhere_until_it_is(ray_local, 
                 client.search_runs([client.get_experiment_by_name("floor_partial").experiment_id])
                 if "toolsweep.cell" in r.data.tags}
     assert resynced[("oracle", "even")].data.tags["toolsweep.partial"] == "6/16"
-    assert resynced[("never", "even")].data.metrics["success.vs_floor"] == -1.0
+    # 6 of 16 units are too few tasks for an interval: no floor reading is mirrored for them
+    assert "success.vs_floor" not in resynced[("never", "even")].data.metrics
     assert resynced[("floor", "even")].data.tags["toolsweep.role"] == "floor"
 
     again = _sweep(whole)  # the rest of the units: the cells are whole

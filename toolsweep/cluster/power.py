@@ -68,7 +68,7 @@ def pilot_note(benchmarks: list[Any]) -> str:
 
 
 def pilot_note_of(run_dir: Any) -> str:
-    from toolsweep.cluster.driver import config_from_run_dir
+    from toolsweep.cluster.run_record import config_from_run_dir
 
     return pilot_note(list(config_from_run_dir(run_dir).benchmarks))
 
