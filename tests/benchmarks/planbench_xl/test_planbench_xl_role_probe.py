@@ -45,11 +45,11 @@ def test_no_list_relation_tells_the_executable() -> None:
 
 
 def test_role_probe_sits_at_chance_on_a_sample() -> None:
-    _check(sample=80, order="shuffled")
+    _check(sample=None, order="shuffled")  # every list: a sample of 80 left the noisy-twin probe a few points from chance either way
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("order", ["shuffled", "executables_first"])
+@pytest.mark.parametrize("order", ["executables_first"])
 def test_role_probe_sits_at_chance_on_every_list(order: str) -> None:
     if order == "executables_first":
         # the paper's order lists the matches, alternatives in a blocked tool's place, before any
