@@ -79,9 +79,11 @@ def test_a_5xx_answer_is_not_up_and_names_the_status(code):
 
 def test_a_closed_port_is_not_up_and_one_answering_replica_is_enough():
     dead = closed_url()
-    assert probe_http([dead]) is not None
+    why = probe_http([dead])
+    assert why is not None and why.startswith(dead)  # the reason names the replica that did not answer
     with StatusServer(503) as bad, StatusServer(200) as good:
-        assert probe_http([dead, bad.base_url]) is not None
+        why = probe_http([dead, bad.base_url])
+        assert why is not None and dead in why and f"{bad.base_url}: HTTP 503" in why  # every replica's cause
         assert probe_http([dead, bad.base_url, good.base_url]) is None
 
 
