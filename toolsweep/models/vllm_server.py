@@ -104,6 +104,11 @@ def supervise(cmd: list[str], lifeline: int, grace_s: float = 15.0) -> int:
     child = subprocess.Popen(cmd, start_new_session=True, pass_fds=())
 
     def shutdown(signum: int, frame: Any) -> None:
+        # A stop signals the guard twice (to its group, and forwarded by its parent). One SIGTERM
+        # reaches the server: a second can land after it restored the default handler and end it
+        # in the middle of its own shutdown.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         terminate_group(child.pid, grace_s)
         os._exit(128 + signum)
 
