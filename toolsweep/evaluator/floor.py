@@ -59,7 +59,7 @@ def _difference(row: Mapping[str, Any], model: str) -> dict[str, Any]:
     value, lo, hi = row.get("value"), row.get("ci_low"), row.get("ci_high")
     if row.get("model_a") != model:
         value, lo, hi = (None if v is None else 0.0 - float(v) for v in (value, hi, lo))  # 0.0 - 0.0 is 0.0, not -0.0
-    out = {"value": value, "ci_low": lo, "ci_high": hi, "n": row.get("n")}
+    out = {"value": value, "ci_low": lo, "ci_high": hi, "n": row.get("n"), "tasks": row.get("tasks")}
     # the row's task-clustered p-value and its multiplicity decisions (`design.adjust_paired`), for the record
     out.update({k: row[k] for k in ("p_value", "holm", "bh") if k in row})
     return out

@@ -22,6 +22,7 @@ from toolsweep.evaluator.completeness import PARTIAL_MARK, PARTIAL_NOTE, is_part
 from toolsweep.evaluator.floor import ABOVE, BELOW, NOT_DISTINGUISHABLE, floor_label, floor_of
 from toolsweep.evaluator.floor import finite as _finite
 from toolsweep.evaluator.protocols import MetricSpec, ReportTable
+from toolsweep.evaluator.stats import min_tasks_for_interval
 from toolsweep.evaluator.types import TerminationReason
 
 __all__ = [
@@ -79,6 +80,42 @@ def floor_legend(confidence: float) -> str:
             "of model − floor on the same tasks and seeds (above = better, by the metric's direction)")
 
 
+def withheld(diff: Mapping[str, Any] | None) -> bool:
+    """A paired difference with a value but no interval: it stood on too few tasks for one
+    (`stats.min_tasks_for_interval`), so it has no p-value and decides no floor mark either."""
+    d = diff or {}
+    return _finite(d.get("value")) is not None and (_finite(d.get("ci_low")) is None or _finite(d.get("ci_high")) is None)
+
+
+def _tasks_text(diff: Mapping[str, Any] | None) -> str:
+    tasks = (diff or {}).get("tasks")
+    return "" if tasks is None else f" ({int(tasks)} task{'' if int(tasks) == 1 else 's'})"
+
+
+TINY_LISTED = 12
+"""Withheld comparisons named in a note; the rest are counted."""
+
+
+def tiny_cells_note(names: Sequence[str], confidence: float) -> str:
+    """Why the named comparisons show no interval, p-value or floor mark: the rule, said where it applied."""
+    k = min_tasks_for_interval(confidence)
+    listed = ", ".join(names[:TINY_LISTED]) + (f" and {len(names) - TINY_LISTED} more" if len(names) > TINY_LISTED else "")
+    return (f"no interval, p-value or floor mark on {listed}: fewer than {k} tasks, too few for a "
+            f"{100 * confidence:g}% interval (a bootstrap over k tasks draws one task k times with probability "
+            f"k^(1−k), more than the {50 * (1 - confidence):g}% tail below {k} tasks, so the interval's ends "
+            "would be single tasks' values)")
+
+
+def _withheld_floor_cells(own: Sequence[Mapping[str, Any]], spec: MetricSpec) -> list[str]:
+    """`model / setting (k tasks)` of each cell whose difference from the floor on `spec` is withheld."""
+    out = []
+    for c in own:
+        reading = floor_of(c, spec.name)
+        if not c.get("is_floor") and reading is not None and withheld(reading.get("difference")):
+            out.append(f"{c['model']} / {c['setting']}{_tasks_text(reading.get('difference'))}")
+    return out
+
+
 def _floor_cell(own: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """A cell of the floor model among a benchmark's cells (it names the floor and its policy)."""
     return next((c for c in own if c.get("is_floor")), None)
@@ -117,6 +154,8 @@ def _versus_floor(cell: Mapping[str, Any], spec: MetricSpec) -> str:
     if cell.get("is_floor"):
         return "(the floor)"
     reading = floor_of(cell, spec.name)
+    if reading is not None and withheld(reading.get("difference")):
+        return f"{_MISSING} too few tasks{_tasks_text(reading.get('difference'))}"
     if reading is None or reading.get("judgement") is None:
         return _MISSING
     return f"{FLOOR_MARKS[reading['judgement']]} {_difference_text(reading, spec)}"
@@ -269,6 +308,9 @@ def format_cells_table(
         note = [f"(+{hidden} more metrics in summary.json and report.html)"] if hidden else []
         if floor:
             note.append(floor_legend(confidence))
+            tiny = _withheld_floor_cells(own, specs[0])
+            if tiny:
+                note.append(tiny_cells_note(tiny, confidence))
         if partial:
             note.append(PARTIAL_NOTE)
         note += _missing_lines(missing, benchmark)
@@ -323,6 +365,9 @@ def format_headline_table(
             lines += _text_table(["setting", *(labels[m] for m in chunk)], rows, set(range(1, 1 + len(chunk))))
         if _floor_name(own) is not None:
             lines.append(floor_legend(confidence))
+            tiny = _withheld_floor_cells(own, spec)
+            if tiny:
+                lines.append(tiny_cells_note(tiny, confidence))
         if any(is_partial(c) for c in own):
             lines.append(PARTIAL_NOTE)
         lines += _missing_lines(missing, benchmark)
@@ -682,10 +727,15 @@ def _paired_table(
 ) -> str:
     """`labels`: display names of models (the floor's says it is the floor)."""
     labels = labels or {}
-    rows = []
+    rows, tiny = [], []
     for p in paired:
         spec = specs.get(str(p.get("metric")))
         verdict, cls = _verdict(p, spec)
+        if withheld(p):
+            verdict = "too few tasks" + _tasks_text(p)
+            name = lambda m: labels.get(str(p.get(m, "")), str(p.get(m, "")))  # noqa: E731
+            tiny.append(f"{p.get('setting', '')} {p.get('metric', '')}: {name('model_a')} − {name('model_b')}"
+                        + _tasks_text(p))
         rows.append(
             [
                 (str(p.get("setting", "")), ""),
@@ -697,7 +747,8 @@ def _paired_table(
                 (verdict, cls),
             ]
         )
-    return _html_table(["setting", "metric", "model A", "model B", "pairs", f"A − B [{level}]", ""], rows)
+    table = _html_table(["setting", "metric", "model A", "model B", "pairs", f"A − B [{level}]", ""], rows)
+    return table + (f'<p class="note">{_e(tiny_cells_note(tiny, _confidence(level)))}.</p>' if tiny else "")
 
 
 def _table_cell(v: Any) -> tuple[str, str]:
@@ -851,14 +902,21 @@ def _estimate_td(cell: Mapping[str, Any] | None, spec: MetricSpec) -> tuple[str,
     return text, " ".join(classes), "; ".join(tips)
 
 
+def _confidence(level: str) -> float:
+    """The confidence of a level such as "95% CI"."""
+    return (_finite(level.split("%")[0]) or 95.0) / 100
+
+
 def _table_notes(own: Sequence[Mapping[str, Any]], level: str, missing: Sequence[Mapping[str, Any]] = (),
-                 benchmark: str = "") -> str:
-    """The legend of the floor marks and the partial mark, when a table shows them, and the cells with no
-    unit recorded."""
+                 benchmark: str = "", spec: MetricSpec | None = None) -> str:
+    """The legend of the floor marks and the partial mark, when a table shows them, the cells whose
+    difference from the floor on `spec` was withheld (too few tasks) and the cells with no unit recorded."""
     lines = []
     if _floor_name(own) is not None:
-        confidence = _finite(level.split("%")[0])
-        lines.append(floor_legend((confidence or 95.0) / 100))
+        lines.append(floor_legend(_confidence(level)))
+        tiny = _withheld_floor_cells(own, spec) if spec is not None else []
+        if tiny:
+            lines.append(tiny_cells_note(tiny, _confidence(level)))
     if any(is_partial(c) for c in own):
         lines.append(PARTIAL_NOTE)
     lines += _missing_lines(missing, benchmark)
@@ -913,7 +971,7 @@ def _summary_section(
         for chunk in _chunks(models, MODELS_PER_TABLE):
             rows = [[(s, "")] + [_estimate_td(by_cell.get((s, m)), spec) for m in chunk] for s in settings]
             tables.append(_html_table(["setting", *(labels.get(m, m) for m in chunk)], rows))
-        notes = _table_notes(own, level, missing, benchmark)
+        notes = _table_notes(own, level, missing, benchmark, spec)
         parts.append(f'<div class="side"><div>{"".join(tables)}</div>{headline_chart(benchmark, own, spec, level)}</div>{notes}')
     parts.append("</section>")
     return "".join(parts)
@@ -950,7 +1008,8 @@ def _cells_section(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
             *((cell_estimate(c, s), "num") for s in shown),
             *versus,
         ])
-    parts = [f"<h3>Cells ({level})</h3>", _html_table(header, rows), _table_notes(own, level, missing, benchmark)]
+    notes = _table_notes(own, level, missing, benchmark, shown[0] if floor else None)
+    parts = [f"<h3>Cells ({level})</h3>", _html_table(header, rows), notes]
     described = [s for s in shown if s.description]
     if described:
         parts.append(
@@ -1024,8 +1083,8 @@ def _floor_details(own: Sequence[Mapping[str, Any]], specs: list[MetricSpec], le
                 (format_estimate(reading.get("floor"), s.scale), "num floor"),
                 (_difference_text(reading, s), "num"),
                 (str(diff.get("n", "")), "num"),
-                (FLOOR_WORDS.get(str(judgement), _MISSING) + _lower_note(s),
-                 _FLOOR_CLASS.get(str(judgement), "")),
+                ("too few tasks" + _tasks_text(diff) if withheld(diff) else
+                 FLOOR_WORDS.get(str(judgement), _MISSING) + _lower_note(s), _FLOOR_CLASS.get(str(judgement), "")),
             ])
     if not rows:
         return ""

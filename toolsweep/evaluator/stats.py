@@ -113,6 +113,9 @@ class Estimate(BaseModel):
     """For a paired difference: the two-sided p-value of "no difference", read off the same resamples as
     the interval (it is below 1 - confidence exactly when the interval excludes 0). None elsewhere;
     NaN where the interval is withheld (too few tasks)."""
+    tasks: int | None = None
+    """For a paired difference: the tasks that entered it (fewer than `min_tasks_for_interval` and the
+    interval and p-value are withheld, which the report says). None elsewhere."""
 
 
 # ----------------------------------------------------------------------------- layout of tasks
@@ -856,8 +859,9 @@ def paired_difference(
                         interval=interval, null=0.0)
     tasks_entered = len({c[0] for c, e in zip(shared, entered) if e})
     if tasks_entered < min_tasks_for_interval(confidence):
-        return est.model_copy(update={"ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan})
-    return est
+        return est.model_copy(update={"ci_low": math.nan, "ci_high": math.nan, "p_value": math.nan,
+                                      "tasks": tasks_entered})
+    return est.model_copy(update={"tasks": tasks_entered})
 
 
 # ----------------------------------------------------------------------------- cell summaries

@@ -241,7 +241,7 @@ class CellTable:
                             {
                                 "benchmark": benchmark, "setting": setting, "model_a": a, "model_b": b,
                                 "metric": spec.name, "value": est.value, "ci_low": est.ci_low,
-                                "ci_high": est.ci_high, "n": est.n, "p_value": p_value,
+                                "ci_high": est.ci_high, "n": est.n, "tasks": est.tasks, "p_value": p_value,
                             }
                         )
         adjust_paired(out, alpha=1 - confidence)
