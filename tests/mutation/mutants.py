@@ -92,7 +92,7 @@ T_BCA = ("tests/evaluator/test_stats.py::test_a_ratio_metrics_bca_interval_agree
          "tests/evaluator/test_stats.py::test_plain_mean_interval_agrees_with_scipy_bootstrap")
 T_PLANBENCH_MATCH = ("tests/benchmarks/planbench_xl/test_planbench_xl_answer_matching.py",)
 T_APB_STATUS = ("tests/benchmarks/apb/test_apb_status_case.py",)
-T_VERDICTS = ("tests/cluster/test_endpoint_verdicts.py::test_the_worst_verdict_of_a_model_and_its_helpers_decides",)
+T_ENDPOINT_VERDICTS = ("tests/cluster/test_endpoint_verdicts.py::test_the_worst_verdict_of_a_model_and_its_helpers_decides",)
 T_PROBE = ("tests/cluster/test_endpoint_verdicts.py::test_a_5xx_answer_is_not_up_and_names_the_status",
            "tests/cluster/test_endpoint_verdicts.py::test_an_answer_below_500_is_up")
 T_TOKENS = ("tests/evaluator/test_token_sums.py",)
@@ -240,7 +240,7 @@ MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ endpoint health
     Mutant("verdict-best-of-model-and-helpers", DRIVER, "_wait_for_endpoints",
            "return min(verdicts, key=lambda v: order[v.state])", "return max(verdicts, key=lambda v: order[v.state])",
-           T_VERDICTS, "a judge down for the whole budget beside a healthy model reads up: units spend attempts"),
+           T_ENDPOINT_VERDICTS, "a judge down for the whole budget beside a healthy model reads up: units spend attempts"),
     Mutant("probe-any-answer-up", HEALTH, "probe_http",
            "if exc.code < 500:", "if exc.code < 600:", T_PROBE,
            "an endpoint answering 503 to the probe counts as healthy"),

@@ -3,6 +3,7 @@ named function, never to the checkout, and every declared mutant applies to toda
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,17 @@ def test_a_setup_error_in_a_real_pytest_run_is_reported_as_an_error(tmp_path):
     assert rc == 1 and verdict(rc, out) == KILLED
     rc, out = run_tests(tmp_path, ["test_broken.py"], timeout=120)
     assert rc == 2 and verdict(rc, out) == ERROR
+
+
+def test_no_test_selection_in_the_mutant_list_is_bound_twice():
+    # a second `T_VERDICTS = ...` once sent six mutants of the text verdicts to the endpoint-verdict test,
+    # which never reads text: they survived while the list read as if their corpus test ran
+    tree = ast.parse((REPO / "tests" / "mutation" / "mutants.py").read_text())
+    names = [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_each_verdict_mutant_runs_the_tests_of_its_own_module():
+    # a mutant's selection must be able to reach its code: the text-verdict mutants run the verdict corpora
+    text = [m for m in MUTANTS if m.file == "toolsweep/evaluator/verdicts.py"]
+    assert len(text) == 6 and all(m.tests == ("tests/verdicts/test_verdict_corpora.py",) for m in text)
