@@ -5,6 +5,7 @@ same resamples and agree; a paired comparison on fewer tasks than an interval ca
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 from pathlib import Path
@@ -25,20 +26,32 @@ MEAN = MetricSpec(name="x")
 ASSERTED = [d for d in coverage_bench.DESIGNS if "sigma=" not in d]  # the heavier tails are shown, not asserted
 
 
+# Sweeps per design: 1,000 give a coverage to +-1.35 points (95%), so a row near 93% needs more before it says
+# anything about the band; the lognormal row (92.7% over the first 1,000, 93.7% over 4,000 with the percentile
+# interval at 92.8%) is read over 4,000 (+-0.68).
+SWEEPS = {"lognormal 50x3": 4000}
+
+
+@functools.cache
+def coverage_rows(design: str) -> dict[str, tuple[float, float, float]]:
+    """The design's row of the table (the lognormal one with the percentile interval beside the default)."""
+    methods = ("studentized", "percentile") if design.startswith("lognormal") else ("studentized",)
+    return coverage_bench.coverage(design, sims=SWEEPS.get(design, 1000), methods=methods)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("design", [d for d in ASSERTED if not d.startswith("lognormal")])
+@pytest.mark.parametrize("design", ASSERTED)
 def test_the_default_interval_covers_93_to_97_percent_on_every_design(design):
-    (cov, low, high), = coverage_bench.coverage(design, sims=1000, methods=("studentized",)).values()
+    cov, low, high = coverage_rows(design)["studentized"]
     assert 0.93 <= cov <= 0.97, (design, cov, low, high)
 
 
 @pytest.mark.slow
-def test_on_the_lognormal_design_the_default_beats_the_percentile_interval_but_stays_just_under_93():
-    # measured: studentized 92.7% (2.9 / 4.4), percentile 91.8% (2.7 / 5.5) over 1,000 sweeps; the 93% floor
-    # is not yet reached on this design (see bench/interval_coverage.py)
-    rows = coverage_bench.coverage("lognormal 50x3", sims=1000, methods=("studentized", "percentile"))
+def test_on_the_lognormal_design_the_default_misses_less_on_the_long_side_than_the_percentile_interval():
+    # measured over 4,000 sweeps: see bench/interval_coverage.py --sims 4000 --design "lognormal 50x3"
+    rows = coverage_rows("lognormal 50x3")
     (s_cov, _, s_high), (p_cov, _, p_high) = rows["studentized"], rows["percentile"]
-    assert 0.92 <= s_cov <= 0.97 and s_cov > p_cov and s_high < p_high
+    assert 0.93 <= s_cov <= 0.97 and s_cov > p_cov and s_high < p_high
 
 
 def test_on_a_skewed_metric_the_default_misses_less_on_the_long_side_than_the_percentile_interval():
