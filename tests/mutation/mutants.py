@@ -60,6 +60,9 @@ T_VERDICTS = ("tests/verdicts/test_verdict_corpora.py",)
 T_TRAJECT_JUDGE = ("tests/benchmarks/traject_bench/test_traject_bench_judge.py",)
 T_TOOLMAZE_JUDGE = ("tests/verdicts/test_toolmaze_abort_judge.py",)
 T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
+# the test that decides each of these: the whole T_STATS ran it last, after two minutes of property tests
+T_CONFIDENCE = ("tests/evaluator/test_stats_edges.py",)
+T_PAIRED_EMPTY = ("tests/evaluator/test_paired_difference.py::test_a_model_with_no_scored_episode_in_a_cell_is_not_compared",)
 T_COMPOSITE = ("tests/evaluator/test_composite_bootstrap.py",)
 T_SUMMARY = ("tests/evaluator/test_summary.py", "tests/evaluator/test_cell_columns.py")
 T_RUNDIR = ("tests/evaluator/test_rundir_dedup.py", "tests/evaluator/test_rundir.py")
@@ -135,7 +138,7 @@ MUTANTS: list[Mutant] = [
            "finite = stats[np.isfinite(stats)]", "finite = stats", T_STATS,
            "resamples where a ratio is undefined poison the interval"),
     Mutant("confidence-bounds-inclusive", STATS, "_check_options",
-           "if not 0.0 < confidence < 1.0:", "if not 0.0 <= confidence <= 1.0:", T_STATS,
+           "if not 0.0 < confidence < 1.0:", "if not 0.0 <= confidence <= 1.0:", T_CONFIDENCE,
            "confidence 1.0 or 0.0 accepted (an interval of everything or of nothing)"),
     Mutant("entered-any-key", STATS, "_spec_columns",
            "np.logical_and.reduce(", "np.logical_or.reduce(", T_STATS,
@@ -153,6 +156,10 @@ MUTANTS: list[Mutant] = [
     Mutant("studentized-p-not-doubled", STATS, "_studentized",
            "p = min(1.0, max(2.0 * min(above, 1.0 - above),", "p = min(1.0, max(min(above, 1.0 - above),",
            T_AGREE, "a one-sided p-value beside a two-sided interval: 'significant' rows whose interval holds 0"),
+    Mutant("tiny-cells-note-rule-fixed", "toolsweep/evaluator/report.py", "tiny_cells_note",
+           "k = min_tasks_for_interval(confidence)", "k = 4",
+           ("tests/evaluator/test_tiny_cells_note.py::test_the_rule_follows_the_confidence",),
+           "the report's note says 4 tasks at any confidence: at 99% it names the wrong rule for a withheld cell"),
     Mutant("tiny-cells-never-withheld", STATS, "min_tasks_for_interval",
            "while k ** (1 - k) >= tail:", "while k ** (1 - k) > 1.0:", T_TINY,
            "a paired interval on two or three tasks is printed and decides a floor mark"),
@@ -180,7 +187,7 @@ MUTANTS: list[Mutant] = [
            "if any(t in _UNSCORED for t in terminations):", "if all(t in _UNSCORED for t in terminations):",
            T_SUMMARY, "read from a part, infrastructure failures enter the metrics unless every row is one"),
     Mutant("summary-paired-one-empty-side", SUMMARY, "CellTable.paired",
-           "if ea.n == 0 or eb.n == 0:", "if ea.n == 0 and eb.n == 0:", T_SUMMARY + T_STATS,
+           "if ea.n == 0 or eb.n == 0:", "if ea.n == 0 and eb.n == 0:", T_PAIRED_EMPTY,
            "a model with no scored episode is compared with one"),
     # ------------------------------------------------------------------ the no-LLM floor and partial cells
     Mutant("floor-zero-difference-above", FLOOR, "judge",
