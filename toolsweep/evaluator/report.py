@@ -84,7 +84,8 @@ def withheld(diff: Mapping[str, Any] | None) -> bool:
     """A paired difference with a value but no interval: it stood on too few tasks for one
     (`stats.min_tasks_for_interval`), so it has no p-value and decides no floor mark either."""
     d = diff or {}
-    return _finite(d.get("value")) is not None and (_finite(d.get("ci_low")) is None or _finite(d.get("ci_high")) is None)
+    no_interval = _finite(d.get("ci_low")) is None or _finite(d.get("ci_high")) is None
+    return _finite(d.get("value")) is not None and no_interval
 
 
 def _tasks_text(diff: Mapping[str, Any] | None) -> str:
@@ -99,7 +100,8 @@ TINY_LISTED = 12
 def tiny_cells_note(names: Sequence[str], confidence: float) -> str:
     """Why the named comparisons show no interval, p-value or floor mark: the rule, said where it applied."""
     k = min_tasks_for_interval(confidence)
-    listed = ", ".join(names[:TINY_LISTED]) + (f" and {len(names) - TINY_LISTED} more" if len(names) > TINY_LISTED else "")
+    more = len(names) - TINY_LISTED
+    listed = ", ".join(names[:TINY_LISTED]) + (f" and {more} more" if more > 0 else "")
     return (f"no interval, p-value or floor mark on {listed}: fewer than {k} tasks, too few for a "
             f"{100 * confidence:g}% interval (a bootstrap over k tasks draws one task k times with probability "
             f"k^(1−k), more than the {50 * (1 - confidence):g}% tail below {k} tasks, so the interval's ends "
