@@ -98,6 +98,24 @@ def test_run_whose_ray_cannot_start_tries_twice_then_exits_5_with_the_cause(tmp_
     assert "did not start in 2 tries" in out.stderr and "Not a directory" in out.stderr
 
 
+def test_an_adaptive_sweep_starts_ray_with_the_start_timeout(tmp_path):
+    """An adaptive sweep (`stop_when`) starts its Ray for all rounds itself: with the config's
+    ray_start_timeout_s, like any run (it used to start it with none: two tries, whatever was set)."""
+    cfg = write_config(tmp_path, {
+        "name": "adaptive-nostart", "seeds": 1, "ray_start_timeout_s": 4,
+        "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"}],
+        "benchmarks": [{"name": "toolmaze", "settings": ["C1-P1-std"], "tasks": {"limit": 2}}],
+        "stop_when": {"ci_half_width": 0.1, "max_rounds": 2, "seeds_per_round": 1, "max_seeds": 2},
+        "mlflow": False, "output_dir": str(tmp_path / "runs")})
+    out = _run_cli(["run", str(cfg), "--no-progress"], _unusable_ray_tmpdir(tmp_path))
+    assert out.returncode == EXIT_RAY_START, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and "Not a directory" in out.stderr
+    assert "of ray_start_timeout_s 4 s spent" in out.stderr, out.stderr[-2000:]
+    # the flag wins over the config, as for a plain run
+    out = _run_cli(["run", str(cfg), "--no-progress", "--ray-start-timeout", "2"], _unusable_ray_tmpdir(tmp_path))
+    assert out.returncode == EXIT_RAY_START and "of ray_start_timeout_s 2 s spent" in out.stderr, out.stderr[-2000:]
+
+
 def fake_model_dir(root: Path) -> Path:
     d = root / "model"
     d.mkdir()
@@ -115,6 +133,17 @@ def test_preflight_whose_ray_cannot_start_exits_5_with_the_cause(tmp_path):
     out = _run_cli(["preflight", str(cfg)], _unusable_ray_tmpdir(tmp_path))
     assert out.returncode == 5, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and "did not start in 2 tries" in out.stderr
+    assert out.stderr.rstrip().splitlines()[-1].startswith("error: the embedded Ray did not start"), out.stderr[-2000:]
+
+
+def test_preflight_waits_as_long_as_the_configs_start_timeout(tmp_path):
+    cfg = write_config(tmp_path, {
+        "name": "pf", "seeds": 1, "ray_start_timeout_s": 3,
+        "models": [{"name": "v", "kind": "vllm", "path": str(fake_model_dir(tmp_path)), "device": "cpu"}],
+        "benchmarks": [{"name": "toolmaze", "settings": ["C1-P1-std"]}], "mlflow": False})
+    out = _run_cli(["preflight", str(cfg)], _unusable_ray_tmpdir(tmp_path))
+    assert out.returncode == 5 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert "of ray_start_timeout_s 3 s spent" in out.stderr, out.stderr[-2000:]
 
 
 def test_preflight_of_a_model_that_is_not_prepared_is_a_message(tmp_path, capsys):

@@ -349,8 +349,9 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def _connect_ray(address: str | None, log: Log, ray_start_timeout_s: float = 0.0) -> bool:
-    """Connect to a cluster or start an embedded one; returns True when this call started Ray."""
+def _connect_ray(address: str | None, log: Log, ray_start_timeout_s: float) -> bool:
+    """Connect to a cluster or start an embedded one (retried while `ray_start_timeout_s` lasts, as every
+    path that starts Ray does: `ray_start`); returns True when this call started Ray."""
     import ray
 
     if ray.is_initialized():
