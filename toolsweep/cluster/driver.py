@@ -1027,11 +1027,9 @@ def _dead_worker_errors() -> tuple[type[BaseException], ...]:
 
 
 def _death_cause(exc: BaseException) -> str:
-    from ray.exceptions import OutOfMemoryError
+    from toolsweep.cluster.scheduler import death_cause
 
-    if isinstance(exc, OutOfMemoryError):
-        return "killed by Ray's memory monitor: the machine ran low on memory"
-    return type(exc).__name__
+    return death_cause(exc)
 
 
 def _kill_quietly(ray: Any, worker: Any) -> None:

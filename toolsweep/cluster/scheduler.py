@@ -31,6 +31,13 @@ from toolsweep.evaluator.encoded import EncodedResult, encode_failure, pack_unit
 from toolsweep.evaluator.types import TerminationReason, WorkUnit
 
 _DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError, OutOfMemoryError)
+
+
+def death_cause(exc: BaseException) -> str:
+    """Why a rollout worker died, as the log and failures.jsonl say it."""
+    if isinstance(exc, OutOfMemoryError):
+        return "killed by Ray's memory monitor: the machine ran low on memory"
+    return type(exc).__name__
 POLL_S = 0.5
 """How long a worker's `collect` waits for a finished episode before answering empty (keeps the
 driver responsive to Ctrl-C and to dead workers)."""
@@ -242,7 +249,7 @@ class Scheduler:
                                 if lease.spare:  # never started: no attempt spent
                                     pending.appendleft((lease.unit, lease.attempts))
                                 else:
-                                    self._retry(lease, pending, stats, f"rollout worker died: {type(exc).__name__}")
+                                    self._retry(lease, pending, stats, f"rollout worker died ({death_cause(exc)})")
                         self._top_up_polls(polls, w)
                         continue
                     self._top_up_polls(polls, w)
@@ -561,7 +568,8 @@ class Scheduler:
             return  # it answers: already replaced, or the failure was of one call only
         except Exception:  # noqa: BLE001
             pass
-        self.log(f"rollout worker {index} died ({type(exc).__name__}); starting a new one, its units are requeued")
+        self.log(f"rollout worker {index} died ({death_cause(exc)}); starting a new one, its running units are "
+                 "run again")
         self.workers[index] = self.make_worker(index)
         if self.warmup_plan:  # as the first workers were: benchmarks built, garbage collector settled
             self.workers[index].warmup.remote(self.warmup_plan)
