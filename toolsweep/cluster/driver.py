@@ -971,8 +971,8 @@ def _start_workers(
         max_attempts=config.max_attempts,
         on_infra_error=lambda model: _rate_limit_budget(_heal(runtime, [model, *(h.name for h in config.helpers)]),
                                                         config.outage_budget_s),
-        wait_endpoint=lambda model: _wait_for_endpoints(
-            runtime, [model, *(h.name for h in config.helpers)], config.outage_budget_s, log),
+        wait_endpoint=lambda model, on_down: _wait_for_endpoints(
+            runtime, [model, *(h.name for h in config.helpers)], config.outage_budget_s, log, on_down),
         log=log,
     )
     plan = todo.settings_by_benchmark()
@@ -1048,9 +1048,12 @@ def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:
     return endpoints
 
 
-def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Log) -> Any:
-    """After an infra_error: probe the HTTP endpoints of the unit's model and of its helpers until each
-    answers or the outage budget runs out (`endpoint_health`); the worst verdict decides."""
+def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Log,
+                        on_down: Callable[[], Any] | None = None) -> Any:
+    """After an infra_error (or a request that found nothing answering): probe the HTTP endpoints of the
+    unit's model and of its helpers until each answers or the outage budget runs out (`endpoint_health`);
+    the worst verdict decides. `on_down()` is called when one does not answer (the scheduler then stops
+    the model's running episodes)."""
     from toolsweep.cluster.endpoint_health import probe_http, wait_for_endpoint
 
     verdicts = []
@@ -1064,12 +1067,18 @@ def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: L
         where = ", ".join(urls)
         verdicts.append(wait_for_endpoint(
             lambda urls=urls, key=key: probe_http(urls, key), budget_s, where=f"{name} at {where}",
-            on_down=lambda error, name=name: log(
+            on_down=lambda error, name=name: _on_down(log, on_down,
                 f"model {name}: its endpoint does not answer ({error[:200]}); its units wait (no attempt "
                 f"spent) while it is probed, for up to {budget_s:.0f} s (outage_budget_s)"),
         ))
     order = {"exhausted": 0, "recovered": 1, "up": 2}
     return min(verdicts, key=lambda v: order[v.state]) if verdicts else None
+
+
+def _on_down(log: Log, on_down: Callable[[], Any] | None, line: str) -> None:
+    log(line)
+    if on_down is not None:
+        on_down()
 
 
 def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:

@@ -159,7 +159,7 @@ class Scheduler:
         spares_per_worker: int = 0,
         max_attempts: int = 3,
         on_infra_error: Callable[[str], dict[str, Any] | None] | None = None,
-        wait_endpoint: Callable[[str], OutageVerdict | None] | None = None,
+        wait_endpoint: Callable[[str, Callable[[], None]], OutageVerdict | None] | None = None,
         progress: Any = None,
         log: Callable[[str], None] = print,
     ) -> None:
@@ -187,6 +187,10 @@ class Scheduler:
         # a model whose endpoint is down never stops the draw of other models' units (`_lease`)
         self._held: dict[str, deque[tuple[WorkUnit, int]]] = {}
         self._abandoned: dict[str, str] = {}  # model -> why its units are given up (an outage past its budget)
+        # models whose check found their endpoint down (set from the check's thread): their running
+        # episodes are stopped at the workers and wait with the model's other units (`_park_running`)
+        self._down: set[str] = set()
+        self._parked_running: Counter = Counter()  # model -> running episodes stopped during its outage
 
     def _pick_worker(self, load: list[int]) -> int | None:
         """The least loaded worker (the first of equals), if it has a free slot."""
@@ -220,6 +224,7 @@ class Scheduler:
                         self._record(finished, stats, start)
                     break
                 self._finish_heals(pending, stats)
+                self._park_running(in_flight, slots)
                 pending = self._lease(pending, in_flight, slots)
                 self._heartbeat(in_flight, stats)
                 # Record only after the freed slots are leased again: the workers never wait on
@@ -253,6 +258,8 @@ class Scheduler:
                         self._top_up_polls(polls, w)
                         continue
                     self._top_up_polls(polls, w)
+                    for model in getattr(raw, "unreachable", ()):
+                        self._on_unreachable(model, pending, in_flight, slots)
                     for result in raw:  # EncodedResult: the row as the worker encoded it
                         if result.started is not None:  # a spare took this episode's slot at the worker
                             unit_id = result.started.rpartition("@")[0]
@@ -335,6 +342,41 @@ class Scheduler:
         else:
             self._retry(lease, pending, stats, reason, result)
 
+    def _on_unreachable(self, model: str, pending: deque[tuple[WorkUnit, int]], in_flight: dict[str, _Lease],
+                        slots: _Slots) -> None:
+        """A request of `model` found nothing answering (its retries still run): check the model now, as
+        after a failed unit, so that if its endpoint is down its episodes give back their slots at once."""
+        if (self.per_model and model not in self.per_model) or model in self._abandoned:
+            return  # a helper (its users' units fail and are checked as usual), or given up already
+        if self._start_heal(model):
+            self._take_back(pending, in_flight, slots, lambda ls: ls.unit.model == model)
+
+    def _park_running(self, in_flight: dict[str, _Lease], slots: _Slots) -> None:
+        """The running episodes of a model whose endpoint was found down stop at their workers (`park`) and
+        wait with the model's other units, no attempt spent: their slots go to other models until the
+        endpoint answers (else each held its slot until its own retries ran out)."""
+        while self._down:
+            model = self._down.pop()
+            if model not in self._healing:
+                continue  # its check ended meanwhile
+            stopped = 0
+            for w in sorted({lease.worker for lease in in_flight.values() if lease.unit.model == model}):
+                try:
+                    unit_ids = ray.get(self.workers[w].park.remote(model), timeout=TAKE_BACK_S)
+                except Exception:  # noqa: BLE001 - dead or stuck: its units come back with its death, or fail
+                    continue
+                for unit_id in unit_ids:
+                    lease = in_flight.get(unit_id)
+                    if lease is None or lease.worker != w:
+                        continue
+                    slots.release(unit_id, in_flight.pop(unit_id))
+                    self._held.setdefault(model, deque()).append((lease.unit, lease.attempts))
+                    stopped += 1
+            if stopped:
+                self._parked_running[model] += stopped
+                self.log(f"model {model}: its endpoint is down; {stopped} of its running episodes stop and wait "
+                         "with its other units (no attempt spent), their slots go to other models")
+
     def _start_heal(self, model: str) -> bool:
         """Check (and restart) the model's replicas and probe its endpoint in the background, once at a
         time per model; True if a check started (its spares then come back from the workers, to wait
@@ -348,7 +390,7 @@ class Scheduler:
 
     def _check_model(self, model: str) -> tuple[dict[str, Any] | None, OutageVerdict | None]:
         endpoints = self.on_infra_error(model) if self.on_infra_error is not None else None
-        verdict = self.wait_endpoint(model) if self.wait_endpoint is not None else None
+        verdict = self.wait_endpoint(model, lambda: self._down.add(model)) if self.wait_endpoint is not None else None
         return endpoints, verdict
 
     def _finish_heals(self, pending: deque[tuple[WorkUnit, int]], stats: SchedulerStats) -> None:
@@ -372,9 +414,11 @@ class Scheduler:
             if endpoints:
                 for worker in self.workers:
                     worker.update_endpoints.remote(endpoints)
+            stopped = self._parked_running.pop(model, 0)
             if verdict is not None and verdict.state == "recovered":
                 line = (f"model {model}: its endpoint ({verdict.where}) was down for {verdict.outage_s:.0f} s and "
-                        f"answers again; {len(parked)} units that failed meanwhile resume with no attempt spent")
+                        f"answers again; {len(parked) + stopped} units that failed or were stopped meanwhile resume "
+                        "with no attempt spent")
                 self.log(line)
                 stats.outages.append(line)
                 for lease, _ in reversed(parked):
