@@ -5,7 +5,7 @@ that stops listening for `--down` seconds once it has answered a few requests, a
 benchmark's scripted `oracle`. The table counts each model's episodes by their `finished_at`, in 5-s
 bins from the moment the endpoint went down; the oracle should keep finishing while `served` is down.
 
-    python bench/outage_timeline.py [--tasks 200 --down 45 --step-delay 0.3]
+    python bench/outage_timeline.py [--tasks 200 --down 45 --step-delay 0.3 --max-retries 1]
 
 Measured with the defaults (2 cores shared, load ~10): before units of the model under check waited
 outside the lease look-ahead, the oracle finished 7, 8, 8, 4, then 0 per 5 s for the last 25 s of the
@@ -50,6 +50,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=200, help="units per model (one seed)")
     ap.add_argument("--down", type=float, default=45.0, help="seconds the endpoint refuses connections")
     ap.add_argument("--step-delay", type=float, default=0.3, help="seconds per environment step")
+    ap.add_argument("--max-retries", type=int, default=1,
+                    help="the served model's client retries (7: each request retries for 31-63 s, longer "
+                         "than the outage, so its running episodes would hold their slots throughout)")
     args = ap.parse_args()
 
     from models_fake_server import FakeOpenAIServer
@@ -77,7 +80,7 @@ def main() -> None:
         cfg = SweepConfig.model_validate({
             "name": "outage-timeline", "seeds": 1,
             "models": [{"name": "served", "kind": "openai", "base_url": server.base_url, "model": "m",
-                        "max_retries": 1},
+                        "max_retries": args.max_retries},
                        {"name": "oracle", "kind": "scripted", "policy": "oracle"}],
             "benchmarks": [{"name": "fake", "options": {"n_tasks": args.tasks, "delay_s": args.step_delay},
                             "settings": ["small"]}],

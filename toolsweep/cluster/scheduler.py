@@ -4,8 +4,10 @@ Bounded in-flight units per worker and per model (so every model replica sees la
 batches without drowning), requeue of the units of a dead worker, `infra_error` and `timeout` (a
 wall-clock expiry) retried up to `max_attempts` and never recorded as a result, a stop at the first
 `config_error` (the endpoint refuses the configuration), a progress bar, and a clean stop on Ctrl-C.
-After an `infra_error` the model's replicas are checked and restarted off the scheduling loop (a
-vLLM restart takes about a minute): that model's units wait, every other model keeps running.
+After an `infra_error` (or a worker's report that a request found nothing answering) the model's
+replicas are checked and restarted off the scheduling loop (a vLLM restart takes about a minute): that
+model's units wait, and once its endpoint is found down its running episodes stop and wait too, so
+every other model keeps running in all the slots.
 Units go out in one `submit` call per worker and come back through one long-polling `collect`
 per worker: an actor call per episode cost a measurable share of the sweep (bench/scheduler.py).
 No benchmark name appears here.
@@ -203,6 +205,8 @@ class Scheduler:
         what is in flight and waiting."""
         stats = self._stats = SchedulerStats()
         start = time.monotonic()
+        self._down.clear()  # a verdict of an earlier run (a wave before) stops nothing in this one
+        self._parked_running.clear()
         self._source: Iterator[WorkUnit] | None = iter(units)
         pending: deque[tuple[WorkUnit, int]] = deque()  # retries, and units passed over for a capped model
         in_flight: dict[str, _Lease] = {}
