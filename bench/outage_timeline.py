@@ -91,7 +91,11 @@ def main() -> None:
         })
         import ray
 
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        from toolsweep.cluster.ray_start import start_embedded_ray
+
+        # a busy machine's Ray start can time out (Ray waits 30 s for its raylet): retried for 120 s
+        start_embedded_ray(120, print, init=lambda: ray.init(
+            address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False))
         try:
             out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": "fake_bench:FakeBench"},
                             log=lambda line: None)
