@@ -343,7 +343,10 @@ class OpenAIClient:
                 break
             if failure.cause == "unreachable" and attempt == 0:
                 for listener in _UNREACHABLE_LISTENER:
-                    listener(self.endpoint.name)
+                    try:
+                        listener(self.endpoint.name)
+                    except Exception:  # noqa: BLE001 - a report that failed never fails the request
+                        pass
             if failure.cause == "slow":
                 hung += 1
                 if hung > 1:  # a request that hung twice will hang again: bound the cost at 2 x timeout_s
