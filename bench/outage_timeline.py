@@ -10,6 +10,11 @@ bins from the moment the endpoint went down; the oracle should keep finishing wh
 Measured with the defaults (2 cores shared, load ~10): before units of the model under check waited
 outside the lease look-ahead, the oracle finished 7, 8, 8, 4, then 0 per 5 s for the last 25 s of the
 outage (27 units); after, 6-8 per 5 s throughout (69 units).
+
+With `--tasks 120 --down 30 --step-delay 0.1 --max-retries 7` (the served model's requests retry
+longer than the outage; load 22-28): before a down model's running episodes gave back their slots, the
+oracle finished 9 units in the first 5 s, then none for 25 s (9 of 118 while `served` was down); after,
+24, 25, 24, 25, 20 per 5 s (118 of 118, all done 5 s before the endpoint came back).
 """
 
 from __future__ import annotations
