@@ -164,7 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [bench_dir, str(REPO), os.environ.get("PYTHONPATH")]))
     import ray
 
-    ray.init(address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    from toolsweep.cluster.ray_start import start_embedded_ray
+
+    # a busy machine's Ray start can time out (Ray waits 30 s for its raylet): retried for 120 s
+    start_embedded_ray(120, print, init=lambda: ray.init(
+        address="local", include_dashboard=False, logging_level="ERROR", log_to_driver=False))
     try:
         with tempfile.TemporaryDirectory() as work:
             t0 = time.perf_counter()

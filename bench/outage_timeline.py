@@ -5,11 +5,16 @@ that stops listening for `--down` seconds once it has answered a few requests, a
 benchmark's scripted `oracle`. The table counts each model's episodes by their `finished_at`, in 5-s
 bins from the moment the endpoint went down; the oracle should keep finishing while `served` is down.
 
-    python bench/outage_timeline.py [--tasks 200 --down 45 --step-delay 0.3]
+    python bench/outage_timeline.py [--tasks 200 --down 45 --step-delay 0.3 --max-retries 1]
 
 Measured with the defaults (2 cores shared, load ~10): before units of the model under check waited
 outside the lease look-ahead, the oracle finished 7, 8, 8, 4, then 0 per 5 s for the last 25 s of the
 outage (27 units); after, 6-8 per 5 s throughout (69 units).
+
+With `--tasks 120 --down 30 --step-delay 0.1 --max-retries 7` (the served model's requests retry
+longer than the outage; load 22-28): before a down model's running episodes gave back their slots, the
+oracle finished 9 units in the first 5 s, then none for 25 s (9 of 118 while `served` was down); after,
+24, 25, 24, 25, 20 per 5 s (118 of 118, all done 5 s before the endpoint came back).
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=200, help="units per model (one seed)")
     ap.add_argument("--down", type=float, default=45.0, help="seconds the endpoint refuses connections")
     ap.add_argument("--step-delay", type=float, default=0.3, help="seconds per environment step")
+    ap.add_argument("--max-retries", type=int, default=1,
+                    help="the served model's client retries (7: each request retries for 31-63 s, longer "
+                         "than the outage, so its running episodes would hold their slots throughout)")
     args = ap.parse_args()
 
     from models_fake_server import FakeOpenAIServer
@@ -77,7 +85,7 @@ def main() -> None:
         cfg = SweepConfig.model_validate({
             "name": "outage-timeline", "seeds": 1,
             "models": [{"name": "served", "kind": "openai", "base_url": server.base_url, "model": "m",
-                        "max_retries": 1},
+                        "max_retries": args.max_retries},
                        {"name": "oracle", "kind": "scripted", "policy": "oracle"}],
             "benchmarks": [{"name": "fake", "options": {"n_tasks": args.tasks, "delay_s": args.step_delay},
                             "settings": ["small"]}],
@@ -88,7 +96,11 @@ def main() -> None:
         })
         import ray
 
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        from toolsweep.cluster.ray_start import start_embedded_ray
+
+        # a busy machine's Ray start can time out (Ray waits 30 s for its raylet): retried for 120 s
+        start_embedded_ray(120, print, init=lambda: ray.init(
+            address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False))
         try:
             out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": "fake_bench:FakeBench"},
                             log=lambda line: None)

@@ -140,7 +140,11 @@ def main() -> None:
     from toolsweep.evaluator.registry import register_benchmark
 
     register_benchmark("latency", EXTRA["latency"])
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    from toolsweep.cluster.ray_start import start_embedded_ray
+
+    # a busy machine's Ray start can time out (Ray waits 30 s for its raylet): retried for 120 s
+    start_embedded_ray(120, print, init=lambda: ray.init(
+        address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False))
     with tempfile.TemporaryDirectory() as tmp:
         print(f"scheduler efficiency: N={args.episodes} episodes x T={args.turns} turns, L={args.latency*1000:.0f} ms per call")
         print("  sweep s = first lease to last result (workers warmed up); total s = the whole run_sweep call,")

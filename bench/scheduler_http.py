@@ -182,7 +182,11 @@ def main() -> None:
             rate, ms = uvloop.run(server_capacity(url, k, 4.0))
             print(f"  K={k:<5} {rate:8.0f} calls/s  (ideal {k / args.latency:8.0f}, {rate * args.latency / k:.3f} of it); "
                   f"server CPU {ms:.3f} ms/call")
-        ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        from toolsweep.cluster.ray_start import start_embedded_ray
+
+        # a busy machine's Ray start can time out (Ray waits 30 s for its raylet): retried for 120 s
+        start_embedded_ray(120, print, init=lambda: ray.init(
+            address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False))
         n, t, lat = args.episodes, args.turns, args.latency
         print(f"\nsweep: N={n} episodes x T={t} turns, L={lat * 1000:.0f} ms, {args.workers} rollout workers")
         print(f"{'path':<8}{'K':>6}{'ideal s':>9}{'sweep s':>9}{'ideal/act':>10}{'calls/s':>9}"

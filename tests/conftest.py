@@ -68,8 +68,11 @@ def ray_local():
     joins, and then refuses num_cpus: "When connecting to an existing cluster ...")."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    from toolsweep.cluster.ray_start import start_embedded_ray
+
+    if not ray.is_initialized():  # retried for 120 s: on a busy machine Ray's own 30-s start-up wait can pass
+        start_embedded_ray(120, lambda line: None, init=lambda: ray.init(
+            address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False))
     yield ray
 
 

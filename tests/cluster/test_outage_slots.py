@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
 from conftest import FAKE_TARGET  # noqa: E402
@@ -67,3 +69,48 @@ def test_the_other_model_finishes_its_units_while_one_endpoint_is_down(ray_local
     assert before + during == N_TASKS, (before, during, lines)
     assert during > 0
     assert any("was down for" in line for line in lines), lines
+
+
+LONG_TASKS = 60
+LONG_DOWN_S = 20.0
+
+
+@pytest.mark.slow  # a 20-s outage in a sweep of 120 units (~50 s under load)
+def test_running_episodes_of_a_down_model_give_back_their_slots(ray_local, tmp_path):
+    """The served model's client retries for at least 31 s (max_retries 7), longer than the 20-s outage:
+    its episodes running when the endpoint goes down used to keep their slots through the whole outage
+    (and the oracle, sharing the 4 slots, stalled). Now the first refused request has the endpoint
+    probed, and once it is found down those episodes stop at the worker and wait with the model's
+    other units, no attempt spent: the oracle finishes all its units before the endpoint is back."""
+    lines: list[str] = []
+    window: dict[str, float] = {}
+    with FakeOpenAIServer(delay_s=0.05) as server:
+        server.default = adder
+
+        def outage() -> None:
+            while len(server.requests) < 6:
+                time.sleep(0.01)
+            server.go_down()
+            window["down"] = time.time()
+            time.sleep(LONG_DOWN_S)
+            window["up"] = time.time()
+            server.come_back()
+
+        thread = threading.Thread(target=outage, daemon=True)
+        thread.start()
+        data = two_models(tmp_path, server.base_url).model_dump(mode="json")
+        data["models"][0]["max_retries"] = 7
+        data["benchmarks"][0]["options"] = {"n_tasks": LONG_TASKS, "delay_s": 0.1}
+        cfg = SweepConfig.model_validate(data)
+        out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lines.append)
+        thread.join()
+    assert out.done == 2 * LONG_TASKS and out.gave_up == 0, lines
+    rows = RunDirectory(cfg.run_path()).read_table(["model", "finished_at", "attempts"]).to_pylist()
+    oracle = [r["finished_at"] for r in rows if r["model"] == "oracle"]
+    before = sum(t < window["down"] for t in oracle)
+    during = sum(window["down"] <= t < window["up"] for t in oracle)
+    assert before < LONG_TASKS // 2, (before, lines)  # most of the oracle's work fell in the outage
+    assert before + during == LONG_TASKS, (before, during, [l for l in lines if "model served" in l])
+    assert any("of its running episodes stop and wait" in line for line in lines), lines
+    # the stopped episodes ran again with no attempt spent
+    assert all(r["attempts"] == 1 for r in rows if r["model"] == "served"), lines

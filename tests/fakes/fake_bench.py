@@ -33,9 +33,27 @@ ADD_TOOL = {
 }
 
 
+_HOARD: list[bytearray] = []  # what `grow_until_killed` holds, for as long as the process lives
+
+
+def grow_until_killed(marker: str, limit_mb: int) -> None:
+    """Once per marker file (the first caller creates it), grow this process's memory by 100 MB every
+    50 ms until Ray's memory monitor kills it (the test sets a low `RAY_memory_usage_threshold`); a
+    process still alive past `limit_mb` raises, so a monitor that never acted fails the test loudly."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    for _ in range(limit_mb // 100):
+        _HOARD.append(bytearray(100 * 1024 * 1024))  # zero-filled: every page is really used
+        time.sleep(0.05)
+    raise RuntimeError(f"grew by {limit_mb} MB and Ray's memory monitor never killed this process")
+
+
 class FakeEnv:
-    def __init__(self, a: int, b: int, delay_s: float, fail: bool) -> None:
-        self.a, self.b, self.delay_s, self.fail = a, b, delay_s, fail
+    def __init__(self, a: int, b: int, delay_s: float, fail: bool, hog: tuple[str, int] | None = None) -> None:
+        self.a, self.b, self.delay_s, self.fail, self.hog = a, b, delay_s, fail, hog
         self.correct = 0.0
         self.calls = 0
         self.turns = 0
@@ -50,6 +68,8 @@ class FakeEnv:
     def step(self, reply: Message) -> Observation:
         if self.delay_s:
             time.sleep(self.delay_s)
+        if self.hog is not None:
+            grow_until_killed(*self.hog)
         if self.fail:
             raise RuntimeError("simulated environment failure")
         self.turns += 1
@@ -114,6 +134,12 @@ class FakeBench(Benchmark):
         # a rollout worker building this is hit once by Ray's memory monitor, as the driver sees it
         oom_once_marker: str | None = None
         build_delay_s: float = 0.0  # a rollout worker takes this long to build the benchmark (its warm-up)
+        # a real memory-monitor kill: the rollout worker that builds this (hog_when "build") or plays
+        # `hog_task` (hog_when "episode") grows until Ray kills it, once (the marker file says it did)
+        hog_once_marker: str | None = None
+        hog_when: str = "episode"
+        hog_task: str = "t0"
+        hog_limit_mb: int = 6000
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -129,6 +155,8 @@ class FakeBench(Benchmark):
 
             open(marker, "w").close()
             raise OutOfMemoryError("Task was killed due to the node running low on memory (memory monitor)")
+        if self.options.hog_once_marker and self.options.hog_when == "build" and _in_ray_actor():
+            grow_until_killed(self.options.hog_once_marker, self.options.hog_limit_mb)
 
     def settings(self) -> dict[str, dict[str, Any]]:
         return {"small": {"max": 5}, "large": {"max": 10}}
@@ -139,7 +167,11 @@ class FakeBench(Benchmark):
     def make_env(self, task_id: str, setting: str, seed: int) -> FakeEnv:
         rng = random.Random(stable_seed(task_id, setting, seed))
         hi = self.settings()[setting]["max"]
-        return FakeEnv(rng.randint(0, hi), rng.randint(0, hi), self.options.delay_s, task_id in self.options.fail_tasks)
+        hog = None
+        if self.options.hog_once_marker and self.options.hog_when == "episode" and task_id == self.options.hog_task:
+            hog = (self.options.hog_once_marker, self.options.hog_limit_mb)
+        return FakeEnv(rng.randint(0, hi), rng.randint(0, hi), self.options.delay_s, task_id in self.options.fail_tasks,
+                       hog)
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
         return [

@@ -27,6 +27,7 @@ from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.protocols import EndpointConfigError, InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
+from toolsweep.models.client import on_unreachable
 from toolsweep.models.factory import build_helpers, build_policy
 from toolsweep.models.secrets import Secrets
 
@@ -121,6 +122,9 @@ class RolloutWorker:
         self._unpack = UnitUnpacker()
         self._spares: dict[str, dict[str, WorkUnit]] = {}  # model -> its spares by lease token, oldest first
         self._promoted_early: dict[str, None] = {}  # tokens promoted before their `submit` arrived (or after they started)
+        self._running: dict[str, tuple[str, asyncio.Task]] = {}  # unit id -> (model, its episode's task)
+        self._unreachable: set[str] = set()  # models whose endpoint a request found silent since `collect`
+        on_unreachable(self._note_unreachable)
 
     async def _benchmark(self, name: str):
         # The first build of a benchmark can take seconds (a world, a dataset): do it once, off the
@@ -185,7 +189,29 @@ class RolloutWorker:
     def _start(self, unit: WorkUnit) -> None:
         task = asyncio.get_running_loop().create_task(self._run_and_keep(unit))
         self._tasks.add(task)
+        self._running[unit.unit_id] = (unit.model, task)
         task.add_done_callback(self._tasks.discard)
+
+    def _note_unreachable(self, name: str) -> None:
+        """A request of this model found nothing answering: the next `collect` says so (now, if one waits)."""
+        if name in self.models and name not in self._unreachable:
+            self._unreachable.add(name)
+            self._wake_collectors()
+
+    def _wake_collectors(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.pop()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def park(self, model: str) -> list[str]:
+        """Stop the running episodes of `model`, whose endpoint the driver found down: they would only
+        fail after their retries, holding their slots meanwhile. Returns their unit ids; none of them
+        sends a result, and the driver runs them again (no attempt spent) once the endpoint answers."""
+        stopped = [unit_id for unit_id, (m, _) in self._running.items() if m == model]
+        for unit_id in stopped:
+            self._running.pop(unit_id)[1].cancel()
+        return stopped
 
     def _start_spare_of(self, model: str) -> str | None:
         """Start the oldest spare of `model`, if there is one, in the slot an episode of it just freed;
@@ -224,17 +250,21 @@ class RolloutWorker:
 
     async def _run_and_keep(self, unit: WorkUnit) -> None:
         row = EpisodeRow(unit)
-        result = await self.run(unit, row)
+        try:
+            result = await self.run(unit, row)
+        except asyncio.CancelledError:
+            return  # parked (`park`): the driver runs it again; or the actor is going away
+        finally:
+            entry = self._running.get(unit.unit_id)
+            if entry is not None and entry[1] is asyncio.current_task():
+                del self._running[unit.unit_id]
         # A slot freed by infrastructure (a dead replica, an expiry) goes back to the driver, which checks
         # the model first: a spare started there would most likely fail the same way.
         started = None if result.termination in _NOT_THE_MODELS else self._start_spare_of(unit.model)
         encoded = _encode(result, row)
         encoded.started = started
         self._done.append(encoded)
-        while self._waiters:
-            waiter = self._waiters.pop()
-            if not waiter.done():
-                waiter.set_result(None)
+        self._wake_collectors()
 
     async def collect(self, timeout_s: float = 0.5) -> EncodedBatch:
         """Finished results (each with its run-directory row encoded) since the last call; waits up to `timeout_s` for
@@ -247,7 +277,7 @@ class RolloutWorker:
         four hops from a result to Ray sending the answer where this takes two (bench/scheduler.py)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while not self._done:
+        while not self._done and not self._unreachable:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
@@ -261,6 +291,9 @@ class RolloutWorker:
                 if waiter in self._waiters:  # timed out or cancelled: not left behind for a result to pop
                     self._waiters.remove(waiter)
         done, self._done = self._done, EncodedBatch()
+        if self._unreachable:
+            done.unreachable = tuple(sorted(self._unreachable))
+            self._unreachable.clear()
         return done
 
     async def run(self, unit: WorkUnit, row: EpisodeRow | None = None) -> EpisodeResult:

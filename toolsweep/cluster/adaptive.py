@@ -319,7 +319,7 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
             if "started_ray" not in last:
                 # one Ray for every round: each run_sweep finds it connected and leaves it up (an embedded
                 # Ray started and stopped once a round hung in its GCS client on a busy machine)
-                last["started_ray"] = _connect_ray(config.ray_address, log)
+                last["started_ray"] = _connect_ray(config.ray_address, log, config.ray_start_timeout_s)
             outcome = run_sweep(cfg, progress=progress, log=log, extra_benchmarks=extra_benchmarks)
             last["outcome"] = outcome
             if outcome.interrupted or outcome.gave_up:

@@ -349,8 +349,9 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         ) from None
 
 
-def _connect_ray(address: str | None, log: Log, ray_start_timeout_s: float = 0.0) -> bool:
-    """Connect to a cluster or start an embedded one; returns True when this call started Ray."""
+def _connect_ray(address: str | None, log: Log, ray_start_timeout_s: float) -> bool:
+    """Connect to a cluster or start an embedded one (retried while `ray_start_timeout_s` lasts, as every
+    path that starts Ray does: `ray_start`); returns True when this call started Ray."""
     import ray
 
     if ray.is_initialized():
@@ -970,8 +971,8 @@ def _start_workers(
         max_attempts=config.max_attempts,
         on_infra_error=lambda model: _rate_limit_budget(_heal(runtime, [model, *(h.name for h in config.helpers)]),
                                                         config.outage_budget_s),
-        wait_endpoint=lambda model: _wait_for_endpoints(
-            runtime, [model, *(h.name for h in config.helpers)], config.outage_budget_s, log),
+        wait_endpoint=lambda model, on_down: _wait_for_endpoints(
+            runtime, [model, *(h.name for h in config.helpers)], config.outage_budget_s, log, on_down),
         log=log,
     )
     plan = todo.settings_by_benchmark()
@@ -1026,11 +1027,9 @@ def _dead_worker_errors() -> tuple[type[BaseException], ...]:
 
 
 def _death_cause(exc: BaseException) -> str:
-    from ray.exceptions import OutOfMemoryError
+    from toolsweep.cluster.scheduler import death_cause
 
-    if isinstance(exc, OutOfMemoryError):
-        return "killed by Ray's memory monitor: the machine ran low on memory"
-    return type(exc).__name__
+    return death_cause(exc)
 
 
 def _kill_quietly(ray: Any, worker: Any) -> None:
@@ -1049,9 +1048,12 @@ def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:
     return endpoints
 
 
-def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Log) -> Any:
-    """After an infra_error: probe the HTTP endpoints of the unit's model and of its helpers until each
-    answers or the outage budget runs out (`endpoint_health`); the worst verdict decides."""
+def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Log,
+                        on_down: Callable[[], Any] | None = None) -> Any:
+    """After an infra_error (or a request that found nothing answering): probe the HTTP endpoints of the
+    unit's model and of its helpers until each answers or the outage budget runs out (`endpoint_health`);
+    the worst verdict decides. `on_down()` is called when one does not answer (the scheduler then stops
+    the model's running episodes)."""
     from toolsweep.cluster.endpoint_health import probe_http, wait_for_endpoint
 
     verdicts = []
@@ -1065,12 +1067,18 @@ def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: L
         where = ", ".join(urls)
         verdicts.append(wait_for_endpoint(
             lambda urls=urls, key=key: probe_http(urls, key), budget_s, where=f"{name} at {where}",
-            on_down=lambda error, name=name: log(
+            on_down=lambda error, name=name: _on_down(log, on_down,
                 f"model {name}: its endpoint does not answer ({error[:200]}); its units wait (no attempt "
                 f"spent) while it is probed, for up to {budget_s:.0f} s (outage_budget_s)"),
         ))
     order = {"exhausted": 0, "recovered": 1, "up": 2}
     return min(verdicts, key=lambda v: order[v.state]) if verdicts else None
+
+
+def _on_down(log: Log, on_down: Callable[[], Any] | None, line: str) -> None:
+    log(line)
+    if on_down is not None:
+        on_down()
 
 
 def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:

@@ -449,9 +449,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-settings", type=int, default=3, help="settings probed per benchmark (default 3)")
     parser.add_argument("--address", help="Ray cluster address for vLLM models (default: embedded Ray)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--ray-start-timeout", type=float, default=0.0, metavar="SECONDS",
+    parser.add_argument("--ray-start-timeout", type=float, default=None, metavar="SECONDS",
                         help="an embedded Ray that fails to start is started again once, and again while SECONDS "
-                             "have not passed since the first try (default 0: one retry)")
+                             "have not passed since the first try (default: the config's ray_start_timeout_s, "
+                             "0 = one retry)")
     parser.add_argument("--probe-timeout", type=float, default=120.0,
                         help="seconds each probe may take (default 120); the whole check takes at most about twice that")
     args = parser.parse_args(argv)
@@ -477,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if any(getattr(m, "kind", "") == "vllm" for m in models):
-        failed = _start_ray(args.address, args.ray_start_timeout)
+        timeout_s = config.ray_start_timeout_s if args.ray_start_timeout is None else args.ray_start_timeout
+        failed = _start_ray(args.address, timeout_s)
         if failed is not None:
             print(f"error: {failed}", file=sys.stderr)
             return 5

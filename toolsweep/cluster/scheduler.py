@@ -4,8 +4,10 @@ Bounded in-flight units per worker and per model (so every model replica sees la
 batches without drowning), requeue of the units of a dead worker, `infra_error` and `timeout` (a
 wall-clock expiry) retried up to `max_attempts` and never recorded as a result, a stop at the first
 `config_error` (the endpoint refuses the configuration), a progress bar, and a clean stop on Ctrl-C.
-After an `infra_error` the model's replicas are checked and restarted off the scheduling loop (a
-vLLM restart takes about a minute): that model's units wait, every other model keeps running.
+After an `infra_error` (or a worker's report that a request found nothing answering) the model's
+replicas are checked and restarted off the scheduling loop (a vLLM restart takes about a minute): that
+model's units wait, and once its endpoint is found down its running episodes stop and wait too, so
+every other model keeps running in all the slots.
 Units go out in one `submit` call per worker and come back through one long-polling `collect`
 per worker: an actor call per episode cost a measurable share of the sweep (bench/scheduler.py).
 No benchmark name appears here.
@@ -31,6 +33,13 @@ from toolsweep.evaluator.encoded import EncodedResult, encode_failure, pack_unit
 from toolsweep.evaluator.types import TerminationReason, WorkUnit
 
 _DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError, OutOfMemoryError)
+
+
+def death_cause(exc: BaseException) -> str:
+    """Why a rollout worker died, as the log and failures.jsonl say it."""
+    if isinstance(exc, OutOfMemoryError):
+        return "killed by Ray's memory monitor: the machine ran low on memory"
+    return type(exc).__name__
 POLL_S = 0.5
 """How long a worker's `collect` waits for a finished episode before answering empty (keeps the
 driver responsive to Ctrl-C and to dead workers)."""
@@ -152,7 +161,7 @@ class Scheduler:
         spares_per_worker: int = 0,
         max_attempts: int = 3,
         on_infra_error: Callable[[str], dict[str, Any] | None] | None = None,
-        wait_endpoint: Callable[[str], OutageVerdict | None] | None = None,
+        wait_endpoint: Callable[[str, Callable[[], None]], OutageVerdict | None] | None = None,
         progress: Any = None,
         log: Callable[[str], None] = print,
     ) -> None:
@@ -180,6 +189,10 @@ class Scheduler:
         # a model whose endpoint is down never stops the draw of other models' units (`_lease`)
         self._held: dict[str, deque[tuple[WorkUnit, int]]] = {}
         self._abandoned: dict[str, str] = {}  # model -> why its units are given up (an outage past its budget)
+        # models whose check found their endpoint down (set from the check's thread): their running
+        # episodes are stopped at the workers and wait with the model's other units (`_park_running`)
+        self._down: set[str] = set()
+        self._parked_running: Counter = Counter()  # model -> running episodes stopped during its outage
 
     def _pick_worker(self, load: list[int]) -> int | None:
         """The least loaded worker (the first of equals), if it has a free slot."""
@@ -192,6 +205,8 @@ class Scheduler:
         what is in flight and waiting."""
         stats = self._stats = SchedulerStats()
         start = time.monotonic()
+        self._down.clear()  # a verdict of an earlier run (a wave before) stops nothing in this one
+        self._parked_running.clear()
         self._source: Iterator[WorkUnit] | None = iter(units)
         pending: deque[tuple[WorkUnit, int]] = deque()  # retries, and units passed over for a capped model
         in_flight: dict[str, _Lease] = {}
@@ -213,6 +228,7 @@ class Scheduler:
                         self._record(finished, stats, start)
                     break
                 self._finish_heals(pending, stats)
+                self._park_running(in_flight, slots)
                 pending = self._lease(pending, in_flight, slots)
                 self._heartbeat(in_flight, stats)
                 # Record only after the freed slots are leased again: the workers never wait on
@@ -242,10 +258,12 @@ class Scheduler:
                                 if lease.spare:  # never started: no attempt spent
                                     pending.appendleft((lease.unit, lease.attempts))
                                 else:
-                                    self._retry(lease, pending, stats, f"rollout worker died: {type(exc).__name__}")
+                                    self._retry(lease, pending, stats, f"rollout worker died ({death_cause(exc)})")
                         self._top_up_polls(polls, w)
                         continue
                     self._top_up_polls(polls, w)
+                    for model in getattr(raw, "unreachable", ()):
+                        self._on_unreachable(model, pending, in_flight, slots)
                     for result in raw:  # EncodedResult: the row as the worker encoded it
                         if result.started is not None:  # a spare took this episode's slot at the worker
                             unit_id = result.started.rpartition("@")[0]
@@ -328,6 +346,41 @@ class Scheduler:
         else:
             self._retry(lease, pending, stats, reason, result)
 
+    def _on_unreachable(self, model: str, pending: deque[tuple[WorkUnit, int]], in_flight: dict[str, _Lease],
+                        slots: _Slots) -> None:
+        """A request of `model` found nothing answering (its retries still run): check the model now, as
+        after a failed unit, so that if its endpoint is down its episodes give back their slots at once."""
+        if (self.per_model and model not in self.per_model) or model in self._abandoned:
+            return  # a helper (its users' units fail and are checked as usual), or given up already
+        if self._start_heal(model):
+            self._take_back(pending, in_flight, slots, lambda ls: ls.unit.model == model)
+
+    def _park_running(self, in_flight: dict[str, _Lease], slots: _Slots) -> None:
+        """The running episodes of a model whose endpoint was found down stop at their workers (`park`) and
+        wait with the model's other units, no attempt spent: their slots go to other models until the
+        endpoint answers (else each held its slot until its own retries ran out)."""
+        while self._down:
+            model = self._down.pop()
+            if model not in self._healing:
+                continue  # its check ended meanwhile
+            stopped = 0
+            for w in sorted({lease.worker for lease in in_flight.values() if lease.unit.model == model}):
+                try:
+                    unit_ids = ray.get(self.workers[w].park.remote(model), timeout=TAKE_BACK_S)
+                except Exception:  # noqa: BLE001 - dead or stuck: its units come back with its death, or fail
+                    continue
+                for unit_id in unit_ids:
+                    lease = in_flight.get(unit_id)
+                    if lease is None or lease.worker != w:
+                        continue
+                    slots.release(unit_id, in_flight.pop(unit_id))
+                    self._held.setdefault(model, deque()).append((lease.unit, lease.attempts))
+                    stopped += 1
+            if stopped:
+                self._parked_running[model] += stopped
+                self.log(f"model {model}: its endpoint is down; {stopped} of its running episodes stop and wait "
+                         "with its other units (no attempt spent), their slots go to other models")
+
     def _start_heal(self, model: str) -> bool:
         """Check (and restart) the model's replicas and probe its endpoint in the background, once at a
         time per model; True if a check started (its spares then come back from the workers, to wait
@@ -341,7 +394,7 @@ class Scheduler:
 
     def _check_model(self, model: str) -> tuple[dict[str, Any] | None, OutageVerdict | None]:
         endpoints = self.on_infra_error(model) if self.on_infra_error is not None else None
-        verdict = self.wait_endpoint(model) if self.wait_endpoint is not None else None
+        verdict = self.wait_endpoint(model, lambda: self._down.add(model)) if self.wait_endpoint is not None else None
         return endpoints, verdict
 
     def _finish_heals(self, pending: deque[tuple[WorkUnit, int]], stats: SchedulerStats) -> None:
@@ -365,9 +418,11 @@ class Scheduler:
             if endpoints:
                 for worker in self.workers:
                     worker.update_endpoints.remote(endpoints)
+            stopped = self._parked_running.pop(model, 0)
             if verdict is not None and verdict.state == "recovered":
                 line = (f"model {model}: its endpoint ({verdict.where}) was down for {verdict.outage_s:.0f} s and "
-                        f"answers again; {len(parked)} units that failed meanwhile resume with no attempt spent")
+                        f"answers again; {len(parked) + stopped} units that failed or were stopped meanwhile resume "
+                        "with no attempt spent")
                 self.log(line)
                 stats.outages.append(line)
                 for lease, _ in reversed(parked):
@@ -561,7 +616,8 @@ class Scheduler:
             return  # it answers: already replaced, or the failure was of one call only
         except Exception:  # noqa: BLE001
             pass
-        self.log(f"rollout worker {index} died ({type(exc).__name__}); starting a new one, its units are requeued")
+        self.log(f"rollout worker {index} died ({death_cause(exc)}); starting a new one, its running units are "
+                 "run again")
         self.workers[index] = self.make_worker(index)
         if self.warmup_plan:  # as the first workers were: benchmarks built, garbage collector settled
             self.workers[index].warmup.remote(self.warmup_plan)

@@ -62,7 +62,13 @@ def _rebuild(unit_id: str, termination: str, error: str | None, metrics: dict[st
 class EncodedBatch(list):
     """The results one `collect` hands over. Pickled as one list per field, which costs about a third of
     pickling (and, in the driver, unpickling) each result on its own: a wave's last results come back
-    in a batch of hundreds while the driver waits for them (bench/scheduler.py)."""
+    in a batch of hundreds while the driver waits for them (bench/scheduler.py).
+
+    `unreachable`: the models a request found nothing answering for since the last `collect`
+    (`models.client.on_unreachable`), so the driver checks their endpoints without waiting for an episode
+    to fail."""
+
+    unreachable: tuple[str, ...] = ()
 
     def __reduce__(self) -> Any:
         columns = (
@@ -70,7 +76,7 @@ class EncodedBatch(list):
             [r.metrics for r in self], [r.tokens for r in self], [r.row_json for r in self], [r.attempts for r in self],
             [r.started for r in self],
         )
-        return (_rebuild_batch, columns)
+        return (_rebuild_batch, columns, {"unreachable": self.unreachable} if self.unreachable else None)
 
 
 def _rebuild_batch(*columns: list[Any]) -> EncodedBatch:

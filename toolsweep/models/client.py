@@ -21,7 +21,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -207,6 +207,17 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+_UNREACHABLE_LISTENER: list[Callable[[str], Any]] = []
+
+
+def on_unreachable(listener: Callable[[str], Any] | None) -> None:
+    """Have `listener(endpoint name)` called (on the request's event loop) when a request finds nothing
+    answering at its endpoint (refused, reset, no route), at its first failed attempt: a rollout worker
+    tells the driver, which probes the endpoint while the request's retries still run, so the episodes
+    of a model that is down give back their slots at once instead of after the retries. None: no one."""
+    _UNREACHABLE_LISTENER[:] = [listener] if listener is not None else []
+
+
 class OpenAIClient:
     """Async client of OpenAI-compatible chat endpoints (`models.http`), one per process and endpoint.
 
@@ -330,6 +341,12 @@ class OpenAIClient:
                     continue
                 last = f"{last} (rate limited for {time.monotonic() - limited_since:.0f} s, `outage_budget_s`)"
                 break
+            if failure.cause == "unreachable" and attempt == 0:
+                for listener in _UNREACHABLE_LISTENER:
+                    try:
+                        listener(self.endpoint.name)
+                    except Exception:  # noqa: BLE001 - a report that failed never fails the request
+                        pass
             if failure.cause == "slow":
                 hung += 1
                 if hung > 1:  # a request that hung twice will hang again: bound the cost at 2 x timeout_s
