@@ -17,6 +17,7 @@ Runs against whichever checkout is first on PYTHONPATH, so before/after come fro
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import re
 import time
@@ -77,11 +78,14 @@ def main() -> None:
     print("|---|---|---|---|")
     for name, lists in (("broken replacement among all listed tools", apb_probe.broken_lists(ds, pair_only=False)),
                         ("broken replacement within its pair", apb_probe.broken_lists(ds, pair_only=True)),
-                        ("extraneous tool, n_e = 10", apb_probe.extraneous_lists(ds))):
+                        ("extraneous tool, n_e = 10, as the environment lists it", apb_probe.extraneous_lists(ds)),
+                        *([("extraneous tool, n_e = 10, appended (the paper's layout)",
+                            apb_probe.extraneous_lists(ds, position="append"))]
+                          if "position" in inspect.signature(apb_probe.extraneous_lists).parameters else [])):
         r = probe(name, lists, salt="apb", seed=args.seed)
         print(f"| {name} | {r.balanced_accuracy:.3f} | {r.shuffled_balanced_accuracy:.3f} | {r.n_test} "
               f"({r.positives}) |")
-    longer_desc = longer_name = 0
+    longer_desc = longer_name = same_desc = 0
     broken = ds.tasks["broken"]
     for t in broken:
         listed = {x["name"]: x for x in apb_probe.broken_tool_list(ds, t)} if hasattr(apb_probe, "broken_tool_list") \
@@ -89,9 +93,10 @@ def main() -> None:
         old = listed[t["broken_tool"]]
         new = t["replacement_tool"]
         longer_desc += len(new["description"]) > len(old["description"])
+        same_desc += len(new["description"]) == len(old["description"])
         longer_name += len(new["name"]) > len(old["name"])
-    print(f"\nTool-Broken: the replacement has the longer description in {longer_desc} of {len(broken)} pairs, "
-          f"the longer name in {longer_name}")
+    print(f"\nTool-Broken: the replacement has the longer description in {longer_desc} of {len(broken)} pairs "
+          f"(as long in {same_desc}), the longer name in {longer_name}")
     print(f"\n{time.perf_counter() - t0:.0f} s")
 
 
