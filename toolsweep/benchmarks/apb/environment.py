@@ -166,7 +166,7 @@ class APBEnv:
                 rng = random.Random(f"{t['task_id']}|shuffle")
                 rng.shuffle(tools)
         if self.kind == "broken":
-            if t.get("listed_broken_tool"):  # the step's other wording is the one that breaks (generator.broken_variant)
+            if t.get("listed_broken_tool"):  # the other wording of the step breaks (generator.broken_variant)
                 tools = [t["listed_broken_tool"] if x["name"] == t["replacement_tool"]["name"] else x for x in tools]
             tools.insert(t["insert_at"], t["replacement_tool"])
         if self.kind == "unsolvable":

@@ -86,4 +86,5 @@ def run_probes(ds: Dataset, seed: int = 0) -> list[ProbeResult]:
     return [probe("apb broken replacement", broken_lists(ds), salt="apb", seed=seed),
             probe("apb extraneous tool", extraneous_lists(ds), salt="apb", seed=seed),
             probe("apb unsolvable case", unsolvable_lists(ds), salt="apb", seed=seed),
-            *[probe(f"apb unsolvable {k}", unsolvable_lists(ds, (k,)), salt="apb", seed=seed) for k in UNSOLVABLE_TYPES]]
+            *[probe(f"apb unsolvable {k}", unsolvable_lists(ds, (k,)), salt="apb", seed=seed)
+              for k in UNSOLVABLE_TYPES]]
