@@ -36,6 +36,7 @@ ADVERSARY = "toolsweep/evaluator/adversary.py"
 APB_GRADER = "toolsweep/benchmarks/apb/grader.py"
 APB_METRICS = "toolsweep/benchmarks/apb/metrics.py"
 APB_ENV = "toolsweep/benchmarks/apb/environment.py"
+APB_GEN = "toolsweep/benchmarks/apb/generator.py"
 DRIVER = "toolsweep/cluster/driver.py"
 PLANBENCH_ENV = "toolsweep/benchmarks/planbench_xl/environment.py"
 PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
@@ -96,6 +97,7 @@ T_BCA = ("tests/evaluator/test_stats.py::test_a_ratio_metrics_bca_interval_agree
 T_PLANBENCH_MATCH = ("tests/benchmarks/planbench_xl/test_planbench_xl_answer_matching.py",)
 T_APB_STATUS = ("tests/benchmarks/apb/test_apb_status_case.py",)
 T_ENDPOINT_VERDICTS = ("tests/cluster/test_endpoint_verdicts.py::test_the_worst_verdict_of_a_model_and_its_helpers_decides",)
+T_APB_ROLES = ("tests/benchmarks/apb/test_apb_roles.py",)
 T_PROBE = ("tests/cluster/test_endpoint_verdicts.py::test_a_5xx_answer_is_not_up_and_names_the_status",
            "tests/cluster/test_endpoint_verdicts.py::test_an_answer_below_500_is_up")
 T_TOKENS = ("tests/evaluator/test_token_sums.py",)
@@ -463,6 +465,20 @@ MUTANTS: list[Mutant] = [
     Mutant("toolmaze-judge-reading-ignored", TOOLMAZE_ENV, "ToolMazeEnv.result",
            "out.update(self.verdict(self.judge_ack).metrics(*counts))", "out.update(self.verdict().metrics(*counts))",
            T_TOOLMAZE_JUDGE, "a configured judge's reading of the wise abort is dropped for the rule's"),
+    # ------------------------------------------------------------------ APB roles read without a model
+    Mutant("apb-broken-wording-never-swapped", APB_GEN, "broken_variant",
+           'swapped = case_rng(gen_seed, "broken_wording", base["index"]).random() < 0.5',
+           'swapped = case_rng(gen_seed, "broken_wording", base["index"]).random() < 0.0', T_APB_ROLES,
+           "the synonym wording is always the replacement: the longer name of the pair is the replacement"),
+    Mutant("apb-broken-listed-tool-dropped", APB_ENV, "APBEnv._build",
+           'if t.get("listed_broken_tool"):', 'if t.get("listed_broken_tool") and False:', T_APB_ROLES,
+           "the wording that breaks is not listed: the base tool appears twice and the failed call names no tool"),
+    Mutant("apb-control-reads-the-base-query", APB_ENV, "APBEnv._build",
+           'query = t.get("query", query)', "query = query", T_APB_ROLES,
+           "the solvable twin is shown without its requirement: a phrase tells the Unsolvable case again"),
+    Mutant("apb-twin-loses-its-gate", APB_GEN, "control_variant",
+           'return {"gate": kind, "query": case["query"]}', 'return {"gate": kind, "query": base["query"]}',
+           T_APB_ROLES, "the solvable twin reads no requirement while its Unsolvable case does"),
     # ------------------------------------------------------------------ tables and the MLflow record
     Mutant("toolmaze-average-partial-only-if-all", TOOLMAZE_TABLES, "_partial",
            "return any(is_partial(cells.get((model, s)) or {}) for s in settings)",

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from toolsweep.benchmarks.apb import APB
+from toolsweep.benchmarks.apb import APB, plans
 from toolsweep.benchmarks.apb.domains import DOMAINS, PRIVATE_INFO_CAPS, SOURCE_STEPS, SOURCES
 from toolsweep.benchmarks.apb.generator import (
     build_base,
@@ -18,6 +18,7 @@ from toolsweep.benchmarks.apb.generator import (
     slots,
     step_bin,
 )
+from toolsweep.benchmarks.apb.probe import broken_tool_list
 from toolsweep.benchmarks.apb.tools import AFFIXES, FINISH
 
 # Tab. 11 and Tab. 10 as printed in the paper
@@ -154,20 +155,33 @@ def test_extraneous_variants(ds):
 
 
 def test_broken_variants(ds):
+    swapped = 0
     for t in ds.tasks["broken"]:
         base = ds.bases[t["base"]]
         names = [x["name"] for x in base["tools"]]
-        repl, orig = t["replacement_tool"]["name"], t["broken_tool"]
-        assert repl not in names and orig in names
-        assert not any(repl.lower() in (orig.lower() + a, a + orig.lower()) for a in AFFIXES)
-        assert repl.lower() != orig.lower()
-        assert t["replacement_tool"]["hidden"]["capabilities"] == next(
-            x for x in base["tools"] if x["name"] == orig)["hidden"]["capabilities"]
-        assert [n["tool"] for n in base["reference"]["nodes"]].count(orig) == 1
+        repl, broken = t["replacement_tool"]["name"], t["broken_tool"]
+        listed = [x["name"] for x in broken_tool_list(ds, t)]
+        assert repl in listed and broken in listed and len(set(listed)) == len(listed) == len(names) + 1
+        assert (repl in names) != (broken in names)  # one wording is the base's, the other the synonyms'
+        swapped += repl in names
+        assert not any(repl.lower() in (broken.lower() + a, a + broken.lower()) for a in AFFIXES)
+        assert not any(broken.lower() in (repl.lower() + a, a + repl.lower()) for a in AFFIXES)
+        assert repl.lower() != broken.lower()
+        node = plans.node_map(base["reference"]["nodes"])[t["broken_node"]]
+        assert [n["tool"] for n in base["reference"]["nodes"]].count(node["tool"]) == 1
+        assert node["tool"] in (repl, broken)
+        caps = next(x for x in base["tools"] if x["name"] == node["tool"])["hidden"]["capabilities"]
+        assert t["replacement_tool"]["hidden"]["capabilities"] == caps
         last = t["prefix"][-1]
-        assert last["role"] == "tool" and last["name"] == orig and "broken" in last["content"]
-        renamed = [p for p, q in t["replacement_tool"]["hidden"]["param_map"].items() if p != q]
-        assert renamed, f"{orig}: no parameter renamed"
+        assert last["role"] == "tool" and last["name"] == broken and "broken" in last["content"]
+        failed = t["prefix"][-2]["tool_calls"][0]["function"]
+        assert failed["name"] == broken
+        renamed = [p for p, q in t["arg_map"].items() if p != q]
+        assert renamed, f"{broken}: no parameter renamed"
+        action = t["reference_action"]["tool_calls"][0]["function"]
+        assert action["name"] == repl
+        assert action["arguments"] == {t["arg_map"][p]: v for p, v in failed["arguments"].items()}
+    assert 0.4 < swapped / len(ds.tasks["broken"]) < 0.6  # either wording breaks, by a coin
 
 
 def test_unsolvable_variants(ds):
@@ -184,8 +198,10 @@ def test_unsolvable_variants(ds):
         assert not any(r in sentence for r in t["removed_tools"])
         assert not any(w in sentence for w in ("IMPORTANT", "WARNING", "COMPLIANCE", "NOTE:"))
     for t in ds.tasks["unsolvable_conflict"]:
+        base = ds.bases[t["base"]]
         assert t["mandatory_tool"] not in {x["name"] for x in t["tools"]}
-        assert t["mandatory_tool"] in t["query"]
+        assert t["mandatory_tool"] in {x["name"] for x in base["tools"]}  # a real step's tool, removed
+        assert t["mandatory_tool"] in t["query"] and "offline" not in t["query"]
     for t in ds.tasks["unsolvable_info"]:
         base = ds.bases[t["base"]]
         assert t["removed_value"] in base["query"] and f"a {t['removed_value']} rate" not in t["query"]
@@ -248,7 +264,7 @@ def test_benchmark_interface(bench):
     with pytest.raises(KeyError, match="no task"):
         bench.make_env("nope", "holistic", 0)
     fp = bench.fingerprint()
-    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-4" and len(fp["cases_sha256"]) == 64
+    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-5" and len(fp["cases_sha256"]) == 64
     assert all(t.startswith("apb-g0-holistic-") for t in bench.tasks("holistic"))  # ids carry the generation seed
     exploits = {e.name for e in bench.exploit_policies()}
     assert set(bench.scripted_policies()) == {"oracle", "always_refuse", "random", bench.baseline_policy()} | exploits

@@ -224,7 +224,7 @@ def test_replace_is_the_replacement_alone_with_the_steps_arguments(broken_env, d
     others = [x["name"] for x in env.tools if x["name"] not in (FINISH_NAME, t["replacement_tool"]["name"])]
     extra = data.draw(st.lists(st.sampled_from(others), max_size=4))
     failed = t["prefix"][-2]["tool_calls"][0]["function"]["arguments"]
-    rename = t["replacement_tool"]["hidden"]["param_map"]
+    rename = t["arg_map"]  # the failed call's parameters onto the replacement's
     good = {"type": "function", "function": {"name": t["replacement_tool"]["name"],
                                              "arguments": {rename.get(p, p): v for p, v in failed.items()}}}
     calls = [good] + [{"type": "function", "function": {"name": n, "arguments": {}}} for n in extra]

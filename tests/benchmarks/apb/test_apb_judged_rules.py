@@ -58,7 +58,7 @@ def failed_args(env) -> dict:
 
 
 def renamed(env, args: dict) -> dict:
-    rename = env.task["replacement_tool"]["hidden"]["param_map"]
+    rename = env.task["arg_map"]  # the failed call's parameters onto the replacement's
     return {rename.get(p, p): v for p, v in args.items()}
 
 
@@ -87,7 +87,7 @@ def test_the_replacement_without_the_steps_arguments_is_not_replace(bench):
         assert classify(env, step(call(repl, good))) == "replace"
         assert classify(env, step(call(repl, good), call(repl, good))) == "other"  # the job is done once
         # the original parameter names where the replacement renamed them: its arguments are missing
-        if any(k != v for k, v in env.task["replacement_tool"]["hidden"]["param_map"].items()):
+        if any(k != v for k, v in env.task["arg_map"].items()):
             assert classify(env, step(call(repl, failed_args(env)))) == "other"
         bnode = plans.node_map(env.base["reference"]["nodes"])[env.task["broken_node"]]
         consts = [p for p, spec in bnode["args"].items() if spec["kind"] == "const" and not spec.get("optional")]

@@ -51,11 +51,16 @@ def test_prompts_follow_the_paper_templates(bench):
     assert "Predict the NEXT THREE STEPS" in sw3 and "\nSteps Completed So Far:" in sw3
     prefix = json.loads(sw3.split("Steps Completed So Far:")[1].split("\nYour Task:")[0])
     assert all(m["role"] in ("assistant", "tool") for m in prefix)
-    ext = bench.make_env(bench.tasks("extraneous_stepwise_n4")[0], "extraneous_stepwise_n4", 0)
+    paper = APB(distractor_position="append")
+    ext = paper.make_env(paper.tasks("extraneous_stepwise_n4")[0], "extraneous_stepwise_n4", 0)
     block = ext.reset().messages[1].content.split("Available Tools:")[1].split("Steps Completed So Far:")[0]
     lines = [ln for ln in block.splitlines() if ln.startswith("- ")]
     names = [ln[2:].split(":")[0] for ln in lines]
     assert names[-4:] == [d["name"] for d in ext.task["distractors"]]  # appended after the originals
+    ext = bench.make_env(bench.tasks("extraneous_stepwise_n4")[0], "extraneous_stepwise_n4", 0)  # default: shuffled
+    block = ext.reset().messages[1].content.split("Available Tools:")[1].split("Steps Completed So Far:")[0]
+    shuffled = [ln[2:].split(":")[0] for ln in block.splitlines() if ln.startswith("- ")]
+    assert sorted(shuffled) == sorted(names) and shuffled != names
     assert bench.make_env(bench.tasks("holistic")[0], "holistic", 0).reset().tools == []
 
 

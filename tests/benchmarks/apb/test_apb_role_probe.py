@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from toolsweep.benchmarks.apb.generator import dataset
+from toolsweep.benchmarks.apb.probe import broken_tool_list
 
 
 def _opening(desc: str) -> str:
@@ -18,10 +19,10 @@ def test_replacement_description_opens_like_any_listed_tool() -> None:
     cases = ds.tasks["broken"]
     same = 0
     for c in cases:
-        broken = next(t for t in ds.bases[c["base"]]["tools"] if t["name"] == c["broken_tool"])
+        broken = next(t for t in broken_tool_list(ds, c) if t["name"] == c["broken_tool"])
         same += _opening(c["replacement_tool"]["description"]) == _opening(broken["description"])
     assert same == len(cases)  # the opening is the step's own, as the broken tool's is
     openings = Counter(_opening(c["replacement_tool"]["description"]) for c in cases)
-    broken_openings = Counter(_opening(next(t for t in ds.bases[c["base"]]["tools"] if t["name"] == c["broken_tool"])
+    broken_openings = Counter(_opening(next(t for t in broken_tool_list(ds, c) if t["name"] == c["broken_tool"])
                                        ["description"]) for c in cases)
     assert openings == broken_openings

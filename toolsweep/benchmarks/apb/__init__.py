@@ -69,7 +69,7 @@ class APB(Benchmark):
     """The APB plugin: 4,209 generated cases over the paper's settings, plus its extra studies."""
 
     name = "apb"
-    version = "1.3.0"
+    version = "1.4.0"
 
     def setting_param_docs(self) -> dict[str, str]:
         return dict(SETTING_PARAM_DOCS)
@@ -82,7 +82,9 @@ class APB(Benchmark):
             "scene", description="How image/video files reach the model: a caption, the caption plus a redacted "
             "structured scene (default), or rendered PNG frames as image parts for vision models.")
         distractor_position: Literal["append", "shuffle"] = Field(
-            "append", description="Extraneous tools after the originals (Figs. 37/38) or shuffled in.")
+            "shuffle", description="Extraneous tools shuffled in among the originals (default: appended after "
+            "Finish, a distractor is found by its position) or 'append': after the originals as the paper lists "
+            "them (Figs. 37/38), for its exact setup.")
         critic: str = Field(
             "rule", pattern=r"^(rule|model:\S+)$",
             description="Reviewer of the Critic_R± refinement protocols (§8.1). 'model:<name>': a served model of the "

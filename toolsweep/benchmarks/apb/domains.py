@@ -170,17 +170,6 @@ DOMAINS: tuple[Domain, ...] = (
 DOMAIN_BY_NAME = {d.name: d for d in DOMAINS}
 
 # Distractor name patterns (§4.3): same scenario, useless for the task. `{n}` = a domain noun.
-DISTRACTOR_PATTERNS: tuple[tuple[str, str, str], ...] = (
-    ("download {n} logo", "Downloads the official logo image associated with a {n}.", "logo"),
-    ("visualize {n} trend", "Renders a trend chart (PNG) of how {n} popularity changed over time; returns an image URL, not values.", "trend_chart"),
-    ("map {n} collaboration", "Visualizes the collaboration network around a {n} as a graph layout.", "network_map"),
-    ("check {n} accessibility", "Checks whether a {n} page meets accessibility guidelines (WCAG) and returns a pass/fail badge.", "accessibility"),
-    ("archive {n} snapshot", "Stores a snapshot of a {n} in cold storage; returns an archive ticket only.", "archive"),
-    ("translate {n} title", "Translates only the title of a {n} into another language.", "title_translation"),
-    ("get {n} executive profiles", "Returns biographies of executives associated with a {n}.", "executive_profiles"),
-    ("rate {n} readability", "Scores the readability grade level of a {n}'s prose.", "readability"),
-)
-
 # Neutral, usable-but-unneeded tools (§2.5: 2..5 per case).
 NEUTRAL_TOOLS: tuple[tuple[str, str, str, str], ...] = (
     # (words, purpose as a noun phrase, param, param description)

@@ -166,9 +166,13 @@ class APBEnv:
                 rng = random.Random(f"{t['task_id']}|shuffle")
                 rng.shuffle(tools)
         if self.kind == "broken":
+            if t.get("listed_broken_tool"):  # the other wording of the step breaks (generator.broken_variant)
+                tools = [t["listed_broken_tool"] if x["name"] == t["replacement_tool"]["name"] else x for x in tools]
             tools.insert(t["insert_at"], t["replacement_tool"])
         if self.kind == "unsolvable":
             query, files, tools = t["query"], t["files"], list(t["tools"])
+        if self.kind == "control":
+            query = t.get("query", query)  # the solvable twin reads its kind's requirement (generator.control_variant)
         if self.kind == "efficiency":
             tools = [dict(x, hidden=dict(x["hidden"], cost=t["costs"][x["name"]])) for x in tools]
             extra = list(t["composites"]) + list(t["traps"])

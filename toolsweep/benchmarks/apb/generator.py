@@ -9,7 +9,6 @@ banks, refinement subsets) are drawn from them with stratified, seeded subsets.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import random
@@ -20,7 +19,6 @@ from typing import Any
 
 from toolsweep.benchmarks.apb import plans
 from toolsweep.benchmarks.apb.domains import (
-    DISTRACTOR_PATTERNS,
     DOMAIN_BY_NAME,
     NEUTRAL_TOOLS,
     PERCEPTION_SENTENCE,
@@ -46,7 +44,7 @@ from toolsweep.benchmarks.apb.tools import (
 )
 from toolsweep.evaluator.types import canonical_json
 
-GENERATOR_VERSION = "apb-gen-4"
+GENERATOR_VERSION = "apb-gen-5"
 
 BIN_RANGES = ((3, 10), (11, 20), (21, 30))
 CHAIN_VERBS = ("fetch", "extract", "analyze", "normalize", "score")
@@ -70,8 +68,7 @@ BRANDS = ("MAGNA", "NOVA", "ALTO", "KESTREL", "ORBIT", "VANTA", "LUMEN", "CEDAR"
 PERIODS = ("2021", "2022", "2023", "2024")
 EMOTIONS = ("anxious", "joyful", "melancholic", "determined", "surprised", "calm")
 ENVIRONMENTS = ("indoor kitchen", "rainy street", "forest trail", "office corridor", "beach at dusk")
-CONFLICT_SERVICES = ("{n} auth validator", "verify {n} session", "{n} thermal decoder",
-                     "{n} signature service", "secure {n} ledger", "{n} spectral authenticator")
+
 
 
 def _a(noun: str) -> str:
@@ -793,32 +790,56 @@ def cut_points(L: int) -> dict[str, int]:
 
 # ----------------------------------------------------------------------------- variants
 
-@functools.lru_cache(maxsize=None)
-def _distractor_templates(domain: str, style: str) -> tuple[tuple[str, str, str, str], ...]:
-    """The domain's distractor templates (8 patterns x its nouns = 56 >= 20) in one naming style."""
-    d = DOMAIN_BY_NAME[domain]
-    out = []
-    for words, purpose, tag in DISTRACTOR_PATTERNS:
-        for noun in d.nouns:
-            w = words.format(n=noun)
-            out.append((style_name(w, style, d.api), purpose.format(n=noun),
-                        f"distractor:{tag}:{'_'.join(split_words(noun))}", w))
-    return tuple(out)
+def distractor_pool(bases: list[dict[str, Any]]) -> dict[str, list[tuple[dict[str, Any], int]]]:
+    """Every tool the generator made for some base, by domain: (tool, in how many bases), one per word
+    sequence, in base order."""
+    pool: dict[str, dict[tuple[str, ...], list[Any]]] = {}
+    for b in bases:
+        for t in b["tools"]:
+            if t["name"] != FINISH:
+                entry = pool.setdefault(b["domain"], {}).setdefault(tuple(t["hidden"]["words"]), [t, 0])
+                entry[1] += 1
+    return {d: [(t, n) for t, n in v.values()] for d, v in pool.items()}
 
 
-def distractors_for(gen_seed: int, base: dict[str, Any], count: int = 10) -> list[dict[str, Any]]:
-    """Same-scenario but useless tools (§4.3): no capability overlap, distinct names, nested levels."""
+def distractors_for(gen_seed: int, base: dict[str, Any], pool: dict[str, list[tuple[dict[str, Any], int]]],
+                    count: int = 10) -> list[dict[str, Any]]:
+    """Same-scenario but useless tools (§4.3): no capability overlap, distinct names, nested levels.
+
+    Drawn from the tools the generator made for other bases (the same domain first, then the others),
+    renamed in this case's style: a distractor is worded by the process that words the needed tools,
+    so only the query tells it is not needed. Until apb-gen-4 they came from their own templates
+    (one parameter `item_id`, one return sentence), which told them apart without reading the query."""
     rng = case_rng(gen_seed, "extraneous", base["index"])
+    style = SOURCE_STYLE[base["source_style"]]
+    api = DOMAIN_BY_NAME[base["domain"]].api
     taken = {t["name"].lower() for t in base["tools"]}
+    words = {tuple(t["hidden"]["words"]) for t in base["tools"]}
     caps = {c for t in base["tools"] for c in t["hidden"]["capabilities"]}
-    cands = [c for c in _distractor_templates(base["domain"], SOURCE_STYLE[base["source_style"]])
-             if c[0].lower() not in taken and c[2] not in caps]
-    picked = rng.sample(cands, count)
-    out = []
-    for name, purpose, cap, w in picked:
-        out.append(make_tool(name, purpose, [param_entry("item_id", "string", True, "internal identifier of the item")],
-                             "a JSON object with a status field.", caps=[cap], kind="distractor", words=split_words(w)))
-    return out
+    openings = {t["description"][:30] for t in base["tools"]}
+
+    def by_use(entries: list[tuple[dict[str, Any], int]]) -> list[dict[str, Any]]:
+        # a weighted draw without replacement: a tool the generator lists often is drawn often, so the
+        # words of distractors follow those of listed tools (Efraimidis-Spirakis keys)
+        return [t for _, t in sorted(((rng.random() ** (1.0 / n), i), t) for i, (t, n) in enumerate(entries))[::-1]]
+
+    same = by_use(pool[base["domain"]])
+    other = by_use([e for d in sorted(pool) if d != base["domain"] for e in pool[d]])
+    out: list[dict[str, Any]] = []
+    for t in same + other:
+        w = tuple(t["hidden"]["words"])
+        name = style_name(list(w), style, api)
+        if w in words or name.lower() in taken or set(t["hidden"]["capabilities"]) & caps \
+                or t["description"][:30] in openings:
+            continue  # a near-copy of a listed tool's description would mark it as added
+        words.add(w)
+        openings.add(t["description"][:30])
+        taken.add(name.lower())
+        hidden = {**t["hidden"], "kind": "distractor", "neutral": False}
+        out.append({"name": name, "description": t["description"], "parameters": t["parameters"], "hidden": hidden})
+        if len(out) == count:
+            return out
+    raise RuntimeError(f"fewer than {count} distractors for {base['base_id']}")
 
 
 def broken_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
@@ -860,23 +881,40 @@ def broken_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
     desc = orig["description"]
     for p, q in rename.items():
         desc = desc.replace(f"'{p}'", f"'{q}'")
-    # Worded as every listed tool is ("Does [X]. Parameters: ..."): a fixed opening for replacements
-    # ("Equivalent service. Performs ...", 300 of 300 until apb-gen-4) told them without reading.
-    repl = {"name": new_name, "description": desc,
-            "parameters": {"type": "object", "properties": props,
-                           "required": [rename[p] for p in orig["parameters"]["required"]]},
-            "hidden": {**orig["hidden"], "kind": "replacement", "replaces": orig["name"], "param_map": rename}}
+    # The step's two wordings, the base's and the synonyms', and which of them is listed as the broken
+    # tool is a coin's: the synonym wording is longer (names and parameters) in most cases, so a
+    # replacement always worded that way was the longer of the pair (apb-gen-4: 260 of 300 names).
+    other = {"name": new_name, "description": desc,
+             "parameters": {"type": "object", "properties": props,
+                            "required": [rename[p] for p in orig["parameters"]["required"]]},
+             "hidden": dict(orig["hidden"])}
+    swapped = case_rng(gen_seed, "broken_wording", base["index"]).random() < 0.5
     args = plans.resolve_args(node, nodes)
-    error = f"Error: Tool '{orig['name']}' is currently broken and cannot be used (503 Service Unavailable)."
+    if swapped:  # the synonym wording breaks; the base's own tool is the replacement
+        failing, failed_args = other, {rename[p]: v for p, v in args.items()}
+        repl = {**orig, "hidden": {**orig["hidden"], "kind": "replacement", "replaces": new_name,
+                                   "param_map": {p: p for p in rename}}}
+        arg_map = {rename[p]: p for p in rename}
+        new_args = dict(args)
+    else:
+        failing, failed_args = orig, dict(args)
+        repl = {**other, "hidden": {**other["hidden"], "kind": "replacement", "replaces": orig["name"],
+                                    "param_map": rename}}
+        arg_map = dict(rename)
+        new_args = {rename[p]: v for p, v in args.items()}
+    error = f"Error: Tool '{failing['name']}' is currently broken and cannot be used (503 Service Unavailable)."
     prefix = ref["trajectory"][: 2 * pos] + [
-        plans.assistant_call(f"I will {node['nl']}.", orig["name"], args),
-        {"role": "tool", "name": orig["name"], "content": error},
+        plans.assistant_call(f"I will {node['nl']}.", failing["name"], failed_args),
+        {"role": "tool", "name": failing["name"], "content": error},
     ]
     insert_at = rng.randint(0, len(base["tools"]) - 1)
-    return {"j": pos + 1, "broken_node": node["id"], "broken_tool": orig["name"], "replacement_tool": repl,
-            "insert_at": insert_at, "error_observation": error, "prefix": prefix,
-            "reference_action": plans.assistant_call(f"The tool failed; I will use {new_name} instead.", new_name,
-                                                     {rename[p]: v for p, v in args.items()})}
+    out = {"j": pos + 1, "broken_node": node["id"], "broken_tool": failing["name"], "replacement_tool": repl,
+           "insert_at": insert_at, "error_observation": error, "prefix": prefix, "arg_map": arg_map,
+           "reference_action": plans.assistant_call(f"The tool failed; I will use {repl['name']} instead.",
+                                                    repl["name"], new_args)}
+    if swapped:
+        out["listed_broken_tool"] = {**other, "hidden": {**other["hidden"], "kind": "original"}}
+    return out
 
 
 PERCEPTION_CAPS = ("count", "ocr", "detect", "click", "type", "classify", "emotion", "describe", "choose_frames")
@@ -903,54 +941,89 @@ def unsolvable_eligible(base: dict[str, Any]) -> bool:
     return base["modality"] != "text" and any(n["cap"] in PERCEPTION_CAPS for n in base["reference"]["nodes"])
 
 
-def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str) -> dict[str, Any]:
-    """§4.5: the four unsolvable edits of one visual base."""
-    rng = case_rng(gen_seed, "unsolvable", f"{base['index']}|{utype}")
-    query, files, tools = base["query"], base["background"]["files"], base["tools"]
-    removed: list[str] = []
-    note: dict[str, Any] = {}
-    if utype == "visual":
-        files = []
-        terms = ["image", "frame", "screenshot", "video", "file", "visual"]
-    elif utype == "tool":
-        caps_present = [n["cap"] for n in base["reference"]["nodes"] if n["cap"] in PERCEPTION_CAPS]
-        cap = rng.choice(sorted(set(caps_present)))
-        removed = [t["name"] for t in tools if cap in t["hidden"]["capabilities"]]
-        tools = [t for t in tools if t["name"] not in removed]
+# What each perception/action capability yields, as a requirement names it (the conflict gate).
+CAP_NOUNS = {"count": "count", "ocr": "transcribed text", "detect": "object locations", "click": "interface action",
+             "type": "text entry", "classify": "environment label", "emotion": "emotional assessment",
+             "describe": "scene description", "choose_frames": "frame selection"}
+GATE_KINDS = ("conflict", "info", "tool")
+
+
+def _conflict_sentence(style: str, tool: str, cap: str) -> str:
+    m = CAP_NOUNS[cap]
+    if style in ("FrameThinker", "GAIA"):
+        return (f"The {m} must come from the {tool} tool, which reads the layer the images do not show; visual "
+                f"inspection alone is insufficient, and the task cannot be completed without it.")
+    if style == "OpenCUA":
+        return (f"Because the page state changes dynamically, every {m} must go through {tool}; without it the "
+                f"displayed state is untrustworthy, and the task cannot be completed without it.")
+    return (f"For official audit, the {m} must be produced and signed by the {tool} tool. Unverified visual "
+            f"estimates are strictly prohibited by law, and the task cannot be completed without it.")
+
+
+def unsolvable_gate(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The visible edit of a gated case (conflict, info, tool), drawn before its role is known.
+
+    The Unsolvable case and its solvable twin (`unsolvable_control`) read the same requirement; what
+    differs is the world: the twin lists the tool the requirement names (or gives the value the query
+    refers to), the Unsolvable case does not. Fixed phrases that only unsolvable cases carried ("is
+    currently offline", "we discussed", apb-gen-4) told them apart without reading the tool list."""
+    rng = case_rng(gen_seed, "unsolvable", f"{base['index']}|{kind}")
+    nodes = base["reference"]["nodes"]
+    if kind in ("conflict", "tool"):
+        cap = rng.choice(sorted({n["cap"] for n in nodes if n["cap"] in PERCEPTION_CAPS}))
+        tool = next(n["tool"] for n in nodes if n["cap"] == cap)
+        if kind == "conflict":
+            return {"cap": cap, "sentence": _conflict_sentence(base["source_style"], tool, cap), "terms": [tool],
+                    "mandatory_tool": tool}
         sentence, terms = TOOL_REMOVAL_SENTENCES[cap]
-        query = f"{query} {sentence}"
-        note = {"capability": cap}
-    elif utype == "conflict":
-        d = DOMAIN_BY_NAME[base["domain"]]
-        names = {t["name"].lower() for t in tools}
-        cands = [style_name(p.format(n=rng.choice(d.nouns).split()[-1]), "camel") for p in CONFLICT_SERVICES]
-        cands = [c for c in cands if c.lower() not in names]
-        x = rng.choice(cands)
-        if base["source_style"] in ("FrameThinker", "GAIA"):
-            sentence = (f"The analysis must include the hidden spectral layer that only the {x} tool can decode; "
-                        f"visual inspection alone is insufficient. The {x} service is currently offline, and the task "
-                        f"cannot be completed without it.")
-        elif base["source_style"] == "OpenCUA":
-            sentence = (f"Because the page state changes dynamically, every action must first be authorized by {x}; "
-                        f"without it the displayed state is untrustworthy. {x} is currently offline, and the task "
-                        f"cannot be completed without it.")
-        else:
-            sentence = (f"For official audit, the results must be cryptographically signed by the {x} tool. "
-                        f"Unverified visual estimates are strictly prohibited by law. The {x} service is currently "
-                        f"experiencing a critical outage.")
-        query = f"{query} {sentence}"
-        terms = [x]
-        note = {"mandatory_tool": x, "strategy": "A" if base["source_style"] in ("FrameThinker", "GAIA") else
-                ("C" if base["source_style"] == "OpenCUA" else "B")}
-    elif utype == "info":
-        rate_text = base["meta"]["rate_text"]
+        return {"cap": cap, "sentence": sentence, "terms": terms, "capability": cap}
+    if kind == "info":
         strat, phrase, terms = INFO_STRATEGIES[rng.randrange(len(INFO_STRATEGIES))]
-        query = query.replace(f"a {rate_text} rate", phrase).replace(f"The {rate_text} rate", "That rate")
-        note = {"strategy": strat, "removed_value": rate_text}
+        return {"strategy": strat, "phrase": phrase, "terms": terms, "removed_value": base["meta"]["rate_text"]}
+    raise ValueError(f"unknown gate kind {kind!r}")
+
+
+def gated_case(base: dict[str, Any], kind: str, gate: dict[str, Any], solvable: bool) -> dict[str, Any]:
+    """Query, files and tools of a gated case; `solvable` decides the world, never the wording."""
+    query, files, tools = base["query"], base["background"]["files"], list(base["tools"])
+    removed: list[str] = []
+    if kind == "info":
+        rate_text = gate["removed_value"]
+        said = f"{gate['phrase']} ({rate_text})" if solvable else gate["phrase"]
+        query = query.replace(f"a {rate_text} rate", said).replace(f"The {rate_text} rate", "That rate")
     else:
-        raise ValueError(f"unknown unsolvable type {utype!r}")
-    return {"unsolvable_type": utype, "query": query, "files": files, "tools": tools, "removed_tools": removed,
-            "blocking_terms": terms, **note}
+        query = f"{query} {gate['sentence']}"
+        if not solvable:
+            removed = [t["name"] for t in tools if gate["cap"] in t["hidden"]["capabilities"]]
+            tools = [t for t in tools if t["name"] not in removed]
+    return {"query": query, "files": files, "tools": tools, "removed_tools": removed}
+
+
+def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str) -> dict[str, Any]:
+    """§4.5: the four unsolvable edits of one visual base.
+
+    visual: the files are gone (the query still names them). conflict: the query requires a named tool
+    the list lacks; tool: it requires a capability (named generically) whose every tool is removed;
+    info: it refers to a value it never gives. The conflict case's tool is absent rather than stated to
+    be offline, so that its solvable twin can read the same sentence."""
+    if utype == "visual":
+        return {"unsolvable_type": utype, "query": base["query"], "files": [], "tools": list(base["tools"]),
+                "removed_tools": [], "blocking_terms": ["image", "frame", "screenshot", "video", "file", "visual"]}
+    gate = unsolvable_gate(gen_seed, base, utype)
+    note = {k: v for k, v in gate.items() if k in ("mandatory_tool", "capability", "strategy", "removed_value")}
+    return {"unsolvable_type": utype, **gated_case(base, utype, gate, solvable=False),
+            "blocking_terms": gate["terms"], **note}
+
+
+def control_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
+    """The solvable twin shown under the same refusal prompt: one kind drawn like the Unsolvable cases'
+    (visual: the base itself, files attached), its gate read exactly as that kind's Unsolvable case
+    reads it, and the world that makes it solvable."""
+    kind = case_rng(gen_seed, "unsolvable_control", base["index"]).choice(UNSOLVABLE_TYPES)
+    if kind == "visual":
+        return {"gate": kind, "query": base["query"]}
+    case = gated_case(base, kind, unsolvable_gate(gen_seed, base, kind), solvable=True)
+    return {"gate": kind, "query": case["query"]}
 
 
 def _windows(base: dict[str, Any]) -> list[list[str]]:
@@ -1119,7 +1192,8 @@ def generate(gen_seed: int = 0) -> Dataset:
     # extraneous: 150 holistic + 150 step-wise bases, 10 nested distractors each
     ext_h = stratified_draw(gen_seed, "extraneous_holistic", bases, 150)
     ext_s = stratified_draw(gen_seed, "extraneous_stepwise", bases, 150)
-    distractors = {i: distractors_for(gen_seed, bases[i]) for i in sorted(set(ext_h) | set(ext_s))}
+    pool = distractor_pool(bases)
+    distractors = {i: distractors_for(gen_seed, bases[i], pool) for i in sorted(set(ext_h) | set(ext_s))}
     for n_e in (0, *EXTRANEOUS_LEVELS):
         ds.tasks[f"extraneous_holistic_n{n_e}"] = [
             {"task_id": tid(f"extraneous_holistic_n{n_e}", i), "base": i, "kind": "holistic", "n_e": n_e,
@@ -1136,7 +1210,8 @@ def generate(gen_seed: int = 0) -> Dataset:
     for ut in UNSOLVABLE_TYPES:
         ds.tasks[f"unsolvable_{ut}"] = [{"task_id": tid(f"unsolvable_{ut}", i), "base": i, "kind": "unsolvable",
                                          **unsolvable_variant(gen_seed, bases[i], ut)} for i in uns]
-    ds.tasks["unsolvable_control"] = [{"task_id": tid("unsolvable_control", i), "base": i, "kind": "control"} for i in uns]
+    ds.tasks["unsolvable_control"] = [{"task_id": tid("unsolvable_control", i), "base": i, "kind": "control",
+                                       **control_variant(gen_seed, bases[i])} for i in uns]
     # efficiency: 106 bases with a cost-saving tool bank
     eff = stratified_draw(gen_seed, "efficiency", bases, 106, eligible=efficiency_eligible)
     eff_pool = {i: efficiency_variant(gen_seed, bases[i]) for i in eff}

@@ -192,7 +192,7 @@ class _Exploit(_Scripted):
             return self.env.reference_answer()
         task = self.env.task
         failed = task["prefix"][-2]["tool_calls"][0]["function"]["arguments"]
-        rename = task["replacement_tool"]["hidden"]["param_map"]
+        rename = task.get("arg_map") or task["replacement_tool"]["hidden"]["param_map"]
         args = {rename.get(p, p): v for p, v in failed.items()}
         return json.dumps(plans.assistant_call(f"{task['broken_tool']} is broken; its replacement does the same job.",
                                                task["replacement_tool"]["name"], args))

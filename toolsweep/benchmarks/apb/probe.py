@@ -8,9 +8,10 @@ bases and tests on the rest.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
-from toolsweep.benchmarks.apb.generator import Dataset
+from toolsweep.benchmarks.apb.generator import UNSOLVABLE_TYPES, Dataset
 from toolsweep.evaluator.role_probe import ProbeItem, ProbeResult, probe
 
 
@@ -21,6 +22,15 @@ def _tool_item(tool: dict[str, Any], label: bool, family: str) -> ProbeItem:
                      family=family, params=params)
 
 
+def broken_tool_list(ds: Dataset, t: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools of a Tool-Broken case as the model sees them (environment.APBEnv._build)."""
+    tools = list(ds.bases[t["base"]]["tools"])
+    if t.get("listed_broken_tool"):
+        tools = [t["listed_broken_tool"] if x["name"] == t["replacement_tool"]["name"] else x for x in tools]
+    tools.insert(t["insert_at"], t["replacement_tool"])
+    return tools
+
+
 def broken_lists(ds: Dataset, pair_only: bool = True) -> list[list[ProbeItem]]:
     """The tool list of every Tool-Broken case as the model sees it (replacement inserted in place).
 
@@ -29,21 +39,23 @@ def broken_lists(ds: Dataset, pair_only: bool = True) -> list[list[ProbeItem]]:
     nothing is which of the two is the replacement, apart from that error."""
     out = []
     for t in ds.tasks["broken"]:
-        tools = list(ds.bases[t["base"]]["tools"])
-        tools.insert(t["insert_at"], t["replacement_tool"])
+        tools = broken_tool_list(ds, t)
         if pair_only:
             tools = [x for x in tools if x is t["replacement_tool"] or x["name"] == t["broken_tool"]]
         out.append([_tool_item(x, x is t["replacement_tool"], f"base{t['base']}") for x in tools])
     return out
 
 
-def extraneous_lists(ds: Dataset) -> list[list[ProbeItem]]:
-    """The tool list of every extraneous case with the most distractors (appended, as §4.3 lists them)."""
+def extraneous_lists(ds: Dataset, position: str = "shuffle") -> list[list[ProbeItem]]:
+    """The tool list of every extraneous case with the most distractors, in the order the environment
+    shows it (`distractor_position`: shuffled in by default, or appended as §4.3 lists them)."""
     settings = [s for s in ds.tasks if s.startswith("extraneous_holistic_n")]
     top = max(settings, key=lambda s: int(s.rsplit("n", 1)[1]))
     out = []
     for t in ds.tasks[top]:
         tools = list(ds.bases[t["base"]]["tools"]) + list(t["distractors"])
+        if position == "shuffle":
+            random.Random(f"{t['task_id']}|shuffle").shuffle(tools)
         out.append([_tool_item(x, x.get("hidden", {}).get("kind") == "distractor", f"base{t['base']}")
                     for x in tools])
     return out
@@ -55,19 +67,24 @@ def _case_item(query: str, files: list[Any], tools: list[dict[str, Any]], label:
                      family=family)
 
 
-def unsolvable_lists(ds: Dataset) -> list[list[ProbeItem]]:
-    """Every Unsolvable case and every solvable base, one case per list (a case is judged alone)."""
+def unsolvable_lists(ds: Dataset, kinds: tuple[str, ...] = UNSOLVABLE_TYPES) -> list[list[ProbeItem]]:
+    """Every case shown under the refusal prompt (P4u), one case per list (a case is judged alone):
+    the Unsolvable cases of `kinds` and the solvable controls drawn as those kinds."""
     out = []
-    for b in ds.bases:
-        out.append([_case_item(b["query"], b["background"]["files"], b["tools"], False, f"base{b['index']}")])
-    for s, tasks in ds.tasks.items():
-        if s.startswith("unsolvable_") and s != "unsolvable_control":
-            for t in tasks:
-                out.append([_case_item(t["query"], t["files"], t["tools"], True, f"base{t['base']}")])
+    for t in ds.tasks["unsolvable_control"]:
+        if t.get("gate", kinds[0]) in kinds:
+            b = ds.bases[t["base"]]
+            out.append([_case_item(t.get("query", b["query"]), b["background"]["files"], b["tools"], False,
+                                   f"base{t['base']}")])
+    for kind in kinds:
+        for t in ds.tasks[f"unsolvable_{kind}"]:
+            out.append([_case_item(t["query"], t["files"], t["tools"], True, f"base{t['base']}")])
     return out
 
 
 def run_probes(ds: Dataset, seed: int = 0) -> list[ProbeResult]:
     return [probe("apb broken replacement", broken_lists(ds), salt="apb", seed=seed),
             probe("apb extraneous tool", extraneous_lists(ds), salt="apb", seed=seed),
-            probe("apb unsolvable case", unsolvable_lists(ds), salt="apb", seed=seed)]
+            probe("apb unsolvable case", unsolvable_lists(ds), salt="apb", seed=seed),
+            *[probe(f"apb unsolvable {k}", unsolvable_lists(ds, (k,)), salt="apb", seed=seed)
+              for k in UNSOLVABLE_TYPES]]

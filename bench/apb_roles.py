@@ -1,0 +1,104 @@
+"""APB roles a model must judge, read without a model: the role-leak probe and a phrase rule per role.
+
+    OMP_NUM_THREADS=1 python bench/apb_roles.py [--seed 0]
+
+Rows (gen_seed `--seed`):
+- Unsolvable vs solvable under the refusal prompt (P4u: the 400 Unsolvable cases and their solvable
+  controls), per kind and all together: the probe's balanced accuracy beside its shuffled-label figure,
+  and the share of cases a phrase rule flags (7 words: offline, outage, prohibited, accepted, discussed,
+  handbook, eligible; plus "no file attached though the query names one").
+- The same rule on the 1,109 holistic bases (shown under P4, "Query is Solvable").
+- Tool-Broken: the probe on the replacement among every listed tool and within its pair; "the longer
+  description of the pair is the replacement" and the same for the name.
+- Extraneous (n_e = 10): the probe on the distractor among every listed tool.
+Runs against whichever checkout is first on PYTHONPATH, so before/after come from one script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import re
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+RULE_WORDS = re.compile(r"\b(?:offline|outage|prohibited|accepted|discussed|handbook|eligible)\b", re.I)
+FILE_NAMED = re.compile(r"\b\w+\.(?:png|jpe?g|mp4)\b", re.I)
+KINDS = ("conflict", "info", "tool", "visual")
+
+
+def phrase_rule(query: str, files: list) -> bool:
+    return bool(RULE_WORDS.search(query)) or (not files and bool(FILE_NAMED.search(query)))
+
+
+def p4u_cases(ds) -> list[tuple[str, str, list, list, bool, str]]:
+    """(kind, query, files, tools, unsolvable, family) of every case shown under P4u."""
+    out = []
+    for t in ds.tasks["unsolvable_control"]:
+        b = ds.bases[t["base"]]
+        out.append((t.get("gate", "control"), t.get("query", b["query"]), t.get("files", b["background"]["files"]),
+                    t.get("tools", b["tools"]), False, f"base{t['base']}"))
+    for k in KINDS:
+        for t in ds.tasks[f"unsolvable_{k}"]:
+            out.append((k, t["query"], t["files"], t["tools"], True, f"base{t['base']}"))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    from toolsweep.benchmarks.apb import probe as apb_probe
+    from toolsweep.benchmarks.apb.generator import GENERATOR_VERSION, dataset
+    from toolsweep.evaluator.role_probe import probe
+
+    t0 = time.perf_counter()
+    ds = dataset(args.seed)
+    print(f"{GENERATOR_VERSION}, gen_seed {args.seed}: generated in {time.perf_counter() - t0:.1f} s\n")
+    cases = p4u_cases(ds)
+    controls = [c for c in cases if not c[4]]
+    print("| Unsolvable kind | probe bacc | shuffled | rule flags unsolvable | rule flags controls |")
+    print("|---|---|---|---|---|")
+    for k in (*KINDS, "all"):
+        pos = [c for c in cases if c[4] and (k == "all" or c[0] == k)]
+        ctrl = [c for c in controls if k == "all" or c[0] in (k, "control")]  # main's controls carry no kind
+        items = [[apb_probe._case_item(q, f, tl, y, fam)] for _, q, f, tl, y, fam in pos + ctrl]
+        r = probe(f"unsolvable {k}", items, salt="apb", seed=args.seed)
+        flag = sum(phrase_rule(c[1], c[2]) for c in pos) / len(pos)
+        ctrl_flag = sum(phrase_rule(c[1], c[2]) for c in ctrl) / len(ctrl)
+        print(f"| {k} ({len(pos)} vs {len(ctrl)} controls) | {r.balanced_accuracy:.3f} | "
+              f"{r.shuffled_balanced_accuracy:.3f} | {flag:.3f} | {ctrl_flag:.3f} |")
+    bases_flag = sum(phrase_rule(b["query"], b["background"]["files"]) for b in ds.bases)
+    print(f"\nrule flags {bases_flag} of {len(ds.bases)} holistic bases (P4)\n")
+
+    print("| role | probe bacc | shuffled | n test (positive) |")
+    print("|---|---|---|---|")
+    for name, lists in (("broken replacement among all listed tools", apb_probe.broken_lists(ds, pair_only=False)),
+                        ("broken replacement within its pair", apb_probe.broken_lists(ds, pair_only=True)),
+                        ("extraneous tool, n_e = 10, as the environment lists it", apb_probe.extraneous_lists(ds)),
+                        *([("extraneous tool, n_e = 10, appended (the paper's layout)",
+                            apb_probe.extraneous_lists(ds, position="append"))]
+                          if "position" in inspect.signature(apb_probe.extraneous_lists).parameters else [])):
+        r = probe(name, lists, salt="apb", seed=args.seed)
+        print(f"| {name} | {r.balanced_accuracy:.3f} | {r.shuffled_balanced_accuracy:.3f} | {r.n_test} "
+              f"({r.positives}) |")
+    longer_desc = longer_name = same_desc = 0
+    broken = ds.tasks["broken"]
+    for t in broken:
+        listed = {x["name"]: x for x in apb_probe.broken_tool_list(ds, t)} if hasattr(apb_probe, "broken_tool_list") \
+            else {x["name"]: x for x in ds.bases[t["base"]]["tools"]}
+        old = listed[t["broken_tool"]]
+        new = t["replacement_tool"]
+        longer_desc += len(new["description"]) > len(old["description"])
+        same_desc += len(new["description"]) == len(old["description"])
+        longer_name += len(new["name"]) > len(old["name"])
+    print(f"\nTool-Broken: the replacement has the longer description in {longer_desc} of {len(broken)} pairs "
+          f"(as long in {same_desc}), the longer name in {longer_name}")
+    print(f"\n{time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""APB's roles cannot be read off a string (apb-gen-5): an Unsolvable case and its solvable twin read
+the same requirement, either wording of a Tool-Broken step may be the one that breaks, and a
+distractor is worded like a listed tool. Positive controls keep their credit.
+
+Before (apb-gen-4, gen_seed 0): a rule of 7 words plus a file check flagged every Unsolvable case and
+no solvable one; the replacement-within-its-pair probe read 1.000; every distractor had one parameter
+(`item_id`) and one return sentence no listed tool has."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+
+import pytest
+
+from toolsweep.benchmarks.apb import APB
+from toolsweep.benchmarks.apb.generator import Dataset, dataset
+from toolsweep.benchmarks.apb.probe import broken_lists, extraneous_lists
+from toolsweep.evaluator.episode import run_episode
+from toolsweep.evaluator.registry import get_benchmark, register_benchmark
+from toolsweep.evaluator.role_probe import CHANCE_MARGIN, ProbeItem, probe
+from toolsweep.evaluator.types import WorkUnit
+
+register_benchmark("apb", "toolsweep.benchmarks.apb:APB")
+
+RULE_WORDS = re.compile(r"\b(?:offline|outage|prohibited|accepted|discussed|handbook|eligible)\b", re.I)
+FILE_NAMED = re.compile(r"\b\w+\.(?:png|jpe?g|mp4)\b", re.I)
+GATED = ("conflict", "info", "tool")
+
+
+def phrase_rule(query: str, files: list) -> bool:
+    """The 7-word rule with a visual-word check that read every apb-gen-4 Unsolvable case."""
+    return bool(RULE_WORDS.search(query)) or (not files and bool(FILE_NAMED.search(query)))
+
+
+@pytest.fixture(scope="module")
+def ds() -> Dataset:
+    return dataset(0)
+
+
+@pytest.fixture(scope="module")
+def bench() -> APB:
+    b = get_benchmark("apb")
+    assert isinstance(b, APB)
+    return b
+
+
+def twins(ds: Dataset) -> list[tuple[dict, dict]]:
+    """(control, Unsolvable case of the control's kind, same base) for every gated control."""
+    out = []
+    for c in ds.tasks["unsolvable_control"]:
+        if c["gate"] in GATED:
+            u = next(t for t in ds.tasks[f"unsolvable_{c['gate']}"] if t["base"] == c["base"])
+            out.append((c, u))
+    return out
+
+
+def test_phrase_rule_flags_an_unsolvable_case_and_its_solvable_twin_alike(ds):
+    pairs = twins(ds)
+    assert {c["gate"] for c, _ in pairs} == set(GATED)
+    for c, u in pairs:
+        files = ds.bases[c["base"]]["background"]["files"]
+        assert phrase_rule(c["query"], files) == phrase_rule(u["query"], u["files"]), c["task_id"]
+    # and over every case the refusal prompt shows with a requirement, the rule sits at chance
+    uns = [phrase_rule(t["query"], t["files"]) for k in GATED for t in ds.tasks[f"unsolvable_{k}"]]
+    ctl = [phrase_rule(c["query"], ds.bases[c["base"]]["background"]["files"]) for c, _ in pairs]
+    bacc = (sum(uns) / len(uns) + 1 - sum(ctl) / len(ctl)) / 2
+    assert abs(bacc - 0.5) <= 0.05, bacc
+
+
+def test_the_twin_differs_only_in_the_world(ds):
+    for c, u in twins(ds):
+        base = ds.bases[c["base"]]
+        listed = {x["name"] for x in base["tools"]}
+        if c["gate"] == "conflict":
+            assert c["query"] == u["query"] and u["mandatory_tool"] in listed
+            assert u["mandatory_tool"] not in {x["name"] for x in u["tools"]}
+        elif c["gate"] == "tool":
+            assert c["query"] == u["query"]
+            assert any(u["capability"] in x["hidden"]["capabilities"] for x in base["tools"])
+            assert not any(u["capability"] in x["hidden"]["capabilities"] for x in u["tools"])
+        else:  # info: the twin gives the value the Unsolvable case only refers to
+            assert f"({u['removed_value']})" in c["query"] and u["removed_value"] not in u["query"]
+            assert c["query"].replace(f" ({u['removed_value']})", "") == u["query"]
+
+
+def _query_items(ds: Dataset, kinds: tuple[str, ...]) -> list[list[ProbeItem]]:
+    out = [[ProbeItem({"query": c["query"]}, False, f"base{c['base']}")]
+           for c in ds.tasks["unsolvable_control"] if c["gate"] in kinds]
+    for k in kinds:
+        out += [[ProbeItem({"query": t["query"]}, True, f"base{t['base']}")] for t in ds.tasks[f"unsolvable_{k}"]]
+    return out
+
+
+# Missing information is missing from the query itself: the twin's "(5%)" is the value the Unsolvable
+# case lacks, and the probe reads it (docs/apb.md). The other kinds' queries carry no role.
+NO_QUERY_ROLE = ("conflict", "tool", "visual")
+
+
+def test_query_words_carry_no_unsolvable_role(ds):
+    r = probe("apb unsolvable by query words", _query_items(ds, NO_QUERY_ROLE), salt="apb")
+    assert r.at_chance, (r.balanced_accuracy, r.shuffled_balanced_accuracy, r.top_features)
+
+
+def test_broken_replacement_is_at_chance_within_its_pair(ds):
+    r = probe("apb broken replacement within its pair", broken_lists(ds, pair_only=True), salt="apb")
+    assert r.at_chance, (r.balanced_accuracy, r.shuffled_balanced_accuracy, r.top_features)
+    longer = [len(t["replacement_tool"]["name"]) > len(t["broken_tool"]) for t in ds.tasks["broken"]]
+    assert abs(sum(longer) / len(longer) - 0.5) <= 0.1  # apb-gen-4: 260 of 300
+
+
+def test_distractors_are_worded_as_listed_tools(ds):
+    wordings = {(x["description"], str(x["parameters"])) for b in ds.bases for x in b["tools"]}
+    for t in ds.tasks["extraneous_holistic_n10"] + ds.tasks["extraneous_stepwise_n10"]:
+        for d in t["distractors"]:
+            assert (d["description"], str(d["parameters"])) in wordings, d["name"]
+    # shuffled in by default: the appended distractors were found by their position alone
+    r = probe("apb extraneous", extraneous_lists(ds), salt="apb")
+    appended = probe("apb extraneous appended", extraneous_lists(ds, position="append"), salt="apb")
+    assert r.balanced_accuracy < appended.balanced_accuracy - 0.1, (r.balanced_accuracy, appended.balanced_accuracy)
+    assert r.balanced_accuracy < 0.8, r.top_features  # apb-gen-4: 1.000 (and 0.943 with words alone)
+
+
+def _run(bench: APB, setting: str, policy: str, ids: list[str]) -> list:
+    async def main():
+        out = []
+        for tid in ids:
+            env = bench.make_env(tid, setting, 0)
+            pol = bench.make_scripted_policy(policy, env, 0)
+            unit = WorkUnit(sweep="t", model=policy, benchmark="apb", setting=setting, task_id=tid, seed=0)
+            out.append(await run_episode(env, pol, unit, max_turns=bench.max_turns(setting)))
+        return out
+
+    return asyncio.run(main())
+
+
+def test_positive_controls_keep_their_credit(bench, ds):
+    ids = bench.tasks("broken")
+    swapped = [t["task_id"] for t in ds.tasks["broken"] if t.get("listed_broken_tool")]
+    sample = sorted(random.Random(3).sample(ids, 40)) + swapped[:20]
+    for tid in sample:  # the wording that breaks is listed once, beside its replacement
+        names = [x["name"] for x in bench.make_env(tid, "broken", 0).tools]
+        t = ds.task_index("broken")[tid]
+        assert len(set(names)) == len(names) and {t["broken_tool"], t["replacement_tool"]["name"]} <= set(names)
+    for policy in ("replace_with_args", "oracle"):
+        for r in _run(bench, "broken", policy, sample):
+            assert r.metrics["replace"] == 1.0 and r.metrics["recovery"] == 1.0, (policy, r.task_id)
+    gated = [c["task_id"] for c, _ in twins(ds)]
+    for r in _run(bench, "unsolvable_control", "oracle", gated):
+        assert r.metrics["correct"] == 1.0 and r.metrics["refused"] == 0.0, r.task_id
+    for k in GATED:
+        ids = sorted(random.Random(k).sample(bench.tasks(f"unsolvable_{k}"), 15))
+        for policy in ("oracle", "refusal_report_only"):
+            assert all(r.metrics["pass"] == 1.0 for r in _run(bench, f"unsolvable_{k}", policy, ids)), (policy, k)
+
+
+def test_the_phrase_reading_floor_now_refuses_solvable_twins(bench, ds):
+    """`heuristic` refused on visible cues; a cue that every twin reads costs it the twin."""
+    gated = [c["task_id"] for c, _ in twins(ds)]
+    refused = [r.metrics["refused"] for r in _run(bench, "unsolvable_control", "heuristic", gated)]
+    assert sum(refused) / len(refused) > 0.5  # apb-gen-4: 0 (no control carried a requirement)
+
+
+@pytest.mark.slow
+def test_roles_at_another_generation_seed():
+    """At gen_seed 1 the pair probe lands below chance (0.461 against 0.512): a pair's two wordings are
+    each other's mirror, so words learnt on one half point the wrong way on the other half about as
+    often as the right way. Below chance reads no role; the leak side is what must hold."""
+    other = dataset(1)
+    pair = probe("pair", broken_lists(other, pair_only=True), salt="apb", seed=1)
+    assert pair.balanced_accuracy <= pair.shuffled_balanced_accuracy + CHANCE_MARGIN, pair.top_features
+    query = probe("query", _query_items(other, NO_QUERY_ROLE), salt="apb", seed=1)
+    assert query.balanced_accuracy <= query.shuffled_balanced_accuracy + CHANCE_MARGIN, query.top_features
+    for c, u in twins(other):
+        files = other.bases[c["base"]]["background"]["files"]
+        assert phrase_rule(c["query"], files) == phrase_rule(u["query"], u["files"])
