@@ -316,6 +316,11 @@ MUTANTS: list[Mutant] = [
            "for spec in space.neighbours(result.best[metric][0]):", "for spec in []:",
            ("tests/evaluator/test_adversary_search.py",),
            "no greedy step from the best policy: the search stops at the random draws"),
+    Mutant("traject-floor-plays-the-inclusion-best", "toolsweep/benchmarks/traject_bench/search.py",
+           "floor_policy_of", "best = row.get(LEADING)", 'best = row.get("inclusion")',
+           ("tests/benchmarks/traject_bench/test_traject_bench_search.py::"
+            "test_the_floor_plays_the_searched_policy_where_it_beats_call_everything",),
+           "TRAJECT's floor plays the Inclusion best (call everything) where a searched policy is stronger on Usage"),
     # ------------------------------------------------------------------ role-leak probe
     Mutant("role-probe-tests-on-training-half", "toolsweep/evaluator/role_probe.py", "probe",
            "test = [(f, y) for f, y, half in rows if not half]", "test = [(f, y) for f, y, half in rows if half]",
