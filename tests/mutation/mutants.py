@@ -321,6 +321,11 @@ MUTANTS: list[Mutant] = [
            ("tests/benchmarks/traject_bench/test_traject_bench_search.py::"
             "test_the_floor_plays_the_searched_policy_where_it_beats_call_everything",),
            "TRAJECT's floor plays the Inclusion best (call everything) where a searched policy is stronger on Usage"),
+    Mutant("apb-search-step-ignores-observed-values", "toolsweep/benchmarks/apb/search.py", "_stepwise",
+           "bound = {p: observed.get(v, v) if isinstance(v, str) else v for p, v in a.items()}", "bound = dict(a)",
+           ("tests/benchmarks/apb/test_apb_search.py::test_the_baseline_option_of_every_primitive_is_the_heuristic",),
+           "APB's searched step-wise policies bind a reference where the trajectory shows the value: the "
+           "search starts below the heuristic and its floor is too low"),
     # ------------------------------------------------------------------ role-leak probe
     Mutant("role-probe-tests-on-training-half", "toolsweep/evaluator/role_probe.py", "probe",
            "test = [(f, y) for f, y, half in rows if not half]", "test = [(f, y) for f, y, half in rows if half]",

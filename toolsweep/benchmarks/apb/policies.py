@@ -206,6 +206,10 @@ class _Exploit(_Scripted):
 
 
 def make_policy(name: str, env: APBEnv, seed: int) -> _Scripted:
+    if name.startswith("search:") or name == "searched_floor":
+        from toolsweep.benchmarks.apb.search import make_searched_policy
+
+        return make_searched_policy(name, env, seed)
     if name in EXPLOITS:
         policy = _Exploit(env, seed)
         policy.kind = name
