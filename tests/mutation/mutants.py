@@ -326,6 +326,13 @@ MUTANTS: list[Mutant] = [
            ("tests/benchmarks/apb/test_apb_search.py::test_the_baseline_option_of_every_primitive_is_the_heuristic",),
            "APB's searched step-wise policies bind a reference where the trajectory shows the value: the "
            "search starts below the heuristic and its floor is too low"),
+    Mutant("planbench-search-trust-ignored", "toolsweep/benchmarks/planbench_xl/search.py",
+           "ComposedPlanner._plan_step", "step = self._plan_avoiding(self.bad | (self.suspect - self.preferred))",
+           "step = self._plan_avoiding(self.bad)",
+           ("tests/benchmarks/planbench_xl/test_planbench_xl_search.py::"
+            "test_the_floor_is_the_searched_policy_and_plays_the_tables_choice",),
+           "PlanBench-XL's searched policies trust every listed tool whatever `trust` says: the floor "
+           "falls back to the planner where the search found a stronger policy"),
     # ------------------------------------------------------------------ role-leak probe
     Mutant("role-probe-tests-on-training-half", "toolsweep/evaluator/role_probe.py", "probe",
            "test = [(f, y) for f, y, half in rows if not half]", "test = [(f, y) for f, y, half in rows if half]",
