@@ -87,14 +87,20 @@ def test_no_searched_policy_beats_the_declared_floor_on_any_setting(bench, setti
                                                                      abs=PRINTED)
 
 
-def test_the_floor_is_the_searched_policy_and_plays_the_tables_choice(bench):
-    assert bench.baseline_policy() == "searched_floor" and "searched_floor" in bench.scripted_policies()
+def test_the_floor_is_the_searched_policy_and_plays_the_tables_choice(bench, monkeypatch):
+    assert bench.baseline_policy() == "heuristic"  # the heuristic plays the table where it names a stronger one
     for setting in SETTINGS:
         row = SEARCHED[setting]["correct"]
         expected = row["policy"] if row["searched"] > row["heuristic"] else policy_name(SPACE.baseline)
         assert floor_policy_of(setting) == expected
-    setting = DEFAULT_SETTINGS[0]
+    setting = "unsolvable_control"
     ids = setting_sample(bench, setting, 6)
-    floor = aggregate(bench.metrics(setting), asyncio.run(play(bench, "searched_floor", setting, ids)))
+    floor = aggregate(bench.metrics(setting), asyncio.run(play(bench, "heuristic", setting, ids)))
     chosen = score_setting(bench, tuple(parse_policy(floor_policy_of(setting)).items()), setting, ids)
     assert floor["correct"] == chosen["correct"]
+    # a table naming a stronger policy: the floor plays it (here: refuse nothing, the solvable twins' answer)
+    stronger = policy_name(tuple({**dict(SPACE.baseline), "refuse": "never"}.items()))
+    monkeypatch.setitem(SEARCHED, setting, {"correct": {"searched": 1.0, "heuristic": 0.0, "policy": stronger}})
+    env = bench.make_env(ids[0], setting, 0)
+    answer = json.loads(bench.make_scripted_policy("heuristic", env, 0).answer())
+    assert "status" not in answer and answer["tool_chain"]

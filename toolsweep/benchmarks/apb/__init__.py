@@ -172,9 +172,7 @@ class APB(Benchmark):
         return list(seen.values())
 
     def scripted_policies(self) -> dict[str, str]:
-        return {**POLICIES, **EXPLOITS,
-                "searched_floor": "per setting, the strongest policy APB's adversary search found on `correct` "
-                                  "(search.py, bounds.SEARCHED); no reference, no model"}
+        return {**POLICIES, **EXPLOITS}
 
     def exploit_policies(self) -> list[ExploitPolicy]:
         """Adversaries (ceilings) and positive controls (floors), every bound checked per cell (setting).
@@ -221,11 +219,11 @@ class APB(Benchmark):
         return out
 
     def baseline_policy(self) -> str:
-        """The searched floor: per setting, the strongest policy APB's adversary search found on
-        `correct` (search.py; the table in bounds.SEARCHED) where it beats `heuristic` (baseline.py),
-        else `heuristic`. Both read only what a model reads; the per-setting scores are the floor a
-        model's APB score is read against."""
-        return "searched_floor"
+        """`heuristic`: the searched floor. Per setting it plays the strongest policy APB's adversary
+        search found on `correct` (search.py; the table in bounds.SEARCHED) where that beats the
+        hand-written heuristic (baseline.py), else the heuristic (so far in every setting). Both read only
+        what a model reads; the per-setting scores are the floor a model's APB score is read against."""
+        return BASELINE
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, APBEnv):

@@ -14,8 +14,8 @@ Primitives (the first option of each is the heuristic, the hand-picked baseline)
 - broken: after a tool error, the tool with the broken one's parameter count whose description is
   nearest (the heuristic), whose name is nearest, whose description is longest, or the first listed.
 
-A policy is named `search:<primitive>=<option>,...`; `searched_floor` plays, per setting, the table in
-bounds.SEARCHED (bench/apb_search.py wrote it).
+A policy is named `search:<primitive>=<option>,...`; APB's baseline `heuristic` plays, per setting, the
+table in bounds.SEARCHED (bench/apb_search.py wrote it) where it names a stronger policy.
 """
 
 from __future__ import annotations
