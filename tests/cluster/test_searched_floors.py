@@ -28,7 +28,8 @@ SETTINGS = {"planbench_xl": ("ratio_0.8", "accuracy", {}), "apb": ("stepwise_k1"
 FLOORS = {"planbench_xl": "searched_floor", "apb": "heuristic", "traject_bench": "searched_floor"}
 
 
-def test_each_benchmark_shows_its_searched_floor_beside_every_model(ray_local, tmp_path):
+@pytest.mark.slow  # Ray and three benchmarks: 294 s at load 24-29
+def test_each_benchmark_shows_its_searched_floor_beside_every_model(tmp_path):
     cfg = SweepConfig.model_validate({
         "name": "searched_floors", "seeds": 1, "floor": True,
         "models": [{"name": "oracle", "kind": "scripted", "policy": "oracle"},
@@ -38,6 +39,7 @@ def test_each_benchmark_shows_its_searched_floor_beside_every_model(ray_local, t
         "concurrency": {"workers": 2, "episodes_per_worker": 4},
         "bootstrap": {"n_resamples": 200, "live_n_resamples": 50},
         "output_dir": str(tmp_path / "runs"), "tracking_uri": session_mlflow_uri(), "preflight": False,
+        "ray_start_timeout_s": 300,  # the run starts Ray itself (or joins the session's), retrying a slow start
     })
     out = run_sweep(cfg, progress=False, log=lambda m: None)
     summary = json.loads(out.run_dir.summary_path.read_text())
