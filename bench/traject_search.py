@@ -1,57 +1,52 @@
-"""TRAJECT-Bench's adversary search, per setting: every policy of the search space (policies.search_space:
-all tools, keyword top-k, name top-k) on a seeded sample of the setting's tasks, and per metric the
-strongest, against `all_tools` (the former documented floor). Scoring under the default `paper_compat` (--mode).
+"""TRAJECT-Bench's adversary search, per setting: the search space of traject_bench/search.py (which tools,
+argument binding, optional parameters, order, a second binding) searched on a seeded sample of each
+setting's tasks under a fixed budget of policies, and per metric the strongest against `all_tools` (the
+former documented floor). Prints the table bounds.SEARCHED holds (--table) or a readable one.
 
-    OMP_NUM_THREADS=1 python bench/traject_search.py [--tasks 20] [--settings S ...]
+    OMP_NUM_THREADS=1 python bench/traject_search.py [--tasks 12] [--budget 24] [--settings S ...] [--table]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
 import os
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-SETTINGS = ["par-simple/domain/direct", "par-hard/domain/direct", "seq/domain/direct",
-            "seq/domain/native", "par-simple/retrieval/direct", "par-hard/retrieval-all/direct"]
-METRICS = ("inclusion", "usage", "traj_satisfy_proxy")
+SETTINGS = [f"{split}/{pool}/direct" for split in ("par-simple", "par-hard", "seq")
+            for pool in ("domain", "all", "retrieval", "retrieval-all", "fixed-k")]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", type=int, default=20)
+    ap.add_argument("--tasks", type=int, default=12)
+    ap.add_argument("--budget", type=int, default=24)
     ap.add_argument("--settings", nargs="*", default=SETTINGS)
+    ap.add_argument("--table", action="store_true", help="print the rows of bounds.SEARCHED as JSON")
     ap.add_argument("--data", default=os.environ.get("TOOLSWEEP_TRAJECT_DATA",
                                                      str(Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets" / "traject_bench")))
-    ap.add_argument("--mode", default="off", help="paper_compat: off (the project default), exact, corrected")
     args = ap.parse_args()
 
     from toolsweep.benchmarks.traject_bench import TrajectBench
-    from toolsweep.benchmarks.traject_bench.bounds import cell_sample
-    from toolsweep.benchmarks.traject_bench.policies import SEARCH_PREFIX, search_space
-    from toolsweep.evaluator.adversary import search
-    from toolsweep.evaluator.exploits import aggregate, play
+    from toolsweep.benchmarks.traject_bench.search import METRICS, SPACE, policy_name, search_setting
 
-    bench = TrajectBench(data_dir=args.data, paper_compat=args.mode)
-    space = search_space()
-    print(f"paper_compat={args.mode}, {args.tasks} tasks per setting, {space.size} policies")
-    print(f"{'setting':<32}{'metric':<20}{'all_tools':>10}{'best':>8}  policy")
+    bench = TrajectBench(data_dir=args.data)
+    print(f"{args.tasks} tasks per setting, budget {args.budget} of {SPACE.size} policies, load {os.getloadavg()[0]:.1f}")
+    table = {}
     for setting in args.settings:
         t0 = time.perf_counter()
-        ids = cell_sample(bench.tasks(setting), args.tasks, setting)
-
-        def score(spec):
-            name = SEARCH_PREFIX + ",".join(f"{k}={v}" for k, v in spec)
-            return aggregate(bench.metrics(setting), asyncio.run(play(bench, name, setting, ids)))
-        result = search(space, score, {m: True for m in METRICS}, budget=space.size)
-        base = result.scores[space.baseline]
-        for metric in METRICS:
-            spec, value = result.best[metric]
-            print(f"{setting:<32}{metric:<20}{base[metric]:10.3f}{value:8.3f}  {dict(spec)['tools']}")
+        result = search_setting(bench, setting, args.tasks, budget=args.budget)
+        base = result.scores[SPACE.baseline]
+        table[setting] = {m: {"searched": round(v, 3), "all_tools": round(base[m], 3), "policy": policy_name(s)}
+                          for m, (s, v) in sorted(result.best.items()) if m in METRICS}
+        for metric, row in table[setting].items():
+            print(f"{setting:<32}{metric:<20}{row['all_tools']:8.3f}{row['searched']:8.3f}  {row['policy']}")
         print(f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    if args.table:
+        print(json.dumps(table, indent=1))
 
 
 if __name__ == "__main__":

@@ -325,6 +325,23 @@ MUTANTS: list[Mutant] = [
            "for spec in space.neighbours(result.best[metric][0]):", "for spec in []:",
            ("tests/evaluator/test_adversary_search.py",),
            "no greedy step from the best policy: the search stops at the random draws"),
+    Mutant("traject-floor-plays-the-inclusion-best", "toolsweep/benchmarks/traject_bench/search.py",
+           "floor_policy_of", "best = row.get(LEADING)", 'best = row.get("inclusion")',
+           ("tests/benchmarks/traject_bench/test_traject_bench_search.py::"
+            "test_the_floor_plays_the_searched_policy_where_it_beats_call_everything",),
+           "TRAJECT's floor plays the Inclusion best (call everything) where a searched policy is stronger on Usage"),
+    Mutant("apb-search-step-ignores-observed-values", "toolsweep/benchmarks/apb/search.py", "_stepwise",
+           "bound = {p: observed.get(v, v) if isinstance(v, str) else v for p, v in a.items()}", "bound = dict(a)",
+           ("tests/benchmarks/apb/test_apb_search.py::test_the_baseline_option_of_every_primitive_is_the_heuristic",),
+           "APB's searched step-wise policies bind a reference where the trajectory shows the value: the "
+           "search starts below the heuristic and its floor is too low"),
+    Mutant("planbench-search-trust-ignored", "toolsweep/benchmarks/planbench_xl/search.py",
+           "ComposedPlanner._plan_step", "step = self._plan_avoiding(self.bad | (self.suspect - self.preferred))",
+           "step = self._plan_avoiding(self.bad)",
+           ("tests/benchmarks/planbench_xl/test_planbench_xl_search.py::"
+            "test_the_floor_is_the_searched_policy_and_plays_the_tables_choice",),
+           "PlanBench-XL's searched policies trust every listed tool whatever `trust` says: the floor "
+           "falls back to the planner where the search found a stronger policy"),
     # ------------------------------------------------------------------ role-leak probe
     Mutant("role-probe-tests-on-training-half", "toolsweep/evaluator/role_probe.py", "probe",
            "test = [(f, y) for f, y, half in rows if not half]", "test = [(f, y) for f, y, half in rows if half]",

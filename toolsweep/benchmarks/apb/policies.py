@@ -206,6 +206,12 @@ class _Exploit(_Scripted):
 
 
 def make_policy(name: str, env: APBEnv, seed: int) -> _Scripted:
+    if name.startswith("search:") or name == baseline.NAME:
+        # the heuristic is the searched floor: the table's stronger policy where the search found one
+        from toolsweep.benchmarks.apb.search import FLOOR, SPACE, floor_policy_of, make_searched_policy, policy_name
+
+        if name.startswith("search:") or floor_policy_of(env.setting) != policy_name(SPACE.baseline):
+            return make_searched_policy(FLOOR if name == baseline.NAME else name, env, seed)
     if name in EXPLOITS:
         policy = _Exploit(env, seed)
         policy.kind = name

@@ -76,7 +76,11 @@ from toolsweep.benchmarks.planbench_xl.policies import (
     PlannerPolicy,
     RandomPolicy,
 )
+from toolsweep.benchmarks.planbench_xl.bounds import SEARCHED
 from toolsweep.benchmarks.planbench_xl.retriever import Retriever
+from toolsweep.benchmarks.planbench_xl.search import FLOOR as SEARCHED_FLOOR
+from toolsweep.benchmarks.planbench_xl.search import PREFIX as SEARCH_PREFIX
+from toolsweep.benchmarks.planbench_xl.search import make_searched_policy
 from toolsweep.benchmarks.planbench_xl.tasks import TaskSet, build_tasks
 from toolsweep.benchmarks.planbench_xl.world import N_CASES, World, build_world
 from toolsweep.evaluator.protocols import Benchmark, Environment, ExploitPolicy, MetricSpec, Policy, ReportTable
@@ -212,15 +216,20 @@ class PlanBenchXL(Benchmark):
     def scripted_policies(self) -> dict[str, str]:
         cells = {f"name_rule_planner@{s}": f"{EXPLOITS['name_rule_planner']} (bounded in {s})"
                  for s in _name_rule_ceilings()}
-        return {**POLICIES, **EXPLOITS, **cells}
+        return {**POLICIES, **EXPLOITS, **cells,
+                SEARCHED_FLOOR: "per setting, the strongest policy PlanBench-XL's adversary search found on "
+                                "accuracy (search.py, bounds.SEARCHED); no ground truth, no model"}
 
     def baseline_policy(self) -> str | None:
-        """The planner: a typed backward search that reads no prose and no ground truth (the name
-        rule, once decisive, is an adversary bounded per cell, not a baseline)."""
-        return "planner"
+        """The searched floor: per setting, the strongest policy PlanBench-XL's adversary search found on
+        accuracy (search.py; the table in bounds.SEARCHED) where it beats the planner (a typed backward
+        search that reads no prose and no ground truth), else the planner."""
+        return SEARCHED_FLOOR
 
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         name = name.split("@", 1)[0]  # name_rule_planner@<setting>: the same policy, bounded per cell
+        if name.startswith(SEARCH_PREFIX) or name == SEARCHED_FLOOR:
+            return make_searched_policy(name, env.spec.name)  # type: ignore[attr-defined]
         if name == "oracle":
             return OraclePolicy(env)  # type: ignore[arg-type]
         if name == "random":
@@ -239,7 +248,9 @@ class PlanBenchXL(Benchmark):
         world, ts, _, _ = self._data()
         return {"version": self.version, "world_hash": world.world_hash, "tasks_hash": tasks_hash(ts),
                 "n_tools": len(world.tools), "n_tasks": len(ts.tasks),
-                "options": self.options.model_dump(exclude={"blocker_cache"})}  # the cache changes no episode
+                "options": self.options.model_dump(exclude={"blocker_cache"}),  # the cache changes no episode
+                # the searched floor plays the table's policies: a new table is another floor
+                "searched_sha256": hashlib.sha256(json.dumps(SEARCHED, sort_keys=True).encode()).hexdigest()}
 
     def max_turns(self, setting: str) -> int:
         # Injected enforced-exploration feedback is not a turn; the env's own budget is 100.

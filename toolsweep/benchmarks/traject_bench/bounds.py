@@ -74,3 +74,105 @@ def loosest_ceilings(policy: str) -> dict[str, float]:
         for k, v in per_split.items():
             out[k] = max(out.get(k, v), v)
     return out
+
+
+# setting -> metric -> the strongest policy bench/traject_search.py found (12 seeded tasks per setting,
+# budget 24 policies, seed 0, default scoring), its pooled score and all_tools' on the same tasks
+SEARCHED: dict[str, dict[str, dict[str, object]]] = {
+    "par-simple/domain/direct": {
+        "inclusion": {"searched": 1.0, "all_tools": 1.0,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 4.627, "all_tools": 4.015,
+               "policy": "search:tools=all,bind=shape,optional=none,order=list,variants=plus_example"},
+        "usage": {"searched": 0.462, "all_tools": 0.162,
+               "policy": "search:tools=keyword-3,bind=shape,optional=none,order=list,variants=plus_example"},
+    },
+    "par-simple/retrieval/direct": {
+        "inclusion": {"searched": 0.718, "all_tools": 0.718,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 4.993, "all_tools": 4.643,
+               "policy": "search:tools=all,bind=shape,optional=none,order=rank,variants=one"},
+        "usage": {"searched": 0.5, "all_tools": 0.277,
+               "policy": "search:tools=mentioned,bind=example,optional=none,order=rank,variants=one"},
+    },
+    "par-simple/retrieval-all/direct": {
+        "inclusion": {"searched": 0.421, "all_tools": 0.421,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 3.738, "all_tools": 2.807,
+               "policy": "search:tools=name-10,bind=shape,optional=none,order=list,variants=plus_example"},
+        "usage": {"searched": 0.5, "all_tools": 0.3,
+               "policy": "search:tools=keyword-3,bind=shape,optional=none,order=list,variants=plus_example"},
+    },
+    "par-simple/fixed-k/direct": {
+        "inclusion": {"searched": 1.0, "all_tools": 1.0,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 6.284, "all_tools": 4.818,
+               "policy": "search:tools=keyword-6,bind=shape,optional=none,order=list,variants=plus_example"},
+        "usage": {"searched": 0.5, "all_tools": 0.266,
+               "policy": "search:tools=keyword-3,bind=shape,optional=none,order=list,variants=plus_example"},
+    },
+    "par-hard/domain/direct": {
+        "inclusion": {"searched": 0.983, "all_tools": 0.983,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 4.626, "all_tools": 4.246,
+               "policy": "search:tools=all,bind=shape,optional=none,order=rank,variants=one"},
+        "usage": {"searched": 0.545, "all_tools": 0.309,
+               "policy": "search:tools=mentioned,bind=example,optional=none,order=rank,variants=one"},
+    },
+    "par-hard/retrieval/direct": {
+        "inclusion": {"searched": 0.44, "all_tools": 0.44,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 3.397, "all_tools": 3.076,
+               "policy": "search:tools=name-10,bind=shape,optional=none,order=list,variants=plus_example"},
+        "usage": {"searched": 1.0, "all_tools": 0.195,
+               "policy": "search:tools=mentioned,bind=example,optional=none,order=rank,variants=one"},
+    },
+    "par-hard/retrieval-all/direct": {
+        "inclusion": {"searched": 0.358, "all_tools": 0.358,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 2.992, "all_tools": 2.357,
+               "policy": "search:tools=name-10,bind=shape,optional=none,order=list,variants=plus_example"},
+        "usage": {"searched": 0.5, "all_tools": 0.226,
+               "policy": "search:tools=mentioned,bind=example,optional=none,order=rank,variants=one"},
+    },
+    "par-hard/fixed-k/direct": {
+        "inclusion": {"searched": 0.981, "all_tools": 0.981,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 5.223, "all_tools": 5.087,
+               "policy": "search:tools=keyword-6,bind=example,optional=none,order=rank,variants=one"},
+        "usage": {"searched": 0.444, "all_tools": 0.205,
+               "policy": "search:tools=mentioned,bind=example,optional=none,order=rank,variants=one"},
+    },
+    "seq/domain/direct": {
+        "inclusion": {"searched": 0.969, "all_tools": 0.948,
+               "policy": "search:tools=all,bind=shape,optional=none,order=list,variants=plus_example"},
+        "traj_satisfy_proxy": {"searched": 5.151, "all_tools": 4.294,
+               "policy": "search:tools=name-10,bind=shape,optional=none,order=list,variants=plus_example"},
+        "usage": {"searched": 0.352, "all_tools": 0.256,
+               "policy": "search:tools=name-10,bind=shape,optional=none,order=list,variants=plus_example"},
+    },
+    "seq/retrieval/direct": {
+        "inclusion": {"searched": 0.677, "all_tools": 0.677,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 4.918, "all_tools": 4.312,
+               "policy": "search:tools=name-10,bind=shape,optional=none,order=list,variants=plus_example"},
+        "usage": {"searched": 0.562, "all_tools": 0.395,
+               "policy": "search:tools=keyword-3,bind=example,optional=none,order=rank,variants=one"},
+    },
+    "seq/retrieval-all/direct": {
+        "inclusion": {"searched": 0.621, "all_tools": 0.621,
+               "policy": "search:tools=all,bind=example,optional=none,order=rank,variants=one"},
+        "traj_satisfy_proxy": {"searched": 5.013, "all_tools": 3.94,
+               "policy": "search:tools=name-3,bind=example,optional=none,order=rank,variants=one"},
+        "usage": {"searched": 0.36, "all_tools": 0.281,
+               "policy": "search:tools=name-3,bind=example,optional=none,order=rank,variants=one"},
+    },
+    "seq/fixed-k/direct": {
+        "inclusion": {"searched": 0.972, "all_tools": 0.962,
+               "policy": "search:tools=all,bind=shape,optional=none,order=list,variants=plus_example"},
+        "traj_satisfy_proxy": {"searched": 5.81, "all_tools": 4.956,
+               "policy": "search:tools=name-10,bind=shape,optional=none,order=list,variants=plus_example"},
+        "usage": {"searched": 0.393, "all_tools": 0.254,
+               "policy": "search:tools=keyword-3,bind=shape,optional=none,order=list,variants=plus_example"},
+    },
+}

@@ -218,34 +218,12 @@ def name_match_policy(env: TrajectEnv, k: int = KEYWORD_K) -> _Scripted:
 SEARCH_PREFIX = "search:"
 
 
-TOOL_CHOICES = ("all", "keyword-3", "keyword-6", "keyword-10", "name-3", "name-6", "name-10", "name-every")
-
-
-def search_space():
-    """TRAJECT-Bench's adversary search space (evaluator/adversary.py): which tools to call (every
-    visible tool; the top k by the BM25 keyword retriever over descriptions; the top k, or every one,
-    by the name retriever: query words in tool names). Every policy calls them once with example
-    arguments and restates their outputs as prose; none reads the gold or uses a model."""
-    from toolsweep.evaluator.adversary import SearchSpace
-
-    return SearchSpace.of({"tools": TOOL_CHOICES})
-
-
 def searched_policy(env: TrajectEnv, name: str) -> _Scripted:
-    """A policy of the search space by name (`search:tools=name-3`)."""
-    choice = "all"
-    for part in filter(None, name[len(SEARCH_PREFIX):].split(",")):
-        key, _, value = part.partition("=")
-        if key != "tools" or value not in TOOL_CHOICES:
-            raise KeyError(f"{name!r}: '{part}' is no option of TRAJECT-Bench's search space "
-                           f"(tools: {'|'.join(TOOL_CHOICES)})")
-        choice = value
-    if choice == "all":
-        return all_tools_policy(env)
-    retriever, _, k = choice.partition("-")
-    if retriever == "keyword":
-        return keyword_policy(env, int(k))
-    return name_match_policy(env, len(env.pool) if k == "every" else int(k))
+    """A policy of the adversary search space by name (`search:tools=name-3,bind=query`), or
+    `searched_floor` (each setting's strongest on Usage); search.py has the space."""
+    from toolsweep.benchmarks.traject_bench.search import make_searched_policy
+
+    return make_searched_policy(env, name)
 
 
 EXPLOITS = {
@@ -261,6 +239,8 @@ EXPLOITS = {
 }
 
 SCRIPTED = {
+    "searched_floor": "per setting, the strongest policy TRAJECT-Bench's adversary search found on Usage "
+                      "(search.py, bounds.SEARCHED); no gold, no model",
     "oracle": "replays the gold trajectory (gold tools, arguments and order) and answers with the gold final answer",
     "random": "calls 3-10 random visible tools with their example arguments and gives a fixed answer",
 }

@@ -1,0 +1,56 @@
+"""APB's searched floor (search.py): per setting, the strongest policy of the adversary search space that
+bench/apb_search.py found, its score and the heuristic's on the same tasks."""
+
+from __future__ import annotations
+
+# setting -> metric -> {searched, heuristic, policy} (a seeded task sample per setting, run seed 0)
+SEARCHED: dict[str, dict[str, dict[str, object]]] = {
+    "holistic": {
+        "correct": {"searched": 0.1, "heuristic": 0.1,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "stepwise_k1": {
+        "correct": {"searched": 0.8, "heuristic": 0.8,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "stepwise_k3": {
+        "correct": {"searched": 0.1, "heuristic": 0.1,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "broken": {
+        "correct": {"searched": 1.0, "heuristic": 1.0,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "unsolvable_conflict": {
+        "correct": {"searched": 1.0, "heuristic": 1.0,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "unsolvable_info": {
+        "correct": {"searched": 1.0, "heuristic": 1.0,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "unsolvable_tool": {
+        "correct": {"searched": 1.0, "heuristic": 1.0,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "unsolvable_visual": {
+        "correct": {"searched": 1.0, "heuristic": 1.0,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "unsolvable_control": {
+        "correct": {"searched": 0.0, "heuristic": 0.0,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "extraneous_holistic_n4": {
+        "correct": {"searched": 0.3, "heuristic": 0.3,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "extraneous_stepwise_n4": {
+        "correct": {"searched": 0.65, "heuristic": 0.65,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+    "efficiency": {
+        "correct": {"searched": 0.05, "heuristic": 0.05,
+               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+    },
+}
