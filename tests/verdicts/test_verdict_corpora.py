@@ -1,6 +1,7 @@
 """The text verdicts (APB refusal, ToolMaze failure acknowledgement, success claim) measured both ways on
-labelled corpora: every tuning sentence is read right, and the held-out part (written after the
-detectors were frozen) stays within the rates docs/verdicts.md reports.
+labelled corpora: every tuning sentence is read right, and the held-out parts stay within the error
+counts docs/verdicts.md reports (round 1, written after the detectors were frozen and read since; round 2,
+written later in styles the other parts lack and never tuned on).
 
 Before (main): APB's raw-text refusal rule read 19.6% of non-refusals as refusals and missed 37.8% of
 refusals on the tuning part; ToolMaze's acknowledgement rule accepted 21% of success claims and
@@ -10,26 +11,28 @@ from __future__ import annotations
 
 import pytest
 
-from tests.verdicts.corpus import CORPORA, load_all, rates, split
+from tests.verdicts.corpus import CORPORA, load_all, rates, round_one, split
 from toolsweep.benchmarks.apb.grader import states_refusal, text_refuses
 from toolsweep.benchmarks.toolmaze.metrics import acknowledges_failure
 from toolsweep.evaluator import verdicts
 
 DETECTORS = {"refusal": text_refuses, "acknowledgement": acknowledges_failure, "success_claim": verdicts.claims_success}
-# Held-out ceilings (false positive rate, false negative rate), as measured and reported in docs/verdicts.md.
-# The target is 2% each way: the acknowledgement rule reaches it; the refusal and success-claim rules do
-# not (4% / 8% on 50 + 50 fresh sentences each), which is why a configured judge decides them by default.
-HELD_OUT_CEILING = {"refusal": (0.04, 0.08), "acknowledgement": (0.02, 0.02), "success_claim": (0.04, 0.08)}
-
+# Round 1 held-out ceilings (false positive rate, false negative rate), measured when it was fresh.
+ROUND_ONE_CEILING = {"refusal": (0.04, 0.08), "acknowledgement": (0.02, 0.02), "success_claim": (0.04, 0.08)}
+# Round 2 held-out (the unseen part): the misread sentences counted as docs/verdicts.md reports them,
+# (false positives, false negatives). The target is at most 2% each way; these counts are the committed
+# figures a change may not exceed, not the target.
+HELD_OUT_ERRORS = {"refusal": (5, 7), "acknowledgement": (6, 4), "success_claim": (3, 11)}
 
 @pytest.mark.parametrize("name", CORPORA)
 def test_each_corpus_is_large_and_holds_both_classes_in_both_parts(name):
     assert len(load_all(name)) >= 200
-    for held_out in (False, True):
-        part = split(name, held_out)
+    for part in (split(name, False), round_one(name), split(name, True)):
         assert sum(e.label for e in part) >= 40 and sum(not e.label for e in part) >= 40
-    tuning = {e.text for e in split(name, False)}
-    assert not tuning & {e.text for e in split(name, True)}  # held-out sentences are new
+    fresh = split(name, True)
+    assert len(fresh) >= 150 and sum(e.label for e in fresh) >= 75 and sum(not e.label for e in fresh) >= 75
+    seen = {e.text for e in split(name, False) + round_one(name)}
+    assert not seen & {e.text for e in fresh}  # held-out sentences are new
 
 
 @pytest.mark.parametrize("name", CORPORA)
@@ -39,15 +42,17 @@ def test_every_tuning_sentence_is_read_right(name):
 
 
 @pytest.mark.parametrize("name", CORPORA)
-def test_held_out_error_rates_stay_within_what_the_docs_report(name):
-    fpr, fnr, fp, fn = rates(split(name, True), DETECTORS[name])
-    ceiling_fp, ceiling_fn = HELD_OUT_CEILING[name]
+def test_held_out_errors_stay_within_what_the_docs_report(name):
+    _, _, fp, fn = rates(split(name, True), DETECTORS[name])
+    ceiling_fp, ceiling_fn = HELD_OUT_ERRORS[name]
+    assert len(fp) <= ceiling_fp and len(fn) <= ceiling_fn, (name, [e.text for e in fp], [e.text for e in fn])
+
+
+@pytest.mark.parametrize("name", CORPORA)
+def test_round_one_error_rates_stay_within_what_was_measured_fresh(name):
+    fpr, fnr, fp, fn = rates(round_one(name), DETECTORS[name])
+    ceiling_fp, ceiling_fn = ROUND_ONE_CEILING[name]
     assert fpr <= ceiling_fp and fnr <= ceiling_fn, (name, fpr, fnr, [e.text for e in fp], [e.text for e in fn])
-
-
-def test_the_acknowledgement_meets_the_two_percent_target_on_held_out_text():
-    fpr, fnr, _, _ = rates(split("acknowledgement", True), acknowledges_failure)
-    assert fpr <= 0.02 and fnr <= 0.02
 
 
 @pytest.mark.parametrize(("text", "refuses"), [
