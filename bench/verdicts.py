@@ -16,9 +16,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.verdicts.corpus import CORPORA, rates, round_one, split  # noqa: E402
 from toolsweep.benchmarks.apb.grader import text_refuses  # noqa: E402
 from toolsweep.benchmarks.toolmaze.metrics import acknowledges_failure  # noqa: E402
-from toolsweep.evaluator.verdicts import claims_success  # noqa: E402
+from toolsweep.evaluator.verdicts import (  # noqa: E402
+    claims_success, rule_acknowledges_failure, rule_claims_success, rule_refuses)
 
 DETECTORS = {"refusal": text_refuses, "acknowledgement": acknowledges_failure, "success_claim": claims_success}
+# The rules alone (what the detectors were before the classifier; APB's raw-text reading adds its
+# "no tool_chain" condition).
+RULES = {"refusal": lambda t: "tool_chain" not in t and rule_refuses(t), "acknowledgement": rule_acknowledges_failure,
+         "success_claim": rule_claims_success}
 
 
 def main() -> None:

@@ -52,6 +52,7 @@ ADAPTIVE = "toolsweep/evaluator/adaptive.py"
 RATE_LIMIT = "toolsweep/models/rate_limit.py"
 VERDICTS = "toolsweep/evaluator/verdicts.py"
 JUDGING = "toolsweep/evaluator/judging.py"
+VERDICT_MODEL = "toolsweep/evaluator/verdict_model.py"
 TRAJECT_ENV = "toolsweep/benchmarks/traject_bench/environment.py"
 TOOLMAZE_ENV = "toolsweep/benchmarks/toolmaze/environment.py"
 
@@ -437,15 +438,21 @@ MUTANTS: list[Mutant] = [
     Mutant("verdict-workaround-ignored", VERDICTS, "_inability",
            "if _CONDITION.search(clause) or _WORKAROUND.search(sentence):", "if _CONDITION.search(clause):",
            T_VERDICTS, '"I cannot read the image myself, so I use OCR" reads as a refusal'),
-    Mutant("verdict-any-failure-acknowledges", VERDICTS, "acknowledges_failure",
+    Mutant("verdict-any-failure-acknowledges", VERDICTS, "rule_acknowledges_failure",
            'return bool(outcomes) and outcomes[-1] == "fail"', 'return "fail" in outcomes', T_VERDICTS,
            'a recovered failure ("failed, but the retry worked") earns a wise abort\'s acknowledgement'),
-    Mutant("verdict-success-despite-inability", VERDICTS, "claims_success",
+    Mutant("verdict-success-despite-inability", VERDICTS, "rule_claims_success",
            "if not text or states_inability(text):", "if not text:", T_VERDICTS,
            '"the lookup worked, but I could not complete the order" counts as a success claim'),
     Mutant("verdict-answered-question-asks", VERDICTS, "asks_for_input",
            "and named and not answered and", "and named and", T_VERDICTS,
            "a rhetorical question the plan answers at once reads as a clarification request"),
+    Mutant("verdict-classifier-ignored", VERDICT_MODEL, "blend",
+           "return W * probability(name, text) + (1.0 - W) * float(rule) > 0.5", "return rule", T_VERDICTS,
+           "the judge-free reading falls back to the rules alone: unforeseen phrasings misread again"),
+    Mutant("verdict-classifier-alone", VERDICT_MODEL, "blend",
+           "return W * probability(name, text) + (1.0 - W) * float(rule) > 0.5", "return probability(name, text) > 0.5",
+           T_VERDICTS, "the rules' exact readings are dropped for the classifier's guesses by overlap"),
     # ------------------------------------------------------------------ the judge protocol
     Mutant("judge-unreadable-scored-zero", TRAJECT_ENV, "TrajectEnv._on_acc",
            'float("nan") if verdict is None else float(verdict)', "float(bool(verdict))", T_TRAJECT_JUDGE,
