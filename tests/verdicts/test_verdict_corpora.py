@@ -20,6 +20,11 @@ DETECTORS = {"refusal": text_refuses, "acknowledgement": acknowledges_failure, "
 # Tuning misreads (false positives, false negatives) of the shipped reading (rules and classifier):
 # "The order is being processed." is a claim of success to the classifier, and to the rules.
 TUNING_ERRORS = {"refusal": (0, 0), "acknowledgement": (0, 0), "success_claim": (1, 0)}
+# The rules alone (the classifier's fallback and its partner in the blend) on the tuning part: they were
+# built on `<name>.txt` and read it all right; the first round's misreads, when it was fresh, remain.
+RULES = {"refusal": lambda t: "tool_chain" not in t and verdicts.rule_refuses(t),
+         "acknowledgement": verdicts.rule_acknowledges_failure, "success_claim": verdicts.rule_claims_success}
+RULE_TUNING_ERRORS = {"refusal": (2, 4), "acknowledgement": (0, 0), "success_claim": (2, 4)}
 # The held-out part (second round, never tuned on): its misread sentences (false positives, false
 # negatives) as docs/verdicts.md reports them, of 83+80 / 80+80 / 80+80 sentences. The target is at most
 # 2% each way and is missed by all three; these counts are the committed figures a change may not
@@ -45,6 +50,13 @@ def test_the_tuning_part_is_read_right_but_for_the_counted_misreads(name):
 
 
 @pytest.mark.parametrize("name", CORPORA)
+def test_the_rules_alone_read_the_tuning_part_right_but_for_the_first_rounds_misreads(name):
+    _, _, fp, fn = rates(split(name, False), RULES[name])
+    ceiling_fp, ceiling_fn = RULE_TUNING_ERRORS[name]
+    assert len(fp) <= ceiling_fp and len(fn) <= ceiling_fn, (name, [e.text for e in fp], [e.text for e in fn])
+
+
+@pytest.mark.parametrize("name", CORPORA)
 def test_held_out_errors_stay_within_what_the_docs_report(name):
     _, _, fp, fn = rates(split(name, True), DETECTORS[name])
     ceiling_fp, ceiling_fn = HELD_OUT_ERRORS[name]
@@ -62,7 +74,7 @@ def test_held_out_errors_stay_within_what_the_docs_report(name):
     ("Summarize and deliver the result.", False),
 ])
 def test_refusals_are_read_by_their_subject_negation_and_answer(text, refuses):
-    assert text_refuses(text) is refuses
+    assert text_refuses(text) is refuses and RULES["refusal"](text) is refuses
 
 
 @pytest.mark.parametrize(("text", "acknowledged", "claimed"), [
@@ -74,8 +86,8 @@ def test_refusals_are_read_by_their_subject_negation_and_answer(text, refuses):
     ("I'll let you know when it's done.", False, False),
 ])
 def test_the_clause_reported_last_decides_between_failure_and_success(text, acknowledged, claimed):
-    assert acknowledges_failure(text) is acknowledged
-    assert verdicts.claims_success(text) is claimed
+    assert acknowledges_failure(text) is acknowledged and verdicts.rule_acknowledges_failure(text) is acknowledged
+    assert verdicts.claims_success(text) is claimed and verdicts.rule_claims_success(text) is claimed
 
 
 def test_prose_around_a_plan_refuses_only_by_a_stated_inability_not_by_a_question():
