@@ -1,5 +1,6 @@
 """Error rates of the text verdicts (APB refusal, ToolMaze failure acknowledgement, success claim) on the
-labelled corpora in tests/verdicts/, both ways, on the tuning part and on the held-out part.
+labelled corpora in tests/verdicts/, both ways, on the tuning part, the first held-out round (seen
+since it was measured) and the unseen held-out part.
 
     python bench/verdicts.py            # the table
     python bench/verdicts.py --errors   # and every misread held-out sentence
@@ -12,24 +13,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.verdicts.corpus import CORPORA, rates, split  # noqa: E402
+from tests.verdicts.corpus import CORPORA, rates, round_one, split  # noqa: E402
 from toolsweep.benchmarks.apb.grader import text_refuses  # noqa: E402
 from toolsweep.benchmarks.toolmaze.metrics import acknowledges_failure  # noqa: E402
-from toolsweep.evaluator.verdicts import claims_success  # noqa: E402
+from toolsweep.evaluator.verdicts import (  # noqa: E402
+    claims_success, rule_acknowledges_failure, rule_claims_success, rule_refuses)
 
 DETECTORS = {"refusal": text_refuses, "acknowledgement": acknowledges_failure, "success_claim": claims_success}
+# The rules alone (what the detectors were before the classifier; APB's raw-text reading adds its
+# "no tool_chain" condition).
+RULES = {"refusal": lambda t: "tool_chain" not in t and rule_refuses(t), "acknowledgement": rule_acknowledges_failure,
+         "success_claim": rule_claims_success}
 
 
 def main() -> None:
-    print(f"{'detector':16s} {'part':9s} {'pos':>4s} {'neg':>4s} {'false pos':>10s} {'false neg':>10s}")
+    print(f"{'detector':16s} {'part':9s} {'pos':>4s} {'neg':>4s} {'false pos':>11s} {'false neg':>11s}")
     for name in CORPORA:
-        for held_out in (False, True):
-            part = split(name, held_out)
+        for label, part in (("tuning", split(name, False)), ("round 1", round_one(name)),
+                            ("held-out", split(name, True))):
             fpr, fnr, fp, fn = rates(part, DETECTORS[name])
             pos = sum(e.label for e in part)
-            print(f"{name:16s} {'held-out' if held_out else 'tuning':9s} {pos:4d} {len(part) - pos:4d} "
-                  f"{fpr:9.1%} {fnr:9.1%}")
-            if held_out and "--errors" in sys.argv:
+            print(f"{name:16s} {label:9s} {pos:4d} {len(part) - pos:4d} "
+                  f"{len(fp):4d} {fpr:6.1%} {len(fn):4d} {fnr:6.1%}")
+            if label == "held-out" and "--errors" in sys.argv:
                 for e in fp:
                     print(f"    FP  {e.text}")
                 for e in fn:

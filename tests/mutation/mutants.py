@@ -53,11 +53,12 @@ ADAPTIVE = "toolsweep/evaluator/adaptive.py"
 RATE_LIMIT = "toolsweep/models/rate_limit.py"
 VERDICTS = "toolsweep/evaluator/verdicts.py"
 JUDGING = "toolsweep/evaluator/judging.py"
+VERDICT_MODEL = "toolsweep/evaluator/verdict_model.py"
 TRAJECT_ENV = "toolsweep/benchmarks/traject_bench/environment.py"
 TOOLMAZE_ENV = "toolsweep/benchmarks/toolmaze/environment.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
-T_VERDICTS = ("tests/verdicts/test_verdict_corpora.py",)
+T_TEXT_VERDICTS = ("tests/verdicts/test_verdict_corpora.py",)
 T_TRAJECT_JUDGE = ("tests/benchmarks/traject_bench/test_traject_bench_judge.py",)
 T_TOOLMAZE_JUDGE = ("tests/verdicts/test_toolmaze_abort_judge.py",)
 T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
@@ -456,22 +457,28 @@ MUTANTS: list[Mutant] = [
     # ------------------------------------------------------------------ verdicts read from text
     Mutant("verdict-negation-ignored", VERDICTS, "_inability",
            "if _NEGATION.search(before) or _OTHER_SUBJECT.search(before)", "if _OTHER_SUBJECT.search(before)",
-           T_VERDICTS, '"it is not impossible" and "nothing makes this impossible" read as refusals'),
+           T_TEXT_VERDICTS, '"it is not impossible" and "nothing makes this impossible" read as refusals'),
     Mutant("verdict-any-subject", VERDICTS, "_inability",
-           "or _OTHER_SUBJECT.search(before) or", "or", T_VERDICTS,
+           "or _OTHER_SUBJECT.search(before) or", "or", T_TEXT_VERDICTS,
            '"you cannot go wrong" and "the user cannot log in" read as the agent refusing'),
     Mutant("verdict-workaround-ignored", VERDICTS, "_inability",
            "if _CONDITION.search(clause) or _WORKAROUND.search(sentence):", "if _CONDITION.search(clause):",
-           T_VERDICTS, '"I cannot read the image myself, so I use OCR" reads as a refusal'),
-    Mutant("verdict-any-failure-acknowledges", VERDICTS, "acknowledges_failure",
-           'return bool(outcomes) and outcomes[-1] == "fail"', 'return "fail" in outcomes', T_VERDICTS,
+           T_TEXT_VERDICTS, '"I cannot read the image myself, so I use OCR" reads as a refusal'),
+    Mutant("verdict-any-failure-acknowledges", VERDICTS, "rule_acknowledges_failure",
+           'return bool(outcomes) and outcomes[-1] == "fail"', 'return "fail" in outcomes', T_TEXT_VERDICTS,
            'a recovered failure ("failed, but the retry worked") earns a wise abort\'s acknowledgement'),
-    Mutant("verdict-success-despite-inability", VERDICTS, "claims_success",
-           "if not text or states_inability(text):", "if not text:", T_VERDICTS,
+    Mutant("verdict-success-despite-inability", VERDICTS, "rule_claims_success",
+           "if not text or states_inability(text):", "if not text:", T_TEXT_VERDICTS,
            '"the lookup worked, but I could not complete the order" counts as a success claim'),
     Mutant("verdict-answered-question-asks", VERDICTS, "asks_for_input",
-           "and named and not answered and", "and named and", T_VERDICTS,
+           "and named and not answered and", "and named and", T_TEXT_VERDICTS,
            "a rhetorical question the plan answers at once reads as a clarification request"),
+    Mutant("verdict-classifier-ignored", VERDICT_MODEL, "blend",
+           "return W * probability(name, text) + (1.0 - W) * float(rule) > 0.5", "return rule", T_TEXT_VERDICTS,
+           "the judge-free reading falls back to the rules alone: unforeseen phrasings misread again"),
+    Mutant("verdict-classifier-alone", VERDICT_MODEL, "blend",
+           "return W * probability(name, text) + (1.0 - W) * float(rule) > 0.5", "return probability(name, text) > 0.5",
+           T_TEXT_VERDICTS, "the rules' exact readings are dropped for the classifier's guesses by overlap"),
     # ------------------------------------------------------------------ the judge protocol
     Mutant("judge-unreadable-scored-zero", TRAJECT_ENV, "TrajectEnv._on_acc",
            'float("nan") if verdict is None else float(verdict)', "float(bool(verdict))", T_TRAJECT_JUDGE,

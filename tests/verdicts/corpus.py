@@ -1,8 +1,10 @@
 """The labelled verdict corpora (refusal, failure acknowledgement, success claim) and their split.
 
-`<name>.txt` is the tuning part: the detectors were built on it (its lines fell into a first held-out
-part by the hash of their text, measured and then folded into tuning). `<name>.heldout.txt` was
-written after the detectors were frozen and is never tuned on."""
+The tuning part is `<name>.txt` (the rules were built on it) and `<name>.round1.txt` (the first
+held-out round, 100 sentences written after the rules were frozen, measured, then made tuning data);
+the classifier (toolsweep/evaluator/verdict_model.py) is trained on both. `<name>.heldout.txt` (the
+second round, 160 sentences in styles the tuning part lacks) was written before the reader or the
+classifier was changed and is never tuned on."""
 
 from __future__ import annotations
 
@@ -31,8 +33,15 @@ def _read(path: Path) -> list[Example]:
 
 
 def split(name: str, held_out: bool) -> list[Example]:
-    """The tuning or the held-out part of one corpus."""
-    return _read(HERE / (f"{name}.heldout.txt" if held_out else f"{name}.txt"))
+    """The tuning part (with the first held-out round) or the held-out part of one corpus."""
+    if held_out:
+        return _read(HERE / f"{name}.heldout.txt")
+    return _read(HERE / f"{name}.txt") + round_one(name)
+
+
+def round_one(name: str) -> list[Example]:
+    """The first held-out round, part of tuning now (kept apart to choose the classifier's blend)."""
+    return _read(HERE / f"{name}.round1.txt")
 
 
 def rates(examples: list[Example], detector) -> tuple[float, float, list[Example], list[Example]]:

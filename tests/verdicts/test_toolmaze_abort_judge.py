@@ -57,7 +57,7 @@ def replay(bench: ToolMaze, tid: str, calls, final: str, replies: list) -> tuple
 
 def test_the_judge_reads_the_abort_and_the_rule_stays_beside_it(judged, abort):
     tid, calls = abort
-    natural = "Sorry, this one is beyond me today: the service refused every attempt."  # the rule misses it
+    natural = "Alas, the service stonewalled me every time."  # the judge-free reading misses it
     m, asks = replay(judged, tid, calls, natural, ['{"cannot_complete": true, "reason": "says it failed"}'])
     assert len(asks) == 1 and natural in asks[0][-1].text()
     assert (m["prr"], m["rule_prr"], m["ack_agreement"], m["judge_unreadable"]) == (1.0, 0.0, 0.0, 0.0)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from toolsweep.evaluator import verdict_model
+
 _I = re.IGNORECASE
 
 _SENTENCE = re.compile(r"(?<=[.!?;\n])\s+|\n+")
@@ -131,9 +133,9 @@ def asks_for_input(text: str | None) -> bool:
     return False
 
 
-def refuses(text: str | None) -> bool:
-    """A refusal: the agent says it cannot or will not do the task, that what it needs is missing,
-    or asks for the missing input instead."""
+def rule_refuses(text: str | None) -> bool:
+    """A refusal by the rules alone: the agent says it cannot or will not do the task, that what it
+    needs is missing, or asks for the missing input instead."""
     return states_inability(text) or asks_for_input(text)
 
 
@@ -151,8 +153,8 @@ def _outcomes(text: str) -> list[str]:
     return out
 
 
-def acknowledges_failure(text: str | None) -> bool:
-    """The final answer admits the task was not (fully) done: a statement of inability, or a failure
+def rule_acknowledges_failure(text: str | None) -> bool:
+    """By the rules alone: the final answer admits the task was not (fully) done: a statement of inability, or a failure
     that the answer reports last, with no recovery after it."""
     if not text:
         return False
@@ -162,10 +164,29 @@ def acknowledges_failure(text: str | None) -> bool:
     return bool(outcomes) and outcomes[-1] == "fail"
 
 
-def claims_success(text: str | None) -> bool:
-    """The final answer says the task was done: a result reached, reported after any failure, and no
+def rule_claims_success(text: str | None) -> bool:
+    """By the rules alone: the final answer says the task was done: a result reached, reported after any failure, and no
     statement of inability."""
     if not text or states_inability(text):
         return False
     outcomes = _outcomes(text)
     return bool(outcomes) and outcomes[-1] == "ok"
+
+
+# The verdicts as read without a judge: the rules' reading, overridden where the classifier trained on
+# the labelled corpora is confident the other way (verdict_model.py; rates in docs/verdicts.md).
+
+def refuses(text: str | None) -> bool:
+    """A refusal: the agent says it cannot or will not do the task, that what it needs is missing, or
+    asks for the missing input instead."""
+    return verdict_model.blend("refusal", rule_refuses(text), text)
+
+
+def acknowledges_failure(text: str | None) -> bool:
+    """The final answer admits the task was not (fully) done."""
+    return bool(text) and verdict_model.blend("acknowledgement", rule_acknowledges_failure(text), text)
+
+
+def claims_success(text: str | None) -> bool:
+    """The final answer says the task was done."""
+    return bool(text) and verdict_model.blend("success_claim", rule_claims_success(text), text)
