@@ -282,6 +282,17 @@ def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -
     return folders  # type: ignore[return-value]
 
 
+def _stage(src: Path, dst: Path) -> None:
+    """`src` at `dst` for an upload: a hard link where the file system allows one, else a copy."""
+    import shutil
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
 MIRROR_RECORD = "mlflow.json"
 """In the run directory: which tracking store was last brought fully up to date with which summary.json
 (its sha256). Written only once a mirror finished every step, so an interrupt anywhere before leaves
@@ -422,20 +433,25 @@ class MlflowMirror:
         seen = self._logged.get(key)
         return (seen is not None and (step < seen[0] or (step == seen[0] and digest == seen[1]))), digest
 
-    def _log_once(self, key: Any, run_id: Callable[[], str], step: int, values: dict[str, float]) -> None:
+    def _log_once(self, key: Any, run_id: Callable[[], str], step: int, values: dict[str, float],
+                  tags: dict[str, str] | None = None) -> None:
         """Log `values` at `step` unless the run already holds this point (or a later one); `run_id`
-        is asked only when there is something to log (it may create the run)."""
+        is asked only when there is something to log (it may create the run). `tags` go in the same
+        `log_batch` as the metrics, or alone when the point is not logged (one transaction, not two)."""
         from mlflow.entities import Metric, RunTag
 
+        extra = [RunTag(k, v) for k, v in sorted((tags or {}).items())]
         skip, digest = self._already_logged(key, step, values)
         if skip:
+            if extra:
+                self.client.log_batch(run_id(), tags=extra)
             return
         run_id = run_id()
         now = int(time.time() * 1000)
         metrics = [Metric(k, v, now, step) for k, v in values.items()]
-        tag = [RunTag(LOGGED_TAG, f"{step}|{digest}")]
+        first = [RunTag(LOGGED_TAG, f"{step}|{digest}"), *extra]
         for i in range(0, max(len(metrics), 1), 900):
-            self.client.log_batch(run_id, metrics=metrics[i : i + 900], tags=tag if i == 0 else [])
+            self.client.log_batch(run_id, metrics=metrics[i : i + 900], tags=first if i == 0 else [])
         self._logged[key] = (step, digest)
 
     def log_composites(self, values: dict[str, float]) -> None:
@@ -446,26 +462,25 @@ class MlflowMirror:
             self._log_once("parent", lambda: self.parent_id, 0, finite)
 
     def log_summaries(self, summaries: list[dict[str, Any]]) -> None:
-        """One log_batch per cell, step = episodes done in that cell; a point the run already holds is
-        not logged again."""
+        """One log_batch per cell (its metrics and the tags it is due), step = episodes done in that
+        cell; a point the run already holds is not logged again."""
         for s in summaries:
             cell = (s["model"], s["benchmark"], s["setting"])
             step = int(sum(s.get("terminations", {}).values()))
-            self._log_once(cell, lambda cell=cell: self._child(cell), step, cell_metrics(s))
+            tags = self._role_tags_due(cell, s)
             renamed = renamed_metrics(s)
             if renamed and cell not in self._names_tagged:
-                from mlflow.entities import RunTag
-
-                self.client.log_batch(self._child(cell), tags=[RunTag(METRIC_NAMES_TAG, json.dumps(renamed, sort_keys=True))])
+                tags[METRIC_NAMES_TAG] = json.dumps(renamed, sort_keys=True)
+            self._log_once(cell, lambda cell=cell: self._child(cell), step, cell_metrics(s), tags)
+            if renamed:
                 self._names_tagged.add(cell)
-            self._tag_roles(cell, s)
+            self._role_tags.update({(cell, k): v for k, v in tags.items() if k != METRIC_NAMES_TAG})
 
-    def _tag_roles(self, cell: Cell, summary: dict[str, Any]) -> None:
-        """Tags a reader filters runs by: the floor's cell runs `toolsweep.role = floor` (the reference, not a
-        contender), the others name their floor (`toolsweep.floor`); a partial cell `toolsweep.partial =
-        <done>/<expected>` (a later whole summary sets it to `no`). Set once per value."""
-        from mlflow.entities import RunTag
-
+    def _role_tags_due(self, cell: Cell, summary: dict[str, Any]) -> dict[str, str]:
+        """Tags a reader filters runs by, those not yet set to this value: the floor's cell runs
+        `toolsweep.role = floor` (the reference, not a contender), the others name their floor
+        (`toolsweep.floor`); a partial cell `toolsweep.partial = <done>/<expected>` (a later whole
+        summary sets it to `no`)."""
         tags = {}
         floor = summary.get("floor") or {}
         if summary.get("is_floor"):
@@ -475,10 +490,7 @@ class MlflowMirror:
             tags[FLOOR_TAG] = str(floor["model"])
         if "units_expected" in summary:
             tags[PARTIAL_TAG] = "no" if summary.get("complete") else f"{summary.get('units_done')}/{summary['units_expected']}"
-        new = {k: v for k, v in tags.items() if self._role_tags.get((cell, k)) != v}
-        if new:
-            self.client.log_batch(self._child(cell), tags=[RunTag(k, v) for k, v in sorted(new.items())])
-            self._role_tags.update({(cell, k): v for k, v in new.items()})
+        return {k: v for k, v in tags.items() if self._role_tags.get((cell, k)) != v}
 
     def log_artifacts(self, run_dir: RunDirectory, summaries: list[dict[str, Any]]) -> None:
         """The sweep's manifest, summary, report and benchmark plots (and the summary's composites as
@@ -487,27 +499,31 @@ class MlflowMirror:
         if run_dir.summary_path.exists():
             summary = read_summary(run_dir.summary_path)  # the record, so a re-sync logs the same values
             self.log_composites({**headline_metrics(summary.get("cells", []), summary.get("headline_metrics")), **(summary.get("composites") or {})})
-        for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
-            if path.exists():
-                self.client.log_artifact(self.parent_id, str(path))
-        for plot in sorted(run_dir.plots_dir.glob("*.svg")):
-            self.client.log_artifact(self.parent_id, str(plot), "plots")
         wanted = {(s["model"], s["benchmark"], s["setting"]): s for s in summaries}
         traced: list[tuple[Cell, str]] = []
         traces: list[Any] = []  # built per cell, written in bulk at the end (`export_traces`)
         with tempfile.TemporaryDirectory() as tmp:
-            files = split_episodes_by_cell(run_dir, set(wanted), Path(tmp))
+            # each run's files are staged in one folder and logged in one call (MLflow resolves the
+            # run's artifact store per call: a third of the calls)
+            parent = Path(tmp) / "parent"
+            for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
+                if path.exists():
+                    _stage(path, parent / path.name)
+            for plot in sorted(run_dir.plots_dir.glob("*.svg")):
+                _stage(plot, parent / "plots" / plot.name)
+            if parent.exists():
+                self.client.log_artifacts(self.parent_id, str(parent))
+            files = split_episodes_by_cell(run_dir, set(wanted), Path(tmp) / "cells")
             for cell, s in wanted.items():
                 folder = files.get(cell)
                 if folder is None:
                     continue
                 (folder / "summary.json").write_text(json.dumps(s, indent=2, default=str))
                 run_id = self._child(cell)
-                self.client.log_artifact(run_id, str(folder / "episodes.parquet"))
-                self.client.log_artifact(run_id, str(folder / "summary.json"))
                 plot = run_dir.cell_plot_path(cell)
                 if plot.exists():
-                    self.client.log_artifact(run_id, str(plot), "plots")
+                    _stage(plot, folder / "plots" / plot.name)
+                self.client.log_artifacts(run_id, str(folder))
                 if self.traces_per_cell > 0:
                     import pyarrow.parquet as pq
 
