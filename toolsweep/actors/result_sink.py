@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ def rest_after_flush(cpu_spent_s: float, flush_interval_s: float) -> float:
     (bench/mirror_lock.py). So it takes at most a third of a core: after c seconds of work, 2c of rest,
     and never less than the configured interval."""
     return max(flush_interval_s, MIRROR_REST * cpu_spent_s)
+TRACE_WAIT_S = 600.0
+"""How long the final MLflow step waits for the traces written in the background (`ResultSink`)."""
 TRACED_TAG = "toolsweep.traced"  # which episodes of a cell have a trace (see actors/traces.py)
 LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
@@ -324,6 +327,19 @@ def record_mirror(run_dir: RunDirectory, tracking_uri: str) -> None:
          "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2))
 
 
+@dataclass
+class _TraceJob:
+    """Traces being written in the background: for which cells, the episodes split by cell (kept for
+    the artifacts), and the outcome."""
+
+    cells: set[Cell]
+    tmp: Any  # a tempfile.TemporaryDirectory holding `files`
+    thread: threading.Thread | None = None
+    files: dict[Cell, Path] = field(default_factory=dict)
+    traced: list[tuple[Cell, str]] = field(default_factory=list)
+    error: BaseException | None = None
+
+
 class MlflowMirror:
     """Mirrors cells of one run directory into MLflow: experiment = sweep, a parent run per sweep
     run, a nested child run per (model, benchmark, setting). Finds existing runs on resume."""
@@ -358,6 +374,7 @@ class MlflowMirror:
         self._role_tags: dict[tuple[Cell, str], str] = {}
         self._found: set[Cell] = set()  # cells whose run existed when this mirror connected
         self.verify_traces = False  # sync-mlflow sets it: every cell's traces are checked, not trusted to a tag
+        self._trace_job: _TraceJob | None = None  # traces written in the background (`start_traces`)
 
     def connect(self, manifest: dict[str, Any], params: dict[str, Any]) -> None:
         """Open (or find again) the parent run. Raises when MLflow cannot be reached."""
@@ -500,8 +517,7 @@ class MlflowMirror:
             summary = read_summary(run_dir.summary_path)  # the record, so a re-sync logs the same values
             self.log_composites({**headline_metrics(summary.get("cells", []), summary.get("headline_metrics")), **(summary.get("composites") or {})})
         wanted = {(s["model"], s["benchmark"], s["setting"]): s for s in summaries}
-        traced: list[tuple[Cell, str]] = []
-        traces: list[Any] = []  # built per cell, written in bulk at the end (`export_traces`)
+        job = self._take_trace_job(set(wanted))
         with tempfile.TemporaryDirectory() as tmp:
             # each run's files are staged in one folder and logged in one call (MLflow resolves the
             # run's artifact store per call: a third of the calls)
@@ -513,7 +529,7 @@ class MlflowMirror:
                 _stage(plot, parent / "plots" / plot.name)
             if parent.exists():
                 self.client.log_artifacts(self.parent_id, str(parent))
-            files = split_episodes_by_cell(run_dir, set(wanted), Path(tmp) / "cells")
+            files = job.files if job is not None else split_episodes_by_cell(run_dir, set(wanted), Path(tmp) / "cells")
             for cell, s in wanted.items():
                 folder = files.get(cell)
                 if folder is None:
@@ -524,19 +540,84 @@ class MlflowMirror:
                 if plot.exists():
                     _stage(plot, folder / "plots" / plot.name)
                 self.client.log_artifacts(run_id, str(folder))
-                if self.traces_per_cell > 0:
-                    import pyarrow.parquet as pq
+            traced = job.traced if job is not None else self._write_traces(
+                files, {cell: bool(s.get("is_floor")) for cell, s in wanted.items()})
+        if job is not None:
+            job.tmp.cleanup()
+        self._tag_traced(traced)
 
-                    # the floor's episodes are a scripted policy's: a few show what it does, and its every
-                    # failure is no finding (they doubled the quick start's traces and MLflow time)
-                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"), traces,
-                                              max_failures=self.traces_per_cell if s.get("is_floor") else None)
-                    if digest is not None:
-                        traced.append((cell, digest))
+    def start_traces(self, run_dir: RunDirectory, cells: dict[Cell, bool]) -> None:
+        """Write the traces of `cells` ({cell: is the floor's}) from a background thread, while the
+        summary is computed: the run directory holds every episode by then, and the picks depend on
+        it alone. `log_artifacts` takes the result (`wait_traces` first bounds the wait)."""
+        job = _TraceJob(set(cells), tempfile.TemporaryDirectory())
+
+        def work() -> None:
+            try:
+                job.files = split_episodes_by_cell(run_dir, set(cells), Path(job.tmp.name) / "cells")
+                job.traced = self._write_traces(job.files, cells)
+            except BaseException as exc:  # noqa: BLE001 - raised again where it is waited for
+                job.error = exc
+
+        job.thread = threading.Thread(target=work, name="mlflow-traces", daemon=True)
+        self._trace_job = job
+        job.thread.start()
+
+    def wait_traces(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the background traces (`start_traces`); whether none is left running."""
+        job = self._trace_job
+        if job is None or job.thread is None:
+            return True
+        job.thread.join(timeout_s)
+        return not job.thread.is_alive()
+
+    def traces_pending(self) -> bool:
+        job = self._trace_job
+        return job is not None and job.thread is not None and job.thread.is_alive()
+
+    def _take_trace_job(self, cells: set[Cell]) -> _TraceJob | None:
+        """The background traces' result when they were written for these very cells; their error is
+        raised here. Other cells (a caller that changed its mind) are traced again inline."""
+        job, self._trace_job = self._trace_job, None
+        if job is None:
+            return None
+        if job.thread is not None:
+            job.thread.join()
+        if job.error is not None:
+            job.tmp.cleanup()
+            raise job.error
+        if job.cells != cells:
+            job.tmp.cleanup()
+            return None
+        return job
+
+    def _write_traces(self, files: dict[Cell, Path], floor: dict[Cell, bool]) -> list[tuple[Cell, str]]:
+        """Build the traces of each cell with episodes (`_log_traces`) and write them in bulk; returns
+        the (cell, digest) pairs whose runs the traces brought up to date."""
+        traced: list[tuple[Cell, str]] = []
+        traces: list[Any] = []  # built per cell, written in bulk at the end (`export_traces`)
+        if self.traces_per_cell <= 0:
+            return traced
+        import pyarrow.parquet as pq
+
+        for cell, is_floor in floor.items():
+            folder = files.get(cell)
+            if folder is None:
+                continue
+            # the floor's episodes are a scripted policy's: a few show what it does, and its every
+            # failure is no finding (they doubled the quick start's traces and MLflow time)
+            digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"), traces,
+                                      max_failures=self.traces_per_cell if is_floor else None)
+            if digest is not None:
+                traced.append((cell, digest))
         if traces:
             from toolsweep.actors.traces import export_traces
 
             export_traces(self.tracking_uri, traces)
+        return traced
+
+    def _tag_traced(self, traced: list[tuple[Cell, str]]) -> None:
+        """Each run whose traces are now current says so (TRACED_TAG): a later run trusts it."""
         if traced:
             from mlflow.entities import RunTag
 
@@ -621,9 +702,15 @@ class ResultSink:
         flush_interval_s: float = 2.0,
         log: Any = None,
         unit_ids: UnitIds | None = None,
+        floor_model: str | None = None,
+        trace_wait_s: float = TRACE_WAIT_S,
     ) -> None:
         """`unit_ids`: the units the record describes (the whole config's, also for a subset run); the
-        live table mirrors only their episodes, so MLflow never shows a cell the final summary has not."""
+        live table mirrors only their episodes, so MLflow never shows a cell the final summary has not.
+        `floor_model`: the config's no-LLM floor (its cells get fewer traces); `trace_wait_s`: how long
+        the final MLflow step waits for the traces written in the background since the episodes ended."""
+        self.floor_model = floor_model
+        self.trace_wait_s = trace_wait_s
         self.run_dir = run_dir
         self.writer = EpisodeWriter(run_dir, background=True)  # a part is written off the scheduler's loop
         self.specs_for = specs_for
@@ -683,7 +770,12 @@ class ResultSink:
         self.writer.flush_part()
         self._stop_mirror_thread()
         with self._table_lock:
+            cells = list(self.table.cells) if self.table is not None else []
             self.table, self._dirty = None, set()
+        start = getattr(self.mirror, "start_traces", None)
+        if self.mlflow_ok and cells and start is not None:
+            # the run directory is final: its traces are written while the summary is computed
+            start(self.run_dir, {cell: cell[0] == self.floor_model for cell in cells})
 
     def _stop_mirror_thread(self) -> None:
         if self._thread is not None:
@@ -728,6 +820,23 @@ class ResultSink:
                 self._mirror_failed(exc)
             wait = rest_after_flush(self._cpu_clock() - cpu, self.flush_interval_s)
 
+    def _await_traces(self) -> bool:
+        """Wait, at most `trace_wait_s`, for the traces written since the episodes ended; a longer wait
+        leaves the mirror to the next run of the same command (the run directory is whole, and
+        mlflow.json is not updated, so that run completes the mirror)."""
+        pending = getattr(self.mirror, "traces_pending", lambda: False)
+        if not pending():
+            return True
+        self.log(f"MLflow: waiting up to {self.trace_wait_s:.0f} s for the traces being written since the episodes ended")
+        t0 = time.perf_counter()
+        if self.mirror.wait_traces(self.trace_wait_s):
+            self.log(f"MLflow: the traces were written ({time.perf_counter() - t0:.1f} s waited)")
+            return True
+        self.log(f"MLflow: the traces are still being written after {self.trace_wait_s:.0f} s; the run directory "
+                 f"{self.run_dir.path} is complete, and running the same command again completes the mirror")
+        self.mlflow_ok = False
+        return False
+
     def close(self, final_summaries: list[dict[str, Any]] | None, status: str = "FINISHED") -> None:
         """Flush the run directory; log final numbers and artifacts to MLflow if it is reachable.
         A second call does nothing (the driver closes a sink that an error left open)."""
@@ -738,6 +847,8 @@ class ResultSink:
         self._stop_mirror_thread()
         if self.mirror is not None and self.mlflow_ok:
             try:
+                if final_summaries and not self._await_traces():
+                    return
                 if final_summaries:
                     self.log(f"MLflow: writing the final metrics, artifacts and traces to {self.mirror.tracking_uri}")
                     self.mirror.log_summaries(final_summaries)
