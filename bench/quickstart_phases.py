@@ -48,14 +48,18 @@ def main() -> None:
     ap.add_argument("--new", type=Path, default=Path("."), help="checkout of this version (default: .)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds, each running both trees (default 1)")
     ap.add_argument("--config", type=Path, default=Path("configs/sweeps/quickstart.yaml"))
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep each run's directory and MLflow store under this folder (to compare their content)")
     args = ap.parse_args()
     trees = {"old": args.old, "new": args.new}
     results: dict[str, list[dict[str, float]]] = {k: [] for k in trees}
     loads: dict[str, list[float]] = {k: [] for k in trees}
     with tempfile.TemporaryDirectory(prefix="quickstart-phases-") as tmp:
+        work = args.keep.resolve() if args.keep else Path(tmp)
         for _ in range(args.repeat):
             for label, tree in trees.items():
-                times, load = run_once(tree, args.config.resolve(), Path(tmp))
+                (work / label).mkdir(parents=True, exist_ok=True)
+                times, load = run_once(tree, args.config.resolve(), work / label)
                 results[label].append(times)
                 loads[label].append(load)
                 print(f"{label}: {times} (load {load:.1f})", file=sys.stderr)

@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ def rest_after_flush(cpu_spent_s: float, flush_interval_s: float) -> float:
     (bench/mirror_lock.py). So it takes at most a third of a core: after c seconds of work, 2c of rest,
     and never less than the configured interval."""
     return max(flush_interval_s, MIRROR_REST * cpu_spent_s)
+TRACE_WAIT_S = 600.0
+"""How long the final MLflow step waits for the traces written in the background (`ResultSink`)."""
 TRACED_TAG = "toolsweep.traced"  # which episodes of a cell have a trace (see actors/traces.py)
 LOGGED_TAG = "toolsweep.logged"  # "<step>|<hash of the values>" of the last point a run holds
 CELL_TAG = "toolsweep.cell"
@@ -282,6 +285,17 @@ def split_episodes_by_cell(run_dir: RunDirectory, cells: set[Cell], out: Path) -
     return folders  # type: ignore[return-value]
 
 
+def _stage(src: Path, dst: Path) -> None:
+    """`src` at `dst` for an upload: a hard link where the file system allows one, else a copy."""
+    import shutil
+
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
 MIRROR_RECORD = "mlflow.json"
 """In the run directory: which tracking store was last brought fully up to date with which summary.json
 (its sha256). Written only once a mirror finished every step, so an interrupt anywhere before leaves
@@ -311,6 +325,19 @@ def record_mirror(run_dir: RunDirectory, tracking_uri: str) -> None:
     atomic_write_text(run_dir.path / MIRROR_RECORD, json.dumps(
         {"tracking_uri": tracking_uri, "summary_sha256": _summary_digest(run_dir),
          "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2))
+
+
+@dataclass
+class _TraceJob:
+    """Traces being written in the background: for which cells, the episodes split by cell (kept for
+    the artifacts), and the outcome."""
+
+    cells: set[Cell]
+    tmp: Any  # a tempfile.TemporaryDirectory holding `files`
+    thread: threading.Thread | None = None
+    files: dict[Cell, Path] = field(default_factory=dict)
+    traced: list[tuple[Cell, str]] = field(default_factory=list)
+    error: BaseException | None = None
 
 
 class MlflowMirror:
@@ -347,6 +374,7 @@ class MlflowMirror:
         self._role_tags: dict[tuple[Cell, str], str] = {}
         self._found: set[Cell] = set()  # cells whose run existed when this mirror connected
         self.verify_traces = False  # sync-mlflow sets it: every cell's traces are checked, not trusted to a tag
+        self._trace_job: _TraceJob | None = None  # traces written in the background (`start_traces`)
 
     def connect(self, manifest: dict[str, Any], params: dict[str, Any]) -> None:
         """Open (or find again) the parent run. Raises when MLflow cannot be reached."""
@@ -422,20 +450,25 @@ class MlflowMirror:
         seen = self._logged.get(key)
         return (seen is not None and (step < seen[0] or (step == seen[0] and digest == seen[1]))), digest
 
-    def _log_once(self, key: Any, run_id: Callable[[], str], step: int, values: dict[str, float]) -> None:
+    def _log_once(self, key: Any, run_id: Callable[[], str], step: int, values: dict[str, float],
+                  tags: dict[str, str] | None = None) -> None:
         """Log `values` at `step` unless the run already holds this point (or a later one); `run_id`
-        is asked only when there is something to log (it may create the run)."""
+        is asked only when there is something to log (it may create the run). `tags` go in the same
+        `log_batch` as the metrics, or alone when the point is not logged (one transaction, not two)."""
         from mlflow.entities import Metric, RunTag
 
+        extra = [RunTag(k, v) for k, v in sorted((tags or {}).items())]
         skip, digest = self._already_logged(key, step, values)
         if skip:
+            if extra:
+                self.client.log_batch(run_id(), tags=extra)
             return
         run_id = run_id()
         now = int(time.time() * 1000)
         metrics = [Metric(k, v, now, step) for k, v in values.items()]
-        tag = [RunTag(LOGGED_TAG, f"{step}|{digest}")]
+        first = [RunTag(LOGGED_TAG, f"{step}|{digest}"), *extra]
         for i in range(0, max(len(metrics), 1), 900):
-            self.client.log_batch(run_id, metrics=metrics[i : i + 900], tags=tag if i == 0 else [])
+            self.client.log_batch(run_id, metrics=metrics[i : i + 900], tags=first if i == 0 else [])
         self._logged[key] = (step, digest)
 
     def log_composites(self, values: dict[str, float]) -> None:
@@ -446,26 +479,25 @@ class MlflowMirror:
             self._log_once("parent", lambda: self.parent_id, 0, finite)
 
     def log_summaries(self, summaries: list[dict[str, Any]]) -> None:
-        """One log_batch per cell, step = episodes done in that cell; a point the run already holds is
-        not logged again."""
+        """One log_batch per cell (its metrics and the tags it is due), step = episodes done in that
+        cell; a point the run already holds is not logged again."""
         for s in summaries:
             cell = (s["model"], s["benchmark"], s["setting"])
             step = int(sum(s.get("terminations", {}).values()))
-            self._log_once(cell, lambda cell=cell: self._child(cell), step, cell_metrics(s))
+            tags = self._role_tags_due(cell, s)
             renamed = renamed_metrics(s)
             if renamed and cell not in self._names_tagged:
-                from mlflow.entities import RunTag
-
-                self.client.log_batch(self._child(cell), tags=[RunTag(METRIC_NAMES_TAG, json.dumps(renamed, sort_keys=True))])
+                tags[METRIC_NAMES_TAG] = json.dumps(renamed, sort_keys=True)
+            self._log_once(cell, lambda cell=cell: self._child(cell), step, cell_metrics(s), tags)
+            if renamed:
                 self._names_tagged.add(cell)
-            self._tag_roles(cell, s)
+            self._role_tags.update({(cell, k): v for k, v in tags.items() if k != METRIC_NAMES_TAG})
 
-    def _tag_roles(self, cell: Cell, summary: dict[str, Any]) -> None:
-        """Tags a reader filters runs by: the floor's cell runs `toolsweep.role = floor` (the reference, not a
-        contender), the others name their floor (`toolsweep.floor`); a partial cell `toolsweep.partial =
-        <done>/<expected>` (a later whole summary sets it to `no`). Set once per value."""
-        from mlflow.entities import RunTag
-
+    def _role_tags_due(self, cell: Cell, summary: dict[str, Any]) -> dict[str, str]:
+        """Tags a reader filters runs by, those not yet set to this value: the floor's cell runs
+        `toolsweep.role = floor` (the reference, not a contender), the others name their floor
+        (`toolsweep.floor`); a partial cell `toolsweep.partial = <done>/<expected>` (a later whole
+        summary sets it to `no`)."""
         tags = {}
         floor = summary.get("floor") or {}
         if summary.get("is_floor"):
@@ -475,10 +507,7 @@ class MlflowMirror:
             tags[FLOOR_TAG] = str(floor["model"])
         if "units_expected" in summary:
             tags[PARTIAL_TAG] = "no" if summary.get("complete") else f"{summary.get('units_done')}/{summary['units_expected']}"
-        new = {k: v for k, v in tags.items() if self._role_tags.get((cell, k)) != v}
-        if new:
-            self.client.log_batch(self._child(cell), tags=[RunTag(k, v) for k, v in sorted(new.items())])
-            self._role_tags.update({(cell, k): v for k, v in new.items()})
+        return {k: v for k, v in tags.items() if self._role_tags.get((cell, k)) != v}
 
     def log_artifacts(self, run_dir: RunDirectory, summaries: list[dict[str, Any]]) -> None:
         """The sweep's manifest, summary, report and benchmark plots (and the summary's composites as
@@ -487,40 +516,108 @@ class MlflowMirror:
         if run_dir.summary_path.exists():
             summary = read_summary(run_dir.summary_path)  # the record, so a re-sync logs the same values
             self.log_composites({**headline_metrics(summary.get("cells", []), summary.get("headline_metrics")), **(summary.get("composites") or {})})
-        for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
-            if path.exists():
-                self.client.log_artifact(self.parent_id, str(path))
-        for plot in sorted(run_dir.plots_dir.glob("*.svg")):
-            self.client.log_artifact(self.parent_id, str(plot), "plots")
         wanted = {(s["model"], s["benchmark"], s["setting"]): s for s in summaries}
-        traced: list[tuple[Cell, str]] = []
-        traces: list[Any] = []  # built per cell, written in bulk at the end (`export_traces`)
+        job = self._take_trace_job(set(wanted))
         with tempfile.TemporaryDirectory() as tmp:
-            files = split_episodes_by_cell(run_dir, set(wanted), Path(tmp))
+            # each run's files are staged in one folder and logged in one call (MLflow resolves the
+            # run's artifact store per call: a third of the calls)
+            parent = Path(tmp) / "parent"
+            for path in (run_dir.manifest_path, run_dir.summary_path, run_dir.report_path):
+                if path.exists():
+                    _stage(path, parent / path.name)
+            for plot in sorted(run_dir.plots_dir.glob("*.svg")):
+                _stage(plot, parent / "plots" / plot.name)
+            if parent.exists():
+                self.client.log_artifacts(self.parent_id, str(parent))
+            files = job.files if job is not None else split_episodes_by_cell(run_dir, set(wanted), Path(tmp) / "cells")
             for cell, s in wanted.items():
                 folder = files.get(cell)
                 if folder is None:
                     continue
                 (folder / "summary.json").write_text(json.dumps(s, indent=2, default=str))
                 run_id = self._child(cell)
-                self.client.log_artifact(run_id, str(folder / "episodes.parquet"))
-                self.client.log_artifact(run_id, str(folder / "summary.json"))
                 plot = run_dir.cell_plot_path(cell)
                 if plot.exists():
-                    self.client.log_artifact(run_id, str(plot), "plots")
-                if self.traces_per_cell > 0:
-                    import pyarrow.parquet as pq
+                    _stage(plot, folder / "plots" / plot.name)
+                self.client.log_artifacts(run_id, str(folder))
+            traced = job.traced if job is not None else self._write_traces(
+                files, {cell: bool(s.get("is_floor")) for cell, s in wanted.items()})
+        if job is not None:
+            job.tmp.cleanup()
+        self._tag_traced(traced)
 
-                    # the floor's episodes are a scripted policy's: a few show what it does, and its every
-                    # failure is no finding (they doubled the quick start's traces and MLflow time)
-                    digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"), traces,
-                                              max_failures=self.traces_per_cell if s.get("is_floor") else None)
-                    if digest is not None:
-                        traced.append((cell, digest))
+    def start_traces(self, run_dir: RunDirectory, cells: dict[Cell, bool]) -> None:
+        """Write the traces of `cells` ({cell: is the floor's}) from a background thread, while the
+        summary is computed: the run directory holds every episode by then, and the picks depend on
+        it alone. `log_artifacts` takes the result (`wait_traces` first bounds the wait)."""
+        job = _TraceJob(set(cells), tempfile.TemporaryDirectory())
+
+        def work() -> None:
+            try:
+                job.files = split_episodes_by_cell(run_dir, set(cells), Path(job.tmp.name) / "cells")
+                job.traced = self._write_traces(job.files, cells)
+            except BaseException as exc:  # noqa: BLE001 - raised again where it is waited for
+                job.error = exc
+
+        job.thread = threading.Thread(target=work, name="mlflow-traces", daemon=True)
+        self._trace_job = job
+        job.thread.start()
+
+    def wait_traces(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` for the background traces (`start_traces`); whether none is left running."""
+        job = self._trace_job
+        if job is None or job.thread is None:
+            return True
+        job.thread.join(timeout_s)
+        return not job.thread.is_alive()
+
+    def traces_pending(self) -> bool:
+        job = self._trace_job
+        return job is not None and job.thread is not None and job.thread.is_alive()
+
+    def _take_trace_job(self, cells: set[Cell]) -> _TraceJob | None:
+        """The background traces' result when they were written for these very cells; their error is
+        raised here. Other cells (a caller that changed its mind) are traced again inline."""
+        job, self._trace_job = self._trace_job, None
+        if job is None:
+            return None
+        if job.thread is not None:
+            job.thread.join()
+        if job.error is not None:
+            job.tmp.cleanup()
+            raise job.error
+        if job.cells != cells:
+            job.tmp.cleanup()
+            return None
+        return job
+
+    def _write_traces(self, files: dict[Cell, Path], floor: dict[Cell, bool]) -> list[tuple[Cell, str]]:
+        """Build the traces of each cell with episodes (`_log_traces`) and write them in bulk; returns
+        the (cell, digest) pairs whose runs the traces brought up to date."""
+        traced: list[tuple[Cell, str]] = []
+        traces: list[Any] = []  # built per cell, written in bulk at the end (`export_traces`)
+        if self.traces_per_cell <= 0:
+            return traced
+        import pyarrow.parquet as pq
+
+        for cell, is_floor in floor.items():
+            folder = files.get(cell)
+            if folder is None:
+                continue
+            # the floor's episodes are a scripted policy's: a few show what it does, and its every
+            # failure is no finding (they doubled the quick start's traces and MLflow time)
+            digest = self._log_traces(cell, pq.read_table(folder / "episodes.parquet"), traces,
+                                      max_failures=self.traces_per_cell if is_floor else None)
+            if digest is not None:
+                traced.append((cell, digest))
         if traces:
             from toolsweep.actors.traces import export_traces
 
             export_traces(self.tracking_uri, traces)
+        return traced
+
+    def _tag_traced(self, traced: list[tuple[Cell, str]]) -> None:
+        """Each run whose traces are now current says so (TRACED_TAG): a later run trusts it."""
         if traced:
             from mlflow.entities import RunTag
 
@@ -605,9 +702,15 @@ class ResultSink:
         flush_interval_s: float = 2.0,
         log: Any = None,
         unit_ids: UnitIds | None = None,
+        floor_model: str | None = None,
+        trace_wait_s: float = TRACE_WAIT_S,
     ) -> None:
         """`unit_ids`: the units the record describes (the whole config's, also for a subset run); the
-        live table mirrors only their episodes, so MLflow never shows a cell the final summary has not."""
+        live table mirrors only their episodes, so MLflow never shows a cell the final summary has not.
+        `floor_model`: the config's no-LLM floor (its cells get fewer traces); `trace_wait_s`: how long
+        the final MLflow step waits for the traces written in the background since the episodes ended."""
+        self.floor_model = floor_model
+        self.trace_wait_s = trace_wait_s
         self.run_dir = run_dir
         self.writer = EpisodeWriter(run_dir, background=True)  # a part is written off the scheduler's loop
         self.specs_for = specs_for
@@ -667,7 +770,12 @@ class ResultSink:
         self.writer.flush_part()
         self._stop_mirror_thread()
         with self._table_lock:
+            cells = list(self.table.cells) if self.table is not None else []
             self.table, self._dirty = None, set()
+        start = getattr(self.mirror, "start_traces", None)
+        if self.mlflow_ok and cells and start is not None:
+            # the run directory is final: its traces are written while the summary is computed
+            start(self.run_dir, {cell: cell[0] == self.floor_model for cell in cells})
 
     def _stop_mirror_thread(self) -> None:
         if self._thread is not None:
@@ -712,6 +820,23 @@ class ResultSink:
                 self._mirror_failed(exc)
             wait = rest_after_flush(self._cpu_clock() - cpu, self.flush_interval_s)
 
+    def _await_traces(self) -> bool:
+        """Wait, at most `trace_wait_s`, for the traces written since the episodes ended; a longer wait
+        leaves the mirror to the next run of the same command (the run directory is whole, and
+        mlflow.json is not updated, so that run completes the mirror)."""
+        pending = getattr(self.mirror, "traces_pending", lambda: False)
+        if not pending():
+            return True
+        self.log(f"MLflow: waiting up to {self.trace_wait_s:.0f} s for the traces being written since the episodes ended")
+        t0 = time.perf_counter()
+        if self.mirror.wait_traces(self.trace_wait_s):
+            self.log(f"MLflow: the traces were written ({time.perf_counter() - t0:.1f} s waited)")
+            return True
+        self.log(f"MLflow: the traces are still being written after {self.trace_wait_s:.0f} s; the run directory "
+                 f"{self.run_dir.path} is complete, and running the same command again completes the mirror")
+        self.mlflow_ok = False
+        return False
+
     def close(self, final_summaries: list[dict[str, Any]] | None, status: str = "FINISHED") -> None:
         """Flush the run directory; log final numbers and artifacts to MLflow if it is reachable.
         A second call does nothing (the driver closes a sink that an error left open)."""
@@ -722,6 +847,8 @@ class ResultSink:
         self._stop_mirror_thread()
         if self.mirror is not None and self.mlflow_ok:
             try:
+                if final_summaries and not self._await_traces():
+                    return
                 if final_summaries:
                     self.log(f"MLflow: writing the final metrics, artifacts and traces to {self.mirror.tracking_uri}")
                     self.mirror.log_summaries(final_summaries)

@@ -787,7 +787,7 @@ def result_sink(plan: SweepPlan, log: Log) -> Iterator[Any]:
         plan.run_dir, specs_lookup(plan.record.benchmarks), mirror=mirror, unit_ids=plan.record.unit_ids,
         live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence,
         resample=config.bootstrap.resample,
-        flush_interval_s=config.mlflow_interval_s, log=log,
+        flush_interval_s=config.mlflow_interval_s, log=log, floor_model=plan.record.config.floor_model(),
     )
     try:
         yield sink
