@@ -1,7 +1,9 @@
 """APB's adversary search, per setting: the search space of apb/search.py (which tool a clause gets, order,
 argument binding, when to refuse, which tool replaces a broken one) searched on a seeded sample of each
 setting's tasks under a fixed budget of policies; per setting the strongest on `correct` against the
-heuristic (the former floor). Prints the rows bounds.SEARCHED holds (--table).
+heuristic (the former floor). Prints the rows bounds.SEARCHED holds (--table), then, per refusal
+option, the calibration across settings (§7.5: TRR over the Unsolvable kinds, FRR on the solvable
+controls): the refusal decision is one policy over both, which no single setting's search can score.
 
     OMP_NUM_THREADS=1 python bench/apb_search.py [--tasks 20] [--budget 24] [--settings S ...] [--table]
 """
@@ -45,6 +47,19 @@ def main() -> None:
               flush=True)
     if args.table:
         print(json.dumps(table, indent=1))
+    calibration_rows(bench, args.tasks)
+
+
+def calibration_rows(bench, n_tasks: int) -> None:
+    """Each refusal option with the heuristic's other choices, on the same seeded samples (bounds.CALIBRATION)."""
+    from toolsweep.benchmarks.apb.search import SPACE, UNSOLVABLE, refusal_calibration
+
+    print(f"{'refuse':<14}" + "".join(f"{k.removeprefix('unsolvable_'):>10}" for k in UNSOLVABLE)
+          + f"{'TRR':>8}{'FRR':>8}{'Calibration':>13}")
+    for option in dict(SPACE.primitives)["refuse"]:
+        r = refusal_calibration(bench, option, n_tasks)
+        print(f"{option:<14}" + "".join(f"{r['by_kind'][k]:10.3f}" for k in UNSOLVABLE)
+              + f"{r['TRR']:8.3f}{r['FRR']:8.3f}{r['Calibration']:13.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -336,6 +336,11 @@ MUTANTS: list[Mutant] = [
            ("tests/benchmarks/apb/test_apb_search.py::test_the_baseline_option_of_every_primitive_is_the_heuristic",),
            "APB's searched step-wise policies bind a reference where the trajectory shows the value: the "
            "search starts below the heuristic and its floor is too low"),
+    Mutant("apb-calibration-frr-reads-correct", "toolsweep/benchmarks/apb/search.py", "refusal_calibration",
+           '["refused"]', '["correct"]',
+           ("tests/benchmarks/apb/test_apb_search.py::test_no_refusal_option_is_better_calibrated_than_the_floors",),
+           "APB's cross-setting calibration takes the controls' plan correctness for their false-refusal rate: "
+           "the heuristic's refusals of solvable twins go unseen"),
     Mutant("planbench-search-trust-ignored", "toolsweep/benchmarks/planbench_xl/search.py",
            "ComposedPlanner._plan_step", "step = self._plan_avoiding(self.bad | (self.suspect - self.preferred))",
            "step = self._plan_avoiding(self.bad)",

@@ -13,7 +13,8 @@ import random
 import pytest
 
 from toolsweep.benchmarks.apb import APB
-from toolsweep.benchmarks.apb.bounds import SEARCHED
+from toolsweep.benchmarks.apb.bounds import CALIBRATION, SEARCHED, SEARCHED_ON
+from toolsweep.benchmarks.apb.generator import GENERATOR_VERSION
 from toolsweep.benchmarks.apb.search import (
     PHRASE_BANK,
     SPACE,
@@ -21,6 +22,7 @@ from toolsweep.benchmarks.apb.search import (
     floor_policy_of,
     parse_policy,
     policy_name,
+    refusal_calibration,
     score_setting,
     search_setting,
     setting_sample,
@@ -67,6 +69,27 @@ def test_refusal_options_change_only_what_the_prompt_allows(bench):
     never = json.loads(ComposedPolicy(env, 0, {**dict(SPACE.baseline), "refuse": "never"}).answer())
     assert always["status"] == "REJECT" and "status" not in never and never["tool_chain"]
     assert PHRASE_BANK.search("This cannot be done offline") and not PHRASE_BANK.search("Compute the mean.")
+
+
+def test_the_table_was_searched_on_the_cases_the_generator_makes():
+    """A table searched on an older generator's cases is another benchmark's floor: search again
+    (bench/apb_search.py) and update bounds.py when the generator version changes."""
+    assert SEARCHED_ON == GENERATOR_VERSION
+
+
+def test_no_refusal_option_is_better_calibrated_than_the_floors(bench):
+    """The refusal decision spans settings (TRR on the Unsolvable kinds, FRR on their solvable
+    controls); since apb-gen-5 the controls read their Unsolvable case's requirement, so the
+    heuristic's cues refuse most of them. The declared figures replay, and the floor's option is best."""
+    floor = parse_policy(floor_policy_of("unsolvable_control"))["refuse"]
+    assert {floor} == {parse_policy(floor_policy_of(k))["refuse"] for k in SETTINGS if k.startswith("unsolvable_")}
+    for option, declared in CALIBRATION.items():
+        got = refusal_calibration(bench, option, TASKS)
+        for key in ("TRR", "FRR", "Calibration"):
+            assert got[key] == pytest.approx(declared[key], abs=PRINTED), (option, key)
+    assert set(CALIBRATION) == set(dict(SPACE.primitives)["refuse"])
+    assert max(CALIBRATION.values(), key=lambda r: r["Calibration"]) is CALIBRATION[floor]
+    assert CALIBRATION[floor]["FRR"] > 0.5  # what a model's calibration is read against
 
 
 @pytest.mark.parametrize("setting", DEFAULT_SETTINGS)

@@ -1,7 +1,20 @@
 """APB's searched floor (search.py): per setting, the strongest policy of the adversary search space that
-bench/apb_search.py found, its score and the heuristic's on the same tasks."""
+bench/apb_search.py found, its score and the heuristic's on the same tasks. The cases the table was
+searched on come from one generator: when the generator changes, search again (a test compares)."""
 
 from __future__ import annotations
+
+SEARCHED_ON = "apb-gen-5"  # generator.GENERATOR_VERSION of the cases below
+
+# The refusal decision across settings (§7.5), the space's refusal options with the heuristic's other
+# choices, on the same seeded samples: TRR over the four Unsolvable kinds, FRR on the solvable controls.
+# The floor's refusal is one rule for both; no option is better calibrated than the heuristic's cues.
+CALIBRATION: dict[str, dict[str, float]] = {
+    "cues": {"TRR": 1.0, "FRR": 0.85, "Calibration": 0.575},
+    "never": {"TRR": 0.0, "FRR": 0.0, "Calibration": 0.5},
+    "always": {"TRR": 1.0, "FRR": 1.0, "Calibration": 0.5},
+    "phrase_bank": {"TRR": 0.8, "FRR": 0.75, "Calibration": 0.525},
+}
 
 # setting -> metric -> {searched, heuristic, policy} (a seeded task sample per setting, run seed 0)
 SEARCHED: dict[str, dict[str, dict[str, object]]] = {

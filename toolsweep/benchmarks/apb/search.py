@@ -229,3 +229,20 @@ def search_setting(bench, setting: str, n_tasks: int = 40, budget: int = 40, see
 
     ids = setting_sample(bench, setting, n_tasks, seed)
     return search(SPACE, lambda spec: score_setting(bench, spec, setting, ids), METRICS, budget=budget, seed=seed)
+
+
+UNSOLVABLE = ("unsolvable_conflict", "unsolvable_info", "unsolvable_tool", "unsolvable_visual")
+CONTROL = "unsolvable_control"
+
+
+def refusal_calibration(bench, refuse: str, n_tasks: int = 20, seed: int = 0) -> dict[str, Any]:
+    """§7.5's calibration of one refusal option (the heuristic's other choices) across settings: TRR
+    per Unsolvable kind and FRR on the solvable controls, each on its setting's seeded sample. A
+    per-setting search cannot score it: refusing never wins the controls, always wins the Unsolvable
+    cases, and the floor's refusal must be one rule for both."""
+    from toolsweep.benchmarks.apb.metrics import calibration
+
+    spec = tuple({**dict(SPACE.baseline), "refuse": refuse}.items())
+    trr = {k: score_setting(bench, spec, k, setting_sample(bench, k, n_tasks, seed))["correct"] for k in UNSOLVABLE}
+    frr = score_setting(bench, spec, CONTROL, setting_sample(bench, CONTROL, n_tasks, seed))["refused"]
+    return {"by_kind": trr, **calibration(trr, frr)}
