@@ -65,3 +65,14 @@ def test_a_zero_budget_or_empty_space_is_refused():
         search(_space(1, 2), lambda s: {}, {"x": True}, budget=0)
     with pytest.raises(ValueError):
         SearchSpace.of({"p": ()})
+
+
+def test_a_policy_name_round_trips_and_an_unknown_option_is_refused_with_the_space():
+    space = SearchSpace.of({"order": ("list", "reverse"), "repeat": ("once", "twice")})
+    spec = (("order", "reverse"), ("repeat", "twice"))
+    assert space.name(spec) == "search:order=reverse,repeat=twice"
+    assert space.parse(space.name(spec), "X") == {"order": "reverse", "repeat": "twice"}
+    assert space.parse("search:repeat=twice", "X") == {"order": "list", "repeat": "twice"}  # the rest: baseline
+    for bad in ("search:order=sideways", "search:colour=red", "search:order"):
+        with pytest.raises(KeyError, match="no option of X's search space .*order: list|reverse"):
+            space.parse(bad, "X")

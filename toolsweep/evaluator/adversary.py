@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 Spec = tuple[tuple[str, str], ...]
 """A policy: one (primitive, option) pair per primitive, in the space's order (hashable, printable)."""
+POLICY_PREFIX = "search:"  # a searched policy's name begins so
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,23 @@ class SearchSpace:
 
     def random(self, rng: random.Random) -> Spec:
         return tuple((name, opts[rng.randrange(len(opts))]) for name, opts in self.primitives)
+
+    def name(self, spec: Spec) -> str:
+        """A policy's name, as the policy list and the floor call it: `search:` and its options."""
+        return POLICY_PREFIX + ",".join(f"{k}={v}" for k, v in spec)
+
+    def parse(self, name: str, benchmark: str) -> dict[str, str]:
+        """The options of a `search:` policy name; a primitive it leaves out takes the baseline's option,
+        and an unknown primitive or option is refused with the space's options."""
+        options = dict(self.baseline)
+        allowed = dict(self.primitives)
+        for part in filter(None, name[len(POLICY_PREFIX):].split(",")):
+            key, sep, value = part.partition("=")
+            if not sep or key not in allowed or value not in allowed[key]:
+                known = ", ".join(f"{k}: {'|'.join(v)}" for k, v in self.primitives)
+                raise KeyError(f"{name!r}: '{part}' is no option of {benchmark}'s search space ({known})")
+            options[key] = value
+        return options
 
 
 @dataclass

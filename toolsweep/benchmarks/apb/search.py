@@ -28,9 +28,9 @@ from typing import Any
 from toolsweep.benchmarks.apb import baseline
 from toolsweep.benchmarks.apb.policies import _Scripted
 from toolsweep.benchmarks.apb.tools import FINISH
-from toolsweep.evaluator.adversary import SearchSpace, Spec
+from toolsweep.evaluator.adversary import POLICY_PREFIX, SearchSpace, Spec
 
-PREFIX = "search:"
+PREFIX = POLICY_PREFIX
 FLOOR = "searched_floor"
 SPACE = SearchSpace.of({
     "pick": ("name_and_description", "name", "description", "position"),
@@ -46,20 +46,12 @@ REASON = "This cannot be completed with the tools, files and information availab
 
 
 def policy_name(spec: Spec) -> str:
-    return PREFIX + ",".join(f"{k}={v}" for k, v in spec)
+    return SPACE.name(spec)
 
 
 def parse_policy(name: str) -> dict[str, str]:
     """The options of a `search:` policy name (missing primitives take the heuristic's option)."""
-    options = dict(SPACE.baseline)
-    allowed = dict(SPACE.primitives)
-    for part in filter(None, name[len(PREFIX):].split(",")):
-        key, sep, value = part.partition("=")
-        if not sep or key not in allowed or value not in allowed[key]:
-            known = ", ".join(f"{k}: {'|'.join(v)}" for k, v in SPACE.primitives)
-            raise KeyError(f"{name!r}: '{part}' is no option of APB's search space ({known})")
-        options[key] = value
-    return options
+    return SPACE.parse(name, "APB")
 
 
 def _pick(clause: str, tools: list[dict[str, Any]], how: str, i: int) -> dict[str, Any] | None:

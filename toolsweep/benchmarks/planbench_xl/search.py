@@ -30,10 +30,10 @@ from toolsweep.benchmarks.planbench_xl.policies import (
     answer_text,
     name_rule,
 )
-from toolsweep.evaluator.adversary import SearchSpace, Spec
+from toolsweep.evaluator.adversary import POLICY_PREFIX, SearchSpace, Spec
 from toolsweep.evaluator.types import AgentReply, Message
 
-PREFIX = "search:"
+PREFIX = POLICY_PREFIX
 FLOOR = "searched_floor"
 SPACE = SearchSpace.of({
     "prefer": ("list", "reverse", "short_description", "long_description", "goal_overlap", "few_params",
@@ -47,20 +47,12 @@ REFUSAL = "I cannot determine the requested value from the available tools."
 
 
 def policy_name(spec: Spec) -> str:
-    return PREFIX + ",".join(f"{k}={v}" for k, v in spec)
+    return SPACE.name(spec)
 
 
 def parse_policy(name: str) -> dict[str, str]:
     """The options of a `search:` policy name (missing primitives take the planner's option)."""
-    options = dict(SPACE.baseline)
-    allowed = dict(SPACE.primitives)
-    for part in filter(None, name[len(PREFIX):].split(",")):
-        key, sep, value = part.partition("=")
-        if not sep or key not in allowed or value not in allowed[key]:
-            known = ", ".join(f"{k}: {'|'.join(v)}" for k, v in SPACE.primitives)
-            raise KeyError(f"{name!r}: '{part}' is no option of PlanBench-XL's search space ({known})")
-        options[key] = value
-    return options
+    return SPACE.parse(name, "PlanBench-XL")
 
 
 def _words(text: str) -> set[str]:

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolsweep.benchmarks.toolmaze.policies import GreedyBinderAgent, returned_fields
-from toolsweep.evaluator.adversary import SearchResult, SearchSpace, Spec, search
+from toolsweep.evaluator.adversary import POLICY_PREFIX, SearchResult, SearchSpace, Spec, search
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.types import AgentReply, FunctionCall, Message, ToolCall, WorkUnit
 
@@ -47,25 +47,17 @@ SPACE = SearchSpace.of({
     "final": ("success", "failure", "refusal", "question"),
     "calls": ("25", "4"),
 })
-PREFIX = "search:"
+PREFIX = POLICY_PREFIX
 METRICS = {"tsr": True, "prr": True}  # what a floor is judged on; higher is better (RC rewards avoiding a fault)
 
 
 def policy_name(spec: Spec) -> str:
-    return PREFIX + ",".join(f"{k}={v}" for k, v in spec)
+    return SPACE.name(spec)
 
 
 def parse_policy(name: str) -> dict[str, str]:
     """The options of a `search:` policy name; unknown primitives or options are refused."""
-    options = dict(SPACE.baseline)
-    allowed = dict(SPACE.primitives)
-    for part in filter(None, name[len(PREFIX):].split(",")):
-        key, sep, value = part.partition("=")
-        if not sep or key not in allowed or value not in allowed[key]:
-            known = ", ".join(f"{k}: {'|'.join(v)}" for k, v in SPACE.primitives)
-            raise KeyError(f"{name!r}: '{part}' is no option of ToolMaze's search space ({known})")
-        options[key] = value
-    return options
+    return SPACE.parse(name, "ToolMaze")
 
 
 def _words(text: str) -> set[str]:

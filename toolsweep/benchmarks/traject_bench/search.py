@@ -36,9 +36,9 @@ from toolsweep.benchmarks.traject_bench.policies import (
     name_match_ranking,
     prose_of_executed,
 )
-from toolsweep.evaluator.adversary import SearchSpace, Spec
+from toolsweep.evaluator.adversary import POLICY_PREFIX, SearchSpace, Spec
 
-PREFIX = "search:"
+PREFIX = POLICY_PREFIX
 FLOOR = "searched_floor"
 SPACE = SearchSpace.of({
     "tools": ("all", "keyword-3", "keyword-6", "keyword-10", "name-3", "name-6", "name-10", "name-every", "params-6",
@@ -53,20 +53,12 @@ LEADING = "usage"  # the floor plays each setting's best on Usage (where all_too
 
 
 def policy_name(spec: Spec) -> str:
-    return PREFIX + ",".join(f"{k}={v}" for k, v in spec)
+    return SPACE.name(spec)
 
 
 def parse_policy(name: str) -> dict[str, str]:
     """The options of a `search:` policy name (missing primitives take the baseline's option)."""
-    options = dict(SPACE.baseline)
-    allowed = dict(SPACE.primitives)
-    for part in filter(None, name[len(PREFIX):].split(",")):
-        key, sep, value = part.partition("=")
-        if not sep or key not in allowed or value not in allowed[key]:
-            known = ", ".join(f"{k}: {'|'.join(v)}" for k, v in SPACE.primitives)
-            raise KeyError(f"{name!r}: '{part}' is no option of TRAJECT-Bench's search space ({known})")
-        options[key] = value
-    return options
+    return SPACE.parse(name, "TRAJECT-Bench")
 
 
 _KV = re.compile(r"([A-Za-z_][\w\-]*)\s*[=:]\s*('[^']*'|\"[^\"]*\"|[^,;)\s][^,;)]*)")
