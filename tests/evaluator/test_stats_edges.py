@@ -40,3 +40,12 @@ def test_a_confidence_inside_it_is_accepted(confidence):
 def test_a_resample_count_must_be_a_positive_integer(n):
     with pytest.raises(ValueError, match="n_resamples must be a positive integer"):
         summarize_metrics(TASKS, [0] * 8, X, [MEAN], n_resamples=n)
+
+
+def test_a_composite_leaves_out_the_resamples_that_draw_no_defined_episode():
+    """Three of four tasks have no defined value: a resample that draws none of the fourth has no mean,
+    and is left out of the percentile interval rather than making it undefined."""
+
+    stratum = Stratum(keys=["t0", "t1", "t2", "t3"], values=[0.5, math.nan, math.nan, math.nan])
+    est = composite_estimate([stratum], lambda means: means[0], n_resamples=500)
+    assert (est.value, est.ci_low, est.ci_high) == (0.5, 0.5, 0.5)
