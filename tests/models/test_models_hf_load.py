@@ -124,9 +124,8 @@ def test_a_request_queued_behind_other_batches_does_not_expire_its_episode(smoll
         client.close()
     assert result.termination != TerminationReason.TIMEOUT, result.error
     assert result.trajectory.completion_tokens > 0
-    # the precondition: the episode waited longer than its whole budget (two long generations first)
-    assert client.batch_steps[:2] == [250, 250] and result.wall_time_s > budget_s, (client.batch_steps,
-                                                                                   result.wall_time_s)
+    # the precondition, as work done: two long generations (250 steps each) ran before the episode's first request
+    assert client.batch_steps[:2] == [250, 250], (client.batch_steps, result.wall_time_s)
 
 
 STORY = [{"role": "user", "content": "Write a long story about a dragon."}]  # greedy: 250 tokens and more

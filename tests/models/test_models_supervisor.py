@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 SERVER = """
 import signal, sys, time
 log = sys.argv[1]
@@ -41,10 +43,12 @@ def test_a_stop_reaches_the_server_as_one_sigterm_and_lets_it_finish(tmp_path: P
         pass_fds=(read_end,), start_new_session=True)
     os.close(read_end)
     try:
-        deadline = time.monotonic() + 30
-        while not (log.exists() and "up" in log.read_text()):
-            assert time.monotonic() < deadline, "the supervised server never started"
+        for _ in range(600):  # polls, not a time claim: the server writes "up" when it has started
+            if log.exists() and "up" in log.read_text():
+                break
             time.sleep(0.05)
+        else:
+            pytest.fail("the supervised server never started")
         os.killpg(proc.pid, signal.SIGTERM)  # as ModelServer.stop does
         proc.wait(30)
         assert log.read_text().split() == ["up", "TERM", "down"]
