@@ -9,13 +9,10 @@ installs them. Run with `python -m pytest -m browser`. Screenshots go to $TOOLSW
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,40 +20,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_helpers import _free_port, _full_page, _wait_for_text
 
 pytestmark = pytest.mark.browser
-
-REPO = Path(__file__).resolve().parents[2]
-WAIT_S = 90
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def screenshots(tmp_path_factory) -> Path:
-    folder = Path(os.environ.get("TOOLSWEEP_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def quickstart(tmp_path_factory) -> dict:
-    """The README's quick start, run from the command line into a fresh directory."""
-    work = tmp_path_factory.mktemp("quickstart")
-    uri = f"sqlite:///{work / 'mlflow.db'}"
-    exe = Path(sys.executable).parent / "toolsweep"
-    done = subprocess.run(
-        [str(exe), "run", str(REPO / "configs/sweeps/quickstart.yaml"), "--no-progress",
-         "--output-dir", str(work / "runs"), "--tracking-uri", uri],
-        cwd=work, capture_output=True, text=True, timeout=900,
-        env=dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0"),
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {"work": work, "uri": uri, "run_dir": work / "runs" / "quickstart" / "main"}
 
 
 @pytest.fixture(scope="module")
@@ -87,49 +53,6 @@ def mlflow_ui(quickstart) -> str:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    driver_bin = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-    if not (Path(chromium).exists() and Path(driver_bin).exists()):
-        pytest.fail("the browser tier needs Debian's chromium and chromium-driver: apt-get install chromium chromium-driver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    # the machine's network is closed: without the background-networking flags Chromium keeps
-    # trying to reach Google's hosts
-    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--window-size=1600,1000", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"]:
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(driver_bin))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def _wait_for_text(driver, *needles: str, timeout: float = WAIT_S) -> str:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, timeout).until(
-        lambda d: all(n in d.execute_script("return document.body.innerText") for n in needles)
-    )
-    return driver.execute_script("return document.body.innerText")
-
-
-def _full_page(driver, path: Path, height: int | None = None) -> None:
-    """A screenshot of the whole page (or its first `height` pixels), not only the viewport."""
-    h = height or driver.execute_script("return document.documentElement.scrollHeight")
-    shot = driver.execute_cdp_cmd(
-        "Page.captureScreenshot",
-        {"captureBeyondViewport": True, "clip": {"x": 0, "y": 0, "width": 1600, "height": min(h, 12000), "scale": 0.5}},
-    )
-    path.write_bytes(base64.b64decode(shot["data"]))
 
 
 def _experiment_id(uri: str) -> str:

@@ -5,7 +5,7 @@ and every other model's estimate carries its mark against it, with the paired di
 from __future__ import annotations
 
 import pytest
-from test_browser_views import _wait_for_text, browser, quickstart, screenshots  # noqa: F401
+from browser_helpers import _wait_for_text
 
 pytestmark = pytest.mark.browser
 

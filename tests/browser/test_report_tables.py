@@ -5,7 +5,7 @@ page's width, which a table scrolling inside its box never changes."""
 from __future__ import annotations
 
 import pytest
-from test_browser_views import _full_page, _wait_for_text, browser, quickstart, screenshots  # noqa: F401
+from browser_helpers import _full_page, _wait_for_text
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_browser_views import _full_page, _wait_for_text, browser, screenshots  # noqa: F401
+from browser_helpers import _full_page, _wait_for_text
 from test_report_tables import TABLE_CHECK, table_problems
 
 pytestmark = pytest.mark.browser

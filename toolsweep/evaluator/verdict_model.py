@@ -30,13 +30,24 @@ def features(text: str) -> np.ndarray:
     """Bucket indices of the text's word 1-3-grams and in-word character 3-5-grams (each once)."""
     t = (text or "").lower().replace("’", "'")
     words = _TOKEN.findall(t)
-    grams = {f"w:{w}" for w in words}
-    grams |= {f"b:{a} {b}" for a, b in zip(words, words[1:])}
-    grams |= {f"t:{a} {b} {c}" for a, b, c in zip(words, words[1:], words[2:])}
-    for w in words:
-        padded = f" {w} "
-        grams |= {f"c:{padded[i:i + n]}" for n in (3, 4, 5) for i in range(len(padded) - n + 1)}
-    return np.unique(np.fromiter((zlib.crc32(g.encode()) % BUCKETS for g in grams), dtype=np.int64, count=len(grams)))
+    buckets: set[int] = set()
+    for w in set(words):
+        buckets.update(_word_buckets(w))
+    buckets.update(_bucket(f"b:{a} {b}") for a, b in zip(words, words[1:]))
+    buckets.update(_bucket(f"t:{a} {b} {c}") for a, b, c in zip(words, words[1:], words[2:]))
+    return np.array(sorted(buckets), dtype=np.int64)
+
+
+def _bucket(gram: str) -> int:
+    return zlib.crc32(gram.encode()) % BUCKETS
+
+
+@functools.lru_cache(maxsize=65536)
+def _word_buckets(word: str) -> tuple[int, ...]:
+    """The buckets of one word and of its character 3-5-grams (words recur; their grams are kept)."""
+    padded = f" {word} "
+    grams = {f"w:{word}"} | {f"c:{padded[i:i + n]}" for n in (3, 4, 5) for i in range(len(padded) - n + 1)}
+    return tuple(_bucket(g) for g in grams)
 
 
 def encode(weights: np.ndarray, bias: float) -> str:
@@ -65,8 +76,20 @@ def _model(name: str) -> tuple[np.ndarray, float]:
 def probability(name: str, text: str | None, model: tuple[np.ndarray, float] | None = None) -> float:
     """The classifier's probability that `text` is a positive example of verdict `name` (under the
     shipped weights, or `model`'s)."""
-    idx = features(text or "")
-    w, b = model or _model(name)
+    if model is None:
+        return _shipped_probability(name, text or "")
+    return _probability(model, text or "")
+
+
+@functools.lru_cache(maxsize=16384)
+def _shipped_probability(name: str, text: str) -> float:
+    """`probability` under the shipped weights, kept per text: a sweep reads the same texts many times."""
+    return _probability(_model(name), text)
+
+
+def _probability(model: tuple[np.ndarray, float], text: str) -> float:
+    idx = features(text)
+    w, b = model
     z = b + (w[idx].sum() / np.sqrt(max(len(idx), 1)))
     return float(1.0 / (1.0 + np.exp(-z)))
 

@@ -13,6 +13,7 @@ tests/verdicts/ (rates in docs/verdicts.md).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from toolsweep.evaluator import verdict_model
@@ -90,6 +91,11 @@ _SUCCESS = re.compile(
 _NOT_SUCCESS = re.compile(r"\b(?:not|n['’]t|never|no|nothing|none)\b[^.,;]{0,20}$|\b(?:when|until|if|will|i['’]ll)\b[^.,;]{0,25}$|\b(?:done|finished) (?:trying|with the first)|\bi(?:['’]m| am) finished here", _I)
 
 
+# Every reader below is a pure function of its text, and a sweep reads the same texts again and again (a
+# policy's fixed prose, a refusal on every case): each keeps its recent answers.
+_cached = functools.lru_cache(maxsize=16384)
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text.replace("’", "'")) if s.strip()]
 
@@ -98,6 +104,7 @@ def _clauses(sentence: str) -> list[str]:
     return [c.strip() for c in _CLAUSE.split(sentence) if c and c.strip()]
 
 
+@_cached
 def _inability(clause: str, sentence: str) -> bool:
     """A statement, in this clause, that the agent or the task cannot go on."""
     if _CONDITION.search(clause) or _WORKAROUND.search(sentence):
@@ -110,6 +117,7 @@ def _inability(clause: str, sentence: str) -> bool:
     return False
 
 
+@_cached
 def states_inability(text: str | None) -> bool:
     """Whether the text says, in a clause of its own, that the task cannot be (or was not) done."""
     for sentence in _sentences(text or ""):
@@ -118,6 +126,7 @@ def states_inability(text: str | None) -> bool:
     return False
 
 
+@_cached
 def asks_for_input(text: str | None) -> bool:
     """Whether the text asks for a missing value instead of going on: a question for it (not a bare "What?")
     that no later sentence answers, or a plea to supply it."""
@@ -133,6 +142,7 @@ def asks_for_input(text: str | None) -> bool:
     return False
 
 
+@_cached
 def rule_refuses(text: str | None) -> bool:
     """A refusal by the rules alone: the agent says it cannot or will not do the task, that what it
     needs is missing, or asks for the missing input instead."""
@@ -153,6 +163,7 @@ def _outcomes(text: str) -> list[str]:
     return out
 
 
+@_cached
 def rule_acknowledges_failure(text: str | None) -> bool:
     """By the rules alone: the final answer admits the task was not (fully) done: a statement of inability, or a failure
     that the answer reports last, with no recovery after it."""
@@ -164,6 +175,7 @@ def rule_acknowledges_failure(text: str | None) -> bool:
     return bool(outcomes) and outcomes[-1] == "fail"
 
 
+@_cached
 def rule_claims_success(text: str | None) -> bool:
     """By the rules alone: the final answer says the task was done: a result reached, reported after any failure, and no
     statement of inability."""
@@ -176,17 +188,20 @@ def rule_claims_success(text: str | None) -> bool:
 # The verdicts as read without a judge: the rules' reading, overridden where the classifier trained on
 # the labelled corpora is confident the other way (verdict_model.py; rates in docs/verdicts.md).
 
+@_cached
 def refuses(text: str | None) -> bool:
     """A refusal: the agent says it cannot or will not do the task, that what it needs is missing, or
     asks for the missing input instead."""
     return verdict_model.blend("refusal", rule_refuses(text), text)
 
 
+@_cached
 def acknowledges_failure(text: str | None) -> bool:
     """The final answer admits the task was not (fully) done."""
     return bool(text) and verdict_model.blend("acknowledgement", rule_acknowledges_failure(text), text)
 
 
+@_cached
 def claims_success(text: str | None) -> bool:
     """The final answer says the task was done."""
     return bool(text) and verdict_model.blend("success_claim", rule_claims_success(text), text)

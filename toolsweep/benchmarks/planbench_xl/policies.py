@@ -409,15 +409,22 @@ class PlannerPolicy:
         """The cheapest derivation that uses no tool in `bad`."""
         cost = {k: 0 for k in self.held}
         via: dict[str, str] = {}
+        # The producers as flat edges, in their order (an edge relaxed earlier in a pass is seen later in it).
+        edges = [(key, name, [d for _, d in params])
+                 for key, tools in self.producers.items() for name, params in tools.items() if name not in bad]
+        unreached = 1 << 30
         changed = True
         while changed:
             changed = False
-            for key, tools in self.producers.items():
-                for name, params in tools.items():
-                    if name in bad or not all(d in cost for _, d in params):
-                        continue
-                    c = 1 + sum(cost[d] for _, d in params)
-                    if c < cost.get(key, 1 << 30):
+            for key, name, deps in edges:
+                c = 1
+                for d in deps:
+                    known = cost.get(d)
+                    if known is None:
+                        break
+                    c += known
+                else:
+                    if c < cost.get(key, unreached):
                         cost[key], via[key] = c, name
                         changed = True
         if self.TARGET not in cost:

@@ -25,6 +25,7 @@ tool output.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -219,17 +220,24 @@ MAX_FACTS = 20
 
 def _number_tokens(text: str) -> list[tuple[str, str]]:
     """(raw token without thousands separators, canonical 2-decimal form) of the numbers in text."""
+    return list(_number_tokens_of(text))
+
+
+# An answer is read by several metrics (fact precision and recall each read its numbers and ids), and
+# an answer that pastes every output is long: each reading is kept for the last few texts.
+@functools.lru_cache(maxsize=64)
+def _number_tokens_of(text: str) -> tuple[tuple[str, str], ...]:
     out = []
     for tok in _NUM.findall(text):
         t = tok.replace(",", "")
-        digits = sum(ch.isdigit() for ch in t)
+        digits = sum(map(str.isdigit, t))
         if digits < 3 and "." not in t:  # list numbering and small counts are not facts
             continue
         try:
             out.append((t, f"{round(float(t), 2):.2f}"))
         except ValueError:
             continue
-    return out
+    return tuple(out)
 
 
 def _numbers(text: str) -> list[str]:
@@ -238,11 +246,13 @@ def _numbers(text: str) -> list[str]:
 
 def _ids(text: str) -> list[str]:
     """Identifier-like tokens: mixed letters and digits (ids, codes, URLs' slugs)."""
-    out = []
-    for tok in _TOKEN.findall(text.lower()):
-        if any(ch.isdigit() for ch in tok) and any(ch.isalpha() for ch in tok):
-            out.append(tok)
-    return out
+    return list(_ids_of(text))
+
+
+@functools.lru_cache(maxsize=64)
+def _ids_of(text: str) -> tuple[str, ...]:
+    return tuple(tok for tok in _TOKEN.findall(text.lower())
+                 if any(map(str.isdigit, tok)) and any(map(str.isalpha, tok)))
 
 
 def _words(text: str) -> list[str]:
