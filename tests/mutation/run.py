@@ -17,6 +17,7 @@ prints its run time.
     python -m tests.mutation.run                 # every mutant
     python -m tests.mutation.run --only id1 id2  # some
     python -m tests.mutation.run --list          # the list, without running
+    python -m tests.mutation.run --selections-passed  # after the tiers passed: no unmutated runs
 """
 
 from __future__ import annotations
@@ -209,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the mutant list and exit")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("TOOLSWEEP_MUTATION_JOBS", "1")))
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per pytest run")
+    ap.add_argument("--selections-passed", action="store_true",
+                    help="skip the unmutated run of each selection: only where the same checkout's test tiers "
+                         "have just passed (CI runs them first and stops on a failure)")
     args = ap.parse_args(argv)
 
     ids = [m.id for m in MUTANTS]
@@ -237,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     selections = sorted({tuple(m.tests) for m in chosen})
     print(f"mutation check: {len(chosen)} mutants, {len(selections)} test selections, {args.jobs} job(s)")
     with cf.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        broken = [(s, why) for s, why in pool.map(lambda s: baseline(s, files, args.timeout), selections) if why]
+        unchecked = [] if args.selections_passed else selections
+        broken = [(s, why) for s, why in pool.map(lambda s: baseline(s, files, args.timeout), unchecked) if why]
         for s, why in broken:
             print(f"selection fails without a mutant: {' '.join(s)}\n    {why}")
         outcomes = []
@@ -253,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
               f"    {m.why}\n    tests run: {' '.join(m.tests)}\n    {o.detail}")
     killed = sum(o.status in (KILLED, TIMEOUT) for o in outcomes)
     print(f"\nmutation check: {killed}/{len(outcomes)} mutants killed, {len(bad)} not, "
-          f"{len(broken)} selection(s) failing unmutated; {took:.0f} s")
+          + (f"{len(broken)} selection(s) failing unmutated" if unchecked else "selections not rerun unmutated")
+          + f"; {took:.0f} s")
     return 1 if bad or broken else 0
 
 
