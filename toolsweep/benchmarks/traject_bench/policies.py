@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import math
 import random
@@ -269,8 +270,10 @@ def _prose(value: Any, key: str, out: list[str]) -> None:
         out.append(f"The {key or 'result'} is {value}.")
 
 
+@functools.lru_cache(maxsize=8192)
 def prose_of_output(text: str) -> str:
-    """A tool output as "The key is value." sentences: every value it holds, no JSON markers."""
+    """A tool output as "The key is value." sentences: every value it holds, no JSON markers. (Kept per
+    output: a task's outputs are restated in every setting and by every policy that echoes them.)"""
     value: Any = text
     for _ in range(2):  # outputs are JSON or Python reprs, sometimes serialised inside a string
         if not isinstance(value, str):
