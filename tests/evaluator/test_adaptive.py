@@ -226,7 +226,9 @@ ONE_CELL = {"s": (MODELS["a"], MODELS["b"])}
 def test_width_goal_intervals_cover_93_to_97_percent_over_1000_adaptive_sweeps():
     # The stopping rule reads only the widths (Chow & Robbins): nominal 95% intervals, judged every round,
     # keep their coverage. The union bound over rounds this replaced covered 99.45% here.
-    rate, rounds = width_coverage(ONE_CELL, 1000, target=0.12)
+    # A goal the default interval meets at different rounds in different sweeps (at 0.12 nine sweeps in
+    # ten stopped at round 2, which would test a fixed design, not an adaptive one).
+    rate, rounds = width_coverage(ONE_CELL, 1000, target=0.105)
     assert 0.93 <= rate <= 0.97, (rate, rounds)
     # the simulation is adaptive: sweeps stopped at different rounds
     assert (rounds[1:] > 0).sum() >= 3 and rounds.max() < rounds.sum() * 0.8, rounds
