@@ -42,7 +42,7 @@ def _bucket(gram: str) -> int:
     return zlib.crc32(gram.encode()) % BUCKETS
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=16384)
 def _word_buckets(word: str) -> tuple[int, ...]:
     """The buckets of one word and of its character 3-5-grams (words recur; their grams are kept)."""
     padded = f" {word} "
@@ -81,7 +81,7 @@ def probability(name: str, text: str | None, model: tuple[np.ndarray, float] | N
     return _probability(model, text or "")
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=1024)
 def _shipped_probability(name: str, text: str) -> float:
     """`probability` under the shipped weights, kept per text: a sweep reads the same texts many times."""
     return _probability(_model(name), text)

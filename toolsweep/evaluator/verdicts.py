@@ -91,9 +91,10 @@ _SUCCESS = re.compile(
 _NOT_SUCCESS = re.compile(r"\b(?:not|n['’]t|never|no|nothing|none)\b[^.,;]{0,20}$|\b(?:when|until|if|will|i['’]ll)\b[^.,;]{0,25}$|\b(?:done|finished) (?:trying|with the first)|\bi(?:['’]m| am) finished here", _I)
 
 
-# Every reader below is a pure function of its text, and a sweep reads the same texts again and again (a
-# policy's fixed prose, a refusal on every case): each keeps its recent answers.
-_cached = functools.lru_cache(maxsize=16384)
+# The readers are pure functions of their text, and a sweep reads the same texts again and again (a
+# policy's fixed prose, a refusal on every case, the clauses replies share): the verdicts keep their
+# recent answers, and the clause test its recent clauses. Bounded: a worker's replies are mostly new.
+_cached = functools.lru_cache(maxsize=1024)
 
 
 def _sentences(text: str) -> list[str]:
@@ -104,7 +105,7 @@ def _clauses(sentence: str) -> list[str]:
     return [c.strip() for c in _CLAUSE.split(sentence) if c and c.strip()]
 
 
-@_cached
+@functools.lru_cache(maxsize=8192)
 def _inability(clause: str, sentence: str) -> bool:
     """A statement, in this clause, that the agent or the task cannot go on."""
     if _CONDITION.search(clause) or _WORKAROUND.search(sentence):
@@ -142,7 +143,6 @@ def asks_for_input(text: str | None) -> bool:
     return False
 
 
-@_cached
 def rule_refuses(text: str | None) -> bool:
     """A refusal by the rules alone: the agent says it cannot or will not do the task, that what it
     needs is missing, or asks for the missing input instead."""
@@ -163,7 +163,6 @@ def _outcomes(text: str) -> list[str]:
     return out
 
 
-@_cached
 def rule_acknowledges_failure(text: str | None) -> bool:
     """By the rules alone: the final answer admits the task was not (fully) done: a statement of inability, or a failure
     that the answer reports last, with no recovery after it."""
@@ -175,7 +174,6 @@ def rule_acknowledges_failure(text: str | None) -> bool:
     return bool(outcomes) and outcomes[-1] == "fail"
 
 
-@_cached
 def rule_claims_success(text: str | None) -> bool:
     """By the rules alone: the final answer says the task was done: a result reached, reported after any failure, and no
     statement of inability."""

@@ -270,7 +270,7 @@ def _prose(value: Any, key: str, out: list[str]) -> None:
         out.append(f"The {key or 'result'} is {value}.")
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1024)
 def prose_of_output(text: str) -> str:
     """A tool output as "The key is value." sentences: every value it holds, no JSON markers. (Kept per
     output: a task's outputs are restated in every setting and by every policy that echoes them.)"""
