@@ -36,7 +36,7 @@ def sweep_config(out: Path, settings: list[str], tasks: int, timeout_s: float, m
         "seeds": [0],
         "models": [{
             "name": "smollm2-hf", "kind": "hf", "path": str(model_dir()), "device": "cpu", "dtype": "float32",
-            "max_batch_size": 8, "batch_wait_ms": 20, "max_model_len": 8192, "tool_parser": "hermes",
+            "max_batch_size": 8, "max_model_len": 8192, "tool_parser": "hermes",
             "num_threads": 1, "max_in_flight": 16,
         }],
         "benchmarks": [{"name": "toolmaze", "settings": settings, "tasks": {"limit": tasks}}],

@@ -1,8 +1,8 @@
-"""Tier 3: the transformers backend under load. A request whose episode has already timed out is never
-generated (nor finished once its episode leaves), a request's time queued behind other batches is not
-its episode's, a client closed in the middle of a generation ends it at the next decoding step (the
-process exits 0, not with torch's abort at interpreter exit), prompts that start like a computed one
-reuse it and give the same replies, and a sweep on a CPU-saturated machine finishes."""
+"""Tier 3: the transformers backend (transformers' continuous batching) under load. Concurrent episodes
+are generated together and greedy replies are those of `generate` on each whole prompt; a request whose
+episode has timed out is dropped at the next step; a request's time queued behind other requests is not
+its episode's; a process that leaves in the middle of a generation exits 0; prompts that start like a
+computed one reuse its cache blocks and answer the same; a sweep on a CPU-saturated machine finishes."""
 
 from __future__ import annotations
 
@@ -27,12 +27,11 @@ def smollm2() -> Path:
 
 
 def _client(path: Path, **kw):
-    """A client for the batching tests: prefix reuse off unless asked for (these tests count the batches
-    and decoding steps of prompts computed whole)."""
+    """A client with a cache small enough for the shared machine (a few requests of 4,096 tokens)."""
     from toolsweep.models.config import HFModelConfig
     from toolsweep.models.hf import HFClient
 
-    kw.setdefault("prefix_cache_mib", 0)
+    kw.setdefault("kv_cache_mib", 512)
     cfg = HFModelConfig(name="smollm2-load", path=str(path), num_threads=1, max_model_len=4096, **kw)
     return HFClient(cfg)
 
@@ -40,31 +39,33 @@ def _client(path: Path, **kw):
 def test_expired_requests_are_dropped_and_live_ones_answered(smollm2):
     from toolsweep.evaluator.types import Sampling
 
-    client = _client(smollm2, max_batch_size=8, batch_wait_ms=50)
+    client = _client(smollm2, max_batch_size=8)
     long = Sampling(temperature=0.0, max_tokens=400)
     short = Sampling(temperature=0.0, max_tokens=8)
     msgs = [{"role": "user", "content": "Count from one to one thousand in words."}]
 
     async def main():
+        await client.chat(msgs, sampling=short)  # loaded, the manager started
         # Eight episodes whose requests time out almost at once (as under a saturated CPU), then one
         # live episode: it must be answered without waiting for eight 400-token generations.
-        expired = [asyncio.create_task(asyncio.wait_for(client.chat(msgs, sampling=long), 0.05)) for _ in range(8)]
+        expired = [asyncio.create_task(asyncio.wait_for(client.chat(msgs, sampling=long), 0.5)) for _ in range(8)]
         for task in expired:
             with pytest.raises(asyncio.TimeoutError):
                 await task
-        return await client.chat([{"role": "user", "content": "Say hi."}], sampling=short)
+        decoded = client.decoded_tokens
+        reply = await client.chat([{"role": "user", "content": "Say hi."}], sampling=short)
+        return reply, decoded
 
     try:
-        reply = asyncio.run(main())
+        reply, decoded_at_expiry = asyncio.run(main())
     finally:
         client.close()
     assert reply.completion_tokens > 0
-    # Every expired request was dropped, before its batch or at its first decoding steps: the batches
-    # before the live one decoded a few tokens at most, never the 400 asked for.
     assert client.dropped == 8
-    assert client.batch_steps[-1] == reply.completion_tokens
-    assert all(steps <= 3 for steps in client.batch_steps[:-1]), client.batch_steps
-    assert not client._thread.is_alive()
+    # after they expired, the expired requests decoded a step or two more at most, never the 400 asked for
+    assert client.decoded_tokens - decoded_at_expiry <= reply.completion_tokens + 8 * 3, (
+        client.decoded_tokens, decoded_at_expiry, reply.completion_tokens)
+    assert not client._managers and not any(t.is_alive() for t in client._dispatchers)
 
 
 def test_a_process_that_exits_mid_generation_exits_cleanly(smollm2):
@@ -79,7 +80,7 @@ def test_a_process_that_exits_mid_generation_exits_cleanly(smollm2):
         async def main():
             task = asyncio.create_task(client.chat([{{"role": "user", "content": "Write a long story."}}],
                                                    sampling=Sampling(temperature=0.0, max_tokens=2000)))
-            while not client.batches:  # the generation has started
+            while not client.step_sizes:  # the generation has started
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.5)
             print("leaving mid-generation", flush=True)
@@ -101,7 +102,7 @@ def test_a_request_queued_behind_other_batches_does_not_expire_its_episode(smoll
     from toolsweep.models.hf import HFClient
 
     model = HFModelConfig(name="smollm2-queued", path=str(smollm2), num_threads=1, max_model_len=4096,
-                          max_batch_size=1, batch_wait_ms=0)
+                          max_batch_size=1, kv_cache_mib=512)
     client = HFClient.shared(model)  # the instance the episode's policy reaches
     bench = get_benchmark("fake")
     unit = WorkUnit(sweep="t3", model=model.name, benchmark="fake", setting="small", task_id="t0", seed=0,
@@ -115,17 +116,18 @@ def test_a_request_queued_behind_other_batches_does_not_expire_its_episode(smoll
         await asyncio.sleep(0.2)  # queued first: the episode's first request waits behind both
         env = bench.make_env("t0", "small", 0)
         result = await run_episode(env, build_policy(model, bench, env, unit), unit, max_turns=3, timeout_s=budget_s)
-        await asyncio.gather(*ahead)
-        return result
+        return result, await asyncio.gather(*ahead)
 
     try:
-        result = asyncio.run(main())
+        result, ahead = asyncio.run(main())
     finally:
         client.close()
     assert result.termination != TerminationReason.TIMEOUT, result.error
     assert result.trajectory.completion_tokens > 0
-    # the precondition, as work done: two long generations (250 steps each) ran before the episode's first request
-    assert client.batch_steps[:2] == [250, 250], (client.batch_steps, result.wall_time_s)
+    # the precondition, as work done: two long generations (250 tokens each) went first, one request a step
+    # (max_batch_size 1), so the episode's first request waited behind both
+    assert [r.completion_tokens for r in ahead] == [250, 250], [r.completion_tokens for r in ahead]
+    assert max(client.step_sizes) == 1, client.step_sizes
 
 
 STORY = [{"role": "user", "content": "Write a long story about a dragon."}]  # greedy: 250 tokens and more
@@ -155,7 +157,7 @@ def test_time_the_generation_was_preempted_is_not_the_episodes(smollm2):
     core = min(os.sched_getaffinity(0))
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {core})  # this thread; the generation thread started below inherits it
-    client = _client(smollm2, max_batch_size=1, batch_wait_ms=0)
+    client = _client(smollm2, max_batch_size=1)
     story = Sampling(temperature=0.0, max_tokens=200)
     burner = None
     try:
@@ -193,15 +195,15 @@ def test_the_other_rows_of_a_batch_are_not_the_episodes_time(smollm2):
     from toolsweep.evaluator import TerminationReason, WorkUnit, get_benchmark, run_episode
     from toolsweep.evaluator.types import Sampling
 
-    client = _client(smollm2, max_batch_size=4, batch_wait_ms=1000)
+    client = _client(smollm2, max_batch_size=4)
     story = Sampling(temperature=0.0, max_tokens=200)
 
     async def batch_of_four(episode=None):
-        before = (client.preempted_s, len(client.batches))
+        before = (client.preempted_s, len(client.step_sizes))
         others = [asyncio.create_task(client.chat(STORY, sampling=story)) for _ in range(3 if episode else 4)]
         result = await episode if episode else None
         replies = await asyncio.gather(*others)
-        assert client.batches[before[1]:] == [4], client.batches  # the four were generated together
+        assert max(client.step_sizes[before[1]:]) == 4, client.step_sizes  # the four were generated together
         return result, replies[0].latency_s - (client.preempted_s - before[0])
 
     try:
@@ -249,40 +251,70 @@ def _three_episodes_of_three_turns(client) -> list[list[str]]:
 
 
 def test_prompts_that_start_like_a_computed_one_reuse_it_and_answer_the_same(smollm2):
-    """Every turn after the first of the sweep shares the tool list (and its episode's earlier turns)
-    with a stored prompt: only the new tokens are computed, and greedy replies are those of computing
-    every prompt whole. Before the prefix store, each of the nine prompts was computed in full."""
-    whole = _client(smollm2, max_batch_size=8, batch_wait_ms=50)
+    """Every turn after the first shares the tool list (and its episode's earlier turns) with a prompt
+    already in the block cache: only what follows is computed, the three episodes are generated together
+    every turn, and greedy replies are those of computing every prompt whole."""
+    whole = _client(smollm2, max_batch_size=8, prefix_sharing=False)
     try:
         expected = _three_episodes_of_three_turns(whole)
     finally:
         whole.close()
-    assert whole.reused_tokens == 0
-    reusing = _client(smollm2, max_batch_size=8, batch_wait_ms=50, prefix_cache_mib=512)
+    assert whole.computed_tokens == whole.prompt_tokens
+    sharing = _client(smollm2, max_batch_size=8)
     try:
-        got = _three_episodes_of_three_turns(reusing)
+        got = _three_episodes_of_three_turns(sharing)
     finally:
-        reusing.close()
+        sharing.close()
     assert got == expected
-    assert reusing.prompt_tokens == whole.prompt_tokens
-    first_prompt = whole.prompt_tokens // 9
-    computed = reusing.computed_tokens
-    # the shared tool list once, then only each prompt's own tokens (a few dozen each), not 9 prompts
-    assert computed < 2 * first_prompt, (computed, reusing.prompt_tokens, reusing.reused_tokens)
-    assert reusing.prefilled_tokens > first_prompt // 2  # the tool list, computed once for the three
-    # the three episodes are generated together every turn, reusing or not
-    assert reusing.batches == whole.batches == [3, 3, 3], (reusing.batches, whole.batches)
+    assert sharing.prompt_tokens == whole.prompt_tokens
+    # nine prompts of ~1,950 tokens: the tool list at most once per first turn, then each turn's new tokens
+    assert sharing.computed_tokens < 0.5 * sharing.prompt_tokens, (sharing.computed_tokens, sharing.prompt_tokens)
+    assert max(sharing.step_sizes) == max(whole.step_sizes) == 3, (sharing.step_sizes, whole.step_sizes)
 
 
-def test_a_store_too_small_for_any_prompt_computes_every_prompt_whole(smollm2):
-    """A budget smaller than one prompt's cache keeps nothing (never more memory than asked for)."""
-    small = _client(smollm2, prefix_cache_mib=1)  # SmolLM2 holds ~46 KB of cache a token
+def test_greedy_replies_are_those_of_generate_on_each_whole_prompt(smollm2):
+    """Prompts of different lengths generated together (paged attention, chunked prefill) give, token for
+    token, what transformers' `generate` gives for each prompt alone."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from toolsweep.evaluator.types import Sampling
+
+    prompts = [[{"role": "user", "content": text}] for text in
+               ("Say hi.", "Name three colours of the rainbow and why they appear.", "What is two plus two?")]
+    client = _client(smollm2, max_batch_size=8, max_batch_tokens=64)  # prompts read in chunks
+    sampling = Sampling(temperature=0.0, max_tokens=24)
+
+    async def main():
+        return await asyncio.gather(*(client.chat(p, sampling=sampling) for p in prompts))
+
     try:
-        _three_episodes_of_three_turns(small)
-        assert small._prefix is not None and small._prefix.entries == []
+        replies = asyncio.run(main())
+        eos = client._eos_ids
     finally:
-        small.close()
-    assert small.reused_tokens == 0 and small.prompt_tokens > 0
+        client.close()
+    assert max(client.step_sizes) == 3
+    tok = AutoTokenizer.from_pretrained(str(smollm2))
+    model = AutoModelForCausalLM.from_pretrained(str(smollm2), dtype=torch.float32).eval()
+    for prompt, reply in zip(prompts, replies):
+        ids = tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+        with torch.inference_mode():
+            out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                 max_new_tokens=24, do_sample=False, eos_token_id=eos, pad_token_id=eos[0])
+        expected = tok.decode(out[0, len(ids):].tolist(), skip_special_tokens=True)
+        assert reply.message.content == expected
+
+
+def test_a_cache_too_small_for_one_request_is_a_message_that_says_what_to_set(smollm2):
+    from toolsweep.evaluator.protocols import InfraError
+    from toolsweep.evaluator.types import Sampling
+
+    client = _client(smollm2, kv_cache_mib=16)  # SmolLM2 holds ~46 KB of cache a token: ~360 tokens
+    try:
+        with pytest.raises(InfraError, match="raise kv_cache_mib to at least"):
+            asyncio.run(client.chat([{"role": "user", "content": "Hi"}], sampling=Sampling(max_tokens=4)))
+    finally:
+        client.close()
 
 
 def test_sweep_completes_under_a_cpu_saturating_load(smollm2, tmp_path):
@@ -301,7 +333,7 @@ def test_sweep_completes_under_a_cpu_saturating_load(smollm2, tmp_path):
         "name": "hf-under-load",
         "seeds": [0],
         "models": [{"name": "smollm2-hf", "kind": "hf", "path": str(smollm2), "max_batch_size": 8,
-                    "batch_wait_ms": 20, "max_model_len": 8192, "tool_parser": "hermes", "num_threads": 1,
+                    "max_model_len": 8192, "tool_parser": "hermes", "num_threads": 1,
                     "max_in_flight": 16}],
         "benchmarks": [{"name": "toolmaze", "settings": ["C1-P0-std"], "tasks": {"limit": units}}],
         "sampling": {"temperature": 0.0, "max_tokens": 128},
@@ -327,44 +359,3 @@ def test_sweep_completes_under_a_cpu_saturating_load(smollm2, tmp_path):
     rows = RunDirectory(run).read_table(columns=["unit_id", "termination"]).to_pylist()
     assert len(rows) == len({r["unit_id"] for r in rows}) == units
     assert all(r["termination"] not in ("timeout", "infra_error") for r in rows), rows
-
-
-def test_padded_batches_keep_key_value_heads_grouped_and_answer_as_eager_attention(smollm2):
-    """A padded batch (every batch of prompts of unequal length, and every batch that reuses stored
-    prompts) passes a mask to attention; transformers' SDPA then copies each key/value head for its
-    query heads on CPU, the whole cache every layer and step (a 6,500-token cache decoded 4.8x slower
-    than unpadded). The backend's attention keeps them grouped, and computes what eager attention does."""
-    import torch
-    import transformers.integrations.sdpa_attention as sdpa
-    from transformers import AutoModelForCausalLM
-
-    from toolsweep.evaluator.types import Sampling
-
-    client = _client(smollm2)
-    try:
-        asyncio.run(client.chat([{"role": "user", "content": "Hi"}], sampling=Sampling(temperature=0.0, max_tokens=2)))
-        assert client.grouped_attention
-        model = client._model
-        torch.manual_seed(0)
-        ids = torch.randint(100, 40000, (2, 300))
-        mask = torch.ones_like(ids)
-        mask[1, :40] = 0  # left padding
-        mask[0, 100:120] = 0  # padding between a stored part and a computed part
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        copies = []
-        repeat = sdpa.repeat_kv
-        sdpa.repeat_kv = lambda hidden, n: copies.append(n) or repeat(hidden, n)
-        try:
-            with torch.inference_mode():
-                ours = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-        finally:
-            sdpa.repeat_kv = repeat
-        assert copies == []  # no key/value head was copied
-        eager = AutoModelForCausalLM.from_pretrained(str(smollm2), dtype=torch.float32, attn_implementation="eager").eval()
-        with torch.inference_mode():
-            expected = eager(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-        real = mask.bool()
-        assert not torch.isnan(ours[real]).any()
-        assert (ours[real] - expected[real]).abs().max().item() < 1e-3
-    finally:
-        client.close()

@@ -52,7 +52,8 @@ def test_hf_backend_plays_real_episodes(smollm2):
     from toolsweep.models.config import HFModelConfig
     from toolsweep.models.factory import build_policy, static_endpoint
 
-    model = HFModelConfig(name="smollm2-hf", path=str(smollm2), max_batch_size=4, batch_wait_ms=200, num_threads=1, max_model_len=8192)
+    model = HFModelConfig(name="smollm2-hf", path=str(smollm2), max_batch_size=4, num_threads=1, max_model_len=8192,
+                          kv_cache_mib=512)
     sampling = Sampling(temperature=0.0, max_tokens=96)
     fake = get_benchmark("fake")
     toolmaze = get_benchmark("toolmaze")
@@ -78,8 +79,8 @@ def test_hf_backend_plays_real_episodes(smollm2):
         assert all(s.usage.latency_s > 0 for s in r.trajectory.steps)
         bench = fake if r.unit.benchmark == "fake" else toolmaze
         assert set(r.metrics) >= {k for spec in bench.metrics(r.unit.setting) for k in spec.keys()}
-    assert max(client.batches) > 1  # concurrent episodes were generated together
-    print(f"\nhf: {len(results)} episodes in {elapsed:.0f}s, batches {client.batches}, "
+    assert max(client.step_sizes) > 1  # concurrent episodes were generated together
+    print(f"\nhf: {len(results)} episodes in {elapsed:.0f}s, largest step {max(client.step_sizes)} requests, "
           f"completion tokens {[r.trajectory.completion_tokens for r in results]}, "
           f"prompt tokens {[r.trajectory.prompt_tokens for r in results]}, "
           f"terminations {[r.termination.value for r in results]}, turns {[r.num_turns for r in results]}")
@@ -209,7 +210,7 @@ def test_smollm2_judges_and_critiques_apb_episodes(smollm2):
     from toolsweep.models.config import HFModelConfig
     from toolsweep.models.factory import build_helpers
 
-    judge = HFModelConfig(name="judge", path=str(smollm2), max_batch_size=2, batch_wait_ms=100, num_threads=2,
+    judge = HFModelConfig(name="judge", path=str(smollm2), max_batch_size=2, num_threads=2, kv_cache_mib=512,
                           max_model_len=8192)
     bench = APB(grader="llm:judge", critic="model:judge")
     sampling = Sampling(temperature=0.7, max_tokens=96)

@@ -15,7 +15,7 @@ from toolsweep.evaluator.types import canonical_json
 
 OPERATIONAL_FIELDS = frozenset({
     "name", "max_in_flight", "timeout_s", "max_retries", "replicas", "num_cpus", "startup_timeout_s", "start_stagger_s", "python",
-    "base_url", "api_key_env", "context_window",
+    "base_url", "api_key_env", "context_window", "kv_cache_mib",
 })
 OPERATIONAL_ENGINE_ARGS = frozenset({"max_num_seqs", "gpu_memory_utilization"})
 HELPER_FIELDS = frozenset({"helper_max_tokens"})
@@ -49,11 +49,6 @@ def model_identity(model: Any) -> dict[str, Any]:
         data["adapter_sha256"] = adapter_hashes(data["adapter"])
     if data.get("rope_scaling") is None:
         data.pop("rope_scaling", None)
-    if "prefix_cache_mib" in data:
-        # Reusing computed prompts changes the arithmetic (like batching), so whether it is on is part of
-        # the identity; how much memory it has is operational. Off keeps the identity it had before.
-        if data.pop("prefix_cache_mib") > 0:
-            data["prefix_cache"] = True
     return data
 
 

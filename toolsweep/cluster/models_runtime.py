@@ -415,6 +415,10 @@ class ModelRuntime:
                     tool_parser=m.tool_parser,
                     versions=library_versions(),
                 )
+                if m.adapter is not None:
+                    from toolsweep.cluster.identity import adapter_hashes
+
+                    entry.update(adapter=m.adapter, adapter_sha256=adapter_hashes(m.adapter), base=m.path)
             elif isinstance(m, OpenAIModelConfig):
                 entry.update(base_url=m.base_url, model=m.model, api_key_env_set=bool(m.api_key_env))
             out[m.name] = entry

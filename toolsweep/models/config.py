@@ -241,39 +241,42 @@ def lora_server_config(name: str, members: list[VLLMModelConfig]) -> tuple[VLLMM
 
 
 class HFModelConfig(_LLMBase):
-    """transformers in-process (CPU or GPU), with requests batched across concurrent episodes."""
+    """transformers in-process (CPU or GPU), served by transformers' continuous batching."""
 
     kind: Literal["hf"] = "hf"
     path: str
+    adapter: str | None = Field(
+        None, description="A LoRA adapter directory (PEFT's adapter_config.json and adapter weights), loaded onto "
+        "`path` with peft; its own model in the sweep with its own unit ids (the adapter's weights hash is in them).")
     gguf_file: str | None = Field(None, description="A GGUF file inside `path` (dequantized on load).")
     device: str = "cpu"
     dtype: str = "float32"
-    max_batch_size: int = Field(8, gt=0, description="Requests generated together in one batch.")
+    max_batch_size: int = Field(8, gt=0, description="Requests in one forward step at most.")
     max_batch_tokens: int = Field(
-        8192, gt=0,
-        description="Prompt tokens one batch computes at most (what its prompts reuse from stored ones, or "
-                    "share with each other, counts once; a longer prompt goes alone): a batch's prompts are "
-                    "read in one step with no decoding step between, which the episode guard cannot tell "
-                    "from a hang; eight 6,400-token prompts on a loaded CPU took longer than a 300 s guard.",
+        2048, gt=0,
+        description="Tokens one forward step computes at most: a longer prompt is read in chunks, with decoding "
+                    "steps of the other requests in between (a step the episode guard cannot tell from a hang "
+                    "stays short).",
     )
-    batch_wait_ms: float = Field(
-        20.0, ge=0, description="How long the first request of a batch waits for company."
+    kv_cache_mib: float = Field(
+        1024.0, gt=0,
+        description="Memory of the paged key/value cache (~46 KB a token for SmolLM2 in float32): the requests in "
+                    "flight, and the blocks of finished prompts kept for reuse until the space is needed. Sized "
+                    "explicitly: transformers' automatic sizing takes a share of free memory.",
     )
+    page_size: int = Field(64, ge=4, description="Tokens a cache block holds; prefixes are shared block by block.")
+    prefix_sharing: bool = Field(
+        True, description="Reuse cache blocks of prompts already computed (an episode's earlier turns, a setting's "
+                          "shared tool list), as vLLM's prefix caching does.")
     chat_template: str | None = Field(None, description="Path of a Jinja chat template; None = the model's.")
     tool_parser: Literal["hermes", "none"] = Field(
         "hermes", description="How tool calls are read from generated text (<tool_call>{json}</tool_call>)."
     )
     max_model_len: int | None = Field(None, gt=0, description="Context window; None = the model's.")
     num_threads: int | None = Field(None, gt=0, description="torch intra-op threads; None = torch's default.")
-    prefix_cache_mib: float = Field(
-        1024.0, ge=0,
-        description="Memory for the key/value caches of prompts already computed, reused by later prompts "
-                    "that start the same way (an episode's earlier turns, a setting's shared tool list), as "
-                    "vLLM's prefix caching does; 0 turns reuse off and every prompt is computed whole.",
-    )
     seed: int = 0
 
-    @field_validator("path", "chat_template")
+    @field_validator("path", "chat_template", "adapter")
     @classmethod
     def _expand(cls, v: str | None) -> str | None:
         return None if v is None else _expand_path(v)
