@@ -359,3 +359,55 @@ def test_sweep_completes_under_a_cpu_saturating_load(smollm2, tmp_path):
     rows = RunDirectory(run).read_table(columns=["unit_id", "termination"]).to_pylist()
     assert len(rows) == len({r["unit_id"] for r in rows}) == units
     assert all(r["termination"] not in ("timeout", "infra_error") for r in rows), rows
+
+
+def test_attention_request_by_request_equals_the_packed_steps_masked_attention():
+    """A packed step (a decoding request, a prompt chunk after its cached part, a whole new prompt) read
+    request by request gives what SDPA gives over the whole packed step under its block-diagonal,
+    bottom-right causal mask with every key/value head repeated (transformers' path before)."""
+    import torch
+
+    from toolsweep.models.hf_attention import _per_request
+
+    torch.manual_seed(0)
+    lengths = [(1, 40), (7, 30), (12, 12)]  # (queries, keys) per request: decode, chunk with past, new prompt
+    bounds_q, bounds_k = [0], [0]
+    for n_q, n_k in lengths:
+        bounds_q.append(bounds_q[-1] + n_q)
+        bounds_k.append(bounds_k[-1] + n_k)
+    query = torch.randn(1, 6, bounds_q[-1], 16)
+    key, value = torch.randn(1, 2, bounds_k[-1], 16), torch.randn(1, 2, bounds_k[-1], 16)
+    mask = torch.zeros(bounds_q[-1], bounds_k[-1], dtype=torch.bool)
+    for i, (n_q, n_k) in enumerate(lengths):
+        block = torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q)
+        mask[bounds_q[i]:bounds_q[i + 1], bounds_k[i]:bounds_k[i + 1]] = block
+    packed = torch.nn.functional.scaled_dot_product_attention(
+        query, key.repeat_interleave(3, dim=1), value.repeat_interleave(3, dim=1), attn_mask=mask, scale=0.25)
+    got = _per_request(query, key, value, bounds_q, bounds_k, 0.25)
+    assert got.shape == (1, bounds_q[-1], 6, 16)
+    torch.testing.assert_close(got, packed.transpose(1, 2), rtol=1e-5, atol=1e-5)
+
+
+def test_a_packed_step_on_cpu_copies_no_key_value_head(smollm2, monkeypatch):
+    """Every continuous-batching step is masked; on CPU transformers' SDPA then repeats every key/value head
+    for its query heads (a copy of the cache a step reads, each layer). The backend's attention does not."""
+    import transformers.integrations.sdpa_attention as sdpa_module
+
+    from toolsweep.evaluator.types import Sampling
+
+    calls = []
+    original = sdpa_module.repeat_kv
+    monkeypatch.setattr(sdpa_module, "repeat_kv", lambda x, n: calls.append(n) or original(x, n))
+    client = _client(smollm2, max_batch_size=8)
+    prompts = [[{"role": "user", "content": text}] for text in ("Say hi.", "Name a colour and a fruit.")]
+
+    async def main():
+        return await asyncio.gather(*(client.chat(p, sampling=Sampling(temperature=0.0, max_tokens=6)) for p in prompts))
+
+    try:
+        replies = asyncio.run(main())
+    finally:
+        client.close()
+    assert all(r.completion_tokens > 0 for r in replies)
+    assert max(client.step_sizes) == 2, client.step_sizes
+    assert calls == [], f"repeat_kv ran {len(calls)} times"

@@ -35,6 +35,7 @@ from toolsweep.evaluator.protocols import ContextExceeded, InfraError
 from toolsweep.evaluator.types import FunctionCall, Message, Sampling, ToolCall
 from toolsweep.models.client import ChatResponse
 from toolsweep.models.config import HFModelConfig
+from toolsweep.models.hf_attention import use_grouped_sdpa
 
 _log = logging.getLogger(__name__)
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
@@ -209,6 +210,7 @@ class HFClient:
             # peft injects the adapter's layers into `model` itself: the manager then runs it as any model
             PeftModel.from_pretrained(model, cfg.adapter, is_trainable=False)
         model.to(cfg.device).eval()
+        use_grouped_sdpa(model)
         if cfg.chat_template:
             with open(cfg.chat_template) as f:
                 tokenizer.chat_template = f.read()
