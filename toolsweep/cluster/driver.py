@@ -34,15 +34,14 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
-from toolsweep.cluster.ray_start import RayStartFailed  # noqa: F401 - raised by `run_sweep`, caught by the CLI
-from toolsweep.cluster.run_record import config_from_run_dir, load_benchmarks  # noqa: F401 - also read from here
+from toolsweep.cluster.ray_start import connect_ray
+from toolsweep.cluster.run_record import current_units, load_benchmarks
 from toolsweep.cluster.run_record import read_cells as _read_cells
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json
 from toolsweep.evaluator.summary import CellTable, convergence_from_table, convergence_label
 from toolsweep.evaluator.types import TerminationReason
-from toolsweep.evaluator.sweep import expand_units
 from toolsweep.evaluator.unit_ids import UnitIds
 
 Log = Callable[[str], None]
@@ -296,19 +295,6 @@ def _fmt(v: Any) -> str:
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
-def current_units(config: SweepConfig, benchmarks: dict[str, Any] | None = None,
-                  plans: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
-    """The config's units (ids covering model identity and benchmark content) and the benchmarks'
-    fingerprints."""
-    from toolsweep.cluster.identity import unit_contexts
-
-    plans = plans if plans is not None else resolve_plans(config, check_endpoints=False)
-    benchmarks = benchmarks if benchmarks is not None else load_benchmarks(config)
-    fingerprints = {name: {"version": b.version, **b.fingerprint()} for name, b in benchmarks.items()}
-    contexts = unit_contexts(config, benchmarks, fingerprints)
-    return expand_units(config.name, [m.name for m in config.models], plans, config.sampling, contexts), fingerprints
-
-
 @dataclass
 class RunOutcome:
     run_dir: RunDirectory
@@ -329,49 +315,6 @@ class RunOutcome:
 class EndpointMisconfigured(RuntimeError):
     """A model's endpoint refused the configuration (bad key, unknown model, unusable URL): the run
     stopped at its first such answer; episodes already finished are kept, none of it was scored."""
-
-
-def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """A host:port address that nothing listens on fails in seconds (Ray itself retries for minutes)."""
-    import socket
-
-    hostport = address.split("://", 1)[-1]
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        return  # "auto", or a form Ray resolves itself
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot reach a Ray cluster at {address!r} ({exc.strerror or exc}); start one with `ray start --head` "
-            "and pass the address it prints, use --address auto on that machine, or leave out --address to use "
-            "an embedded Ray"
-        ) from None
-
-
-def _connect_ray(address: str | None, log: Log, ray_start_timeout_s: float) -> bool:
-    """Connect to a cluster or start an embedded one (retried while `ray_start_timeout_s` lasts, as every
-    path that starts Ray does: `ray_start`); returns True when this call started Ray."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    if address:
-        _check_reachable(address)
-        try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        except ConnectionError as exc:
-            raise ConfigError(
-                f"cannot reach a Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
-                "or leave out --address to use an embedded Ray"
-            ) from None
-    else:
-        from toolsweep.cluster.ray_start import start_embedded_ray
-
-        log("starting an embedded Ray (no cluster address given)")
-        start_embedded_ray(ray_start_timeout_s, log)
-    return True
 
 
 def run_sweep(
@@ -624,7 +567,7 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
 
     config = plan.config
     sigterm = signal.getsignal(signal.SIGTERM)
-    started_ray = _connect_ray(config.ray_address, log, config.ray_start_timeout_s)
+    started_ray = connect_ray(config.ray_address, log, config.ray_start_timeout_s)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
     runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log,

@@ -10,14 +10,12 @@ from toolsweep.actors.result_sink import MlflowMirror, mirror_current, record_mi
 from toolsweep.cluster.config import SweepConfig
 from toolsweep.cluster.driver import (
     _open_mirror,
-    config_from_run_dir,
-    current_units,
     finalize_run,
-    load_benchmarks,
     setting_param_docs,
     setting_params,
     specs_lookup,
 )
+from toolsweep.cluster.run_record import config_from_run_dir, current_units, load_benchmarks
 from toolsweep.evaluator.rundir import RunDirectory, read_summary
 from toolsweep.evaluator.summary import CellTable
 
