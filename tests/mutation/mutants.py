@@ -248,7 +248,7 @@ MUTANTS: list[Mutant] = [
            'if any(m.role == "assistant" for m in messages):', "if len(messages) > 1:", T_BLAME,
            "a 400 on a benchmark's first request (system + user, nothing of the model's) is the agent's error"),
     # ------------------------------------------------------------------ endpoint health
-    Mutant("verdict-best-of-model-and-helpers", DRIVER, "_wait_for_endpoints",
+    Mutant("verdict-best-of-model-and-helpers", HEALTH, "wait_for_endpoints",
            "return min(verdicts, key=lambda v: order[v.state])", "return max(verdicts, key=lambda v: order[v.state])",
            T_ENDPOINT_VERDICTS, "a judge down for the whole budget beside a healthy model reads up: units spend attempts"),
     Mutant("probe-any-answer-up", HEALTH, "probe_http",

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
+from toolsweep.cluster.endpoint_health import EndpointMisconfigured, heal_endpoints, wait_for_endpoints
 from toolsweep.cluster.ray_start import connect_ray
 from toolsweep.cluster.run_record import current_units, load_benchmarks
 from toolsweep.cluster.run_record import read_cells as _read_cells
@@ -310,11 +311,6 @@ class RunOutcome:
     timeouts: dict[str, int] = field(default_factory=dict)
     terminated: bool = False
     phase_s: dict[str, float] = field(default_factory=dict)  # seconds per phase (PhaseClock)
-
-
-class EndpointMisconfigured(RuntimeError):
-    """A model's endpoint refused the configuration (bad key, unknown model, unusable URL): the run
-    stopped at its first such answer; episodes already finished are kept, none of it was scored."""
 
 
 def run_sweep(
@@ -912,9 +908,9 @@ def _start_workers(
                    for m in config.models},
         spares_per_worker=config.concurrency.resolved_spares(),
         max_attempts=config.max_attempts,
-        on_infra_error=lambda model: _rate_limit_budget(_heal(runtime, [model, *(h.name for h in config.helpers)]),
+        on_infra_error=lambda model: _rate_limit_budget(heal_endpoints(runtime, [model, *(h.name for h in config.helpers)]),
                                                         config.outage_budget_s),
-        wait_endpoint=lambda model, on_down: _wait_for_endpoints(
+        wait_endpoint=lambda model, on_down: wait_for_endpoints(
             runtime, [model, *(h.name for h in config.helpers)], config.outage_budget_s, log, on_down),
         log=log,
     )
@@ -980,48 +976,6 @@ def _kill_quietly(ray: Any, worker: Any) -> None:
         ray.kill(worker)
     except Exception:  # noqa: BLE001 - dead already
         pass
-
-
-def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:
-    """After an infra_error: restart the dead replicas of the unit's model and of the helpers its
-    environment consults (either may have failed); returns the current endpoints."""
-    endpoints: dict[str, Any] = {}
-    for name in models:
-        endpoints = runtime.ensure_healthy(name)
-    return endpoints
-
-
-def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Log,
-                        on_down: Callable[[], Any] | None = None) -> Any:
-    """After an infra_error (or a request that found nothing answering): probe the HTTP endpoints of the
-    unit's model and of its helpers until each answers or the outage budget runs out (`endpoint_health`);
-    the worst verdict decides. `on_down()` is called when one does not answer (the scheduler then stops
-    the model's running episodes)."""
-    from toolsweep.cluster.endpoint_health import probe_http, wait_for_endpoint
-
-    verdicts = []
-    for name in dict.fromkeys(models):
-        spec = runtime.endpoints().get(name) or {}
-        urls = list(spec.get("base_urls") or [])
-        if spec.get("kind", "openai") != "openai" or not urls:
-            continue
-        key_env = spec.get("api_key_env")
-        key = spec.get("api_key") or (os.environ.get(key_env) if key_env else None)  # a started server's sweep key
-        where = ", ".join(urls)
-        verdicts.append(wait_for_endpoint(
-            lambda urls=urls, key=key: probe_http(urls, key), budget_s, where=f"{name} at {where}",
-            on_down=lambda error, name=name: _on_down(log, on_down,
-                f"model {name}: its endpoint does not answer ({error[:200]}); its units wait (no attempt "
-                f"spent) while it is probed, for up to {budget_s:.0f} s (outage_budget_s)"),
-        ))
-    order = {"exhausted": 0, "recovered": 1, "up": 2}
-    return min(verdicts, key=lambda v: order[v.state]) if verdicts else None
-
-
-def _on_down(log: Log, on_down: Callable[[], Any] | None, line: str) -> None:
-    log(line)
-    if on_down is not None:
-        on_down()
 
 
 def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:
