@@ -111,9 +111,10 @@ def finishing_command(argv: list[str]) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     import signal
 
-    from toolsweep.cluster.driver import WorkersFailed, run_sweep
+    from toolsweep.cluster.driver import run_sweep
     from toolsweep.cluster.endpoint_health import EndpointMisconfigured
     from toolsweep.cluster.ray_start import RayStartFailed
+    from toolsweep.cluster.workers import WorkersFailed
     from toolsweep.evaluator.rundir import RunDirectoryBusy
 
     signal.signal(signal.SIGTERM, _on_sigterm)
