@@ -228,7 +228,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from toolsweep.cluster.driver import finalize_run
+    from toolsweep.cluster.record import finalize_run
     from toolsweep.cluster.run_record import config_from_run_dir, current_units, load_benchmarks
     from toolsweep.evaluator.rundir import RunDirectory
 
