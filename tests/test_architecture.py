@@ -74,8 +74,9 @@ def _cluster_graph() -> dict[str, set[str]]:
 
 
 def test_the_driver_is_on_no_import_circle():
-    """The driver reads as its phases; the commands that read a finished run (the power table behind
-    `plan --pilot`, sync-mlflow) share `run_record` with it and never import it back."""
+    """The driver reads as its phases; the commands that read or rewrite a finished run (the power table
+    behind `plan --pilot`, report, sync-mlflow) share `run_record` and `record` with it and never import
+    it back."""
     graph = _cluster_graph()
     seen, stack = set(), list(graph["driver"])
     while stack:

@@ -212,7 +212,7 @@ def test_a_cell_with_a_task_limit_grows_its_tasks_and_meets_a_target_seeds_canno
     assert [t for t, _, _ in designs] == [10 * 2 ** k for k in range(len(designs))] and designs[-1][0] == cell["tasks"]
     # the tasks run are the first 10, then the setting's next ones in the order seeded from the sweep and
     # the cell, for both models (paired differences stay paired); a re-run grows the same way
-    from toolsweep.cluster.driver import load_benchmarks
+    from toolsweep.cluster.run_record import load_benchmarks
 
     order = task_orders(cfg, load_benchmarks(cfg))[("coin", "tasky")]
     assert order == task_order([f"t{i}" for i in range(10)], [f"t{i}" for i in range(60)], "tasky_auto|coin|tasky")

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from toolsweep.actors.result_sink import ResultSink
-from toolsweep.cluster.driver import _read_cells
+from toolsweep.cluster.run_record import read_cells
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory
 from toolsweep.evaluator.sweep import BenchmarkPlan, expand_units
@@ -33,10 +33,10 @@ def test_the_summary_reads_only_the_configs_units_and_counts_the_others(tmp_path
     _record(rd, old)
     config = _space(["kept", "new"])  # a grown or changed config: 'kept' units stay, 'gone' ones are out
     for unit_ids in (config.id_set(), set(config.id_set())):
-        table, kept, outside = _read_cells(rd, unit_ids)
+        table, kept, outside = read_cells(rd, unit_ids)
         assert (kept, outside) == (4, 8)
         assert {t for eps in table.cells.values() for t in eps.task_ids} == {"kept"}
-    table, kept, outside = _read_cells(rd, None)
+    table, kept, outside = read_cells(rd, None)
     assert (kept, outside) == (12, 0) and sum(e.n for e in table.cells.values()) == 12
 
 

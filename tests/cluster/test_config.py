@@ -64,7 +64,7 @@ def test_run_with_bad_config_exits_2_without_starting_ray(tmp_path, capsys):
 
 
 def test_one_run_directory_per_sweep_and_unit_ids_cover_what_decides_an_episode(tmp_path):
-    from toolsweep.cluster.driver import current_units
+    from toolsweep.cluster.run_record import current_units
 
     def ids(text: str) -> set[str]:
         return {u.unit_id for u in current_units(load_config(_write(tmp_path, text)))[0]}

@@ -14,8 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from toolsweep.cluster.driver import _wait_for_endpoints
-from toolsweep.cluster.endpoint_health import probe_http
+from toolsweep.cluster.endpoint_health import probe_http, wait_for_endpoints
 
 
 class StatusServer:
@@ -96,7 +95,7 @@ SEVERITY = {"up": 0, "recovered": 1, "exhausted": 2}
 
 
 class Runtime:
-    """What `_wait_for_endpoints` reads of the models' runtime: each model's endpoint spec."""
+    """What `wait_for_endpoints` reads of the models' runtime: each model's endpoint spec."""
 
     def __init__(self, urls: dict[str, str]) -> None:
         self.urls = urls
@@ -111,7 +110,7 @@ def test_the_worst_verdict_of_a_model_and_its_helpers_decides(states):
     servers = [StatusServer(*STATES[s]) for s in states]
     with servers[0], servers[1], servers[2]:
         runtime = Runtime({n: s.base_url for n, s in zip(names, servers)})
-        verdict = _wait_for_endpoints(runtime, names, budget_s=0.3, log=lambda line: None)
+        verdict = wait_for_endpoints(runtime, names, budget_s=0.3, log=lambda line: None)
     worst = max((VERDICT[s] for s in states), key=SEVERITY.get)
     assert verdict.state == worst, states
     if worst != "up":  # the verdict names an endpoint that was down
@@ -124,8 +123,8 @@ def test_a_model_without_http_endpoints_has_no_verdict_and_does_not_hide_a_helpe
         def endpoints(self) -> dict[str, dict]:
             return {"scripted": {"kind": "scripted"}, **super().endpoints()}
 
-    assert _wait_for_endpoints(Mixed({}), ["scripted"], budget_s=0.3, log=lambda line: None) is None
+    assert wait_for_endpoints(Mixed({}), ["scripted"], budget_s=0.3, log=lambda line: None) is None
     with StatusServer(503) as judge:
-        verdict = _wait_for_endpoints(Mixed({"judge": judge.base_url}), ["scripted", "judge"], budget_s=0.3,
-                                      log=lambda line: None)
+        verdict = wait_for_endpoints(Mixed({"judge": judge.base_url}), ["scripted", "judge"], budget_s=0.3,
+                                     log=lambda line: None)
     assert verdict.state == "exhausted"

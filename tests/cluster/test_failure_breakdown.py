@@ -3,7 +3,7 @@ scheduler gives up (the texts below are the ones it writes)."""
 
 from __future__ import annotations
 
-from toolsweep.cluster.driver import failure_breakdown
+from toolsweep.cluster.record import failure_breakdown
 from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
 
 

@@ -19,7 +19,8 @@ from models_fake_server import FakeOpenAIServer, text_reply  # noqa: E402
 from test_llm_sweep import adder  # noqa: E402
 from toolsweep.cluster.cli import main  # noqa: E402
 from toolsweep.cluster.config import SweepConfig  # noqa: E402
-from toolsweep.cluster.driver import EndpointMisconfigured, run_sweep  # noqa: E402
+from toolsweep.cluster.driver import run_sweep  # noqa: E402
+from toolsweep.cluster.endpoint_health import EndpointMisconfigured  # noqa: E402
 
 N_TASKS = 3
 KEY = "sk-test-4f9a1c77e2"

@@ -10,7 +10,7 @@ import pytest
 from test_sweep_end_to_end import make_config  # noqa: F401  (shares the session's fake registration)
 
 from toolsweep.cluster.config import ConfigError, SweepConfig, load_config, resolve_plans, select_subset
-from toolsweep.cluster.driver import current_units
+from toolsweep.cluster.run_record import current_units
 from toolsweep.evaluator.registry import register_benchmark
 
 register_benchmark("coin", "coin_bench:CoinBench")

@@ -104,7 +104,7 @@ def test_judge_dying_mid_sweep_loses_nothing_and_names_the_model(ray_local, tmp_
 
 
 def test_a_judges_reply_budget_is_in_the_ids_of_the_units_it_grades_only(tmp_path):
-    from toolsweep.cluster.driver import load_benchmarks
+    from toolsweep.cluster.run_record import load_benchmarks
     from toolsweep.cluster.identity import unit_contexts
 
     def contexts(judge_budget: int) -> dict:

@@ -12,8 +12,9 @@ from pathlib import Path
 from test_gpu_path import fake_python, gpu_cluster, model_dir, server_processes  # noqa: F401 - fixtures
 
 from toolsweep.cluster.config import SweepConfig
-from toolsweep.cluster.driver import current_units, run_sweep
+from toolsweep.cluster.driver import run_sweep
 from toolsweep.cluster.placement import model_demands
+from toolsweep.cluster.run_record import current_units
 from toolsweep.models.config import VLLMModelConfig, lora_server_config, server_groups
 
 

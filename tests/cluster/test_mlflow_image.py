@@ -190,7 +190,7 @@ def test_trace_spans_last_as_long_as_the_turns_and_the_state_says_how_it_ended(r
 def test_a_cell_runs_description_explains_its_setting_params():
     from toolsweep.actors.result_sink import cell_description
     from toolsweep.benchmarks.apb import APB
-    from toolsweep.cluster.driver import setting_param_docs
+    from toolsweep.cluster.record import setting_param_docs
 
     apb = APB()
     docs = setting_param_docs({"apb": apb})["apb"]

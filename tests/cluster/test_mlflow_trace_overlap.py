@@ -10,7 +10,7 @@ from collections import Counter
 from toolsweep.actors import traces as traces_module
 from toolsweep.actors.result_sink import MlflowMirror, ResultSink, mirror_current
 from toolsweep.actors.traces import pick_episodes
-from toolsweep.cluster.driver import _read_cells
+from toolsweep.cluster.run_record import read_cells
 from toolsweep.evaluator.protocols import MetricSpec
 from toolsweep.evaluator.rundir import EpisodeWriter, RunDirectory
 from toolsweep.evaluator.sweep import BenchmarkPlan, expand_units
@@ -36,7 +36,7 @@ def _run_dir(tmp_path) -> RunDirectory:
 
 
 def _final_summaries(rd: RunDirectory) -> list[dict]:
-    cells = _read_cells(rd, None)[0].summarize(_specs, n_resamples=50, confidence=0.95, seed=0)
+    cells = read_cells(rd, None)[0].summarize(_specs, n_resamples=50, confidence=0.95, seed=0)
     for c in cells:
         c["is_floor"] = c["model"] == "floor"
     return cells

@@ -134,7 +134,7 @@ def test_a_restart_runs_beside_the_loop_and_holds_only_its_models_units(ray_loca
 
 
 def test_replica_restarts_are_reported_per_model_on_the_sweeps_run():
-    from toolsweep.cluster.driver import _infrastructure_metrics
+    from toolsweep.cluster.record import _infrastructure_metrics
 
     metrics = _infrastructure_metrics({"replica_restarts_by_model": {"qwen": 2, "judge": 0},
                                        "units_in_failures_jsonl": 0})

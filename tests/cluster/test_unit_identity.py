@@ -3,7 +3,7 @@ content and every helper model the benchmark consults (APB's judge and critic), 
 settings (where and how fast a model is served) never enter it, so changing them reuses episodes.
 
 Each test compares the ids of the same sweep's units under two configs, through the path a run takes
-(`driver.current_units`, or `identity.unit_contexts` for the property tests)."""
+(`run_record.current_units`, or `identity.unit_contexts` for the property tests)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolsweep.cluster.config import SweepConfig
-from toolsweep.cluster.driver import current_units, load_benchmarks
 from toolsweep.cluster.identity import unit_contexts
+from toolsweep.cluster.run_record import current_units, load_benchmarks
 
 JUDGE = {"name": "judge", "kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "Qwen/Qwen3-32B",
          "extra_body": {"chat_template_kwargs": {"enable_thinking": False}}, "max_in_flight": 32}

@@ -301,7 +301,7 @@ def entrypoint_argv(rayjob: dict, config: Path, tracking_uri: str, output_dir: P
 
 def expected_units(config_path: Path, output_dir: Path):
     from toolsweep.cluster.config import load_config
-    from toolsweep.cluster.driver import current_units
+    from toolsweep.cluster.run_record import current_units
 
     config = load_config(config_path, output_dir=str(output_dir))
     return config, current_units(config)[0]

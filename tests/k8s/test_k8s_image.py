@@ -401,7 +401,7 @@ def test_the_build_context_leaves_out_history_environments_and_results(k8s):
 
 
 def test_the_manifest_records_the_commit_baked_into_the_image(k8s, monkeypatch):
-    from toolsweep.cluster.driver import _git_sha
+    from toolsweep.cluster.record import _git_sha
 
     monkeypatch.setenv("TOOLSWEEP_GIT_SHA", "0123456789abcdef0123456789abcdef01234567")
     assert _git_sha() == "0123456789abcdef0123456789abcdef01234567"

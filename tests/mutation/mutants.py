@@ -37,7 +37,7 @@ APB_GRADER = "toolsweep/benchmarks/apb/grader.py"
 APB_METRICS = "toolsweep/benchmarks/apb/metrics.py"
 APB_ENV = "toolsweep/benchmarks/apb/environment.py"
 APB_GEN = "toolsweep/benchmarks/apb/generator.py"
-DRIVER = "toolsweep/cluster/driver.py"
+RECORD = "toolsweep/cluster/record.py"
 PLANBENCH_ENV = "toolsweep/benchmarks/planbench_xl/environment.py"
 PLANBENCH = "toolsweep/benchmarks/planbench_xl/metrics.py"
 TRAJECT = "toolsweep/benchmarks/traject_bench/metrics.py"
@@ -248,7 +248,7 @@ MUTANTS: list[Mutant] = [
            'if any(m.role == "assistant" for m in messages):', "if len(messages) > 1:", T_BLAME,
            "a 400 on a benchmark's first request (system + user, nothing of the model's) is the agent's error"),
     # ------------------------------------------------------------------ endpoint health
-    Mutant("verdict-best-of-model-and-helpers", DRIVER, "_wait_for_endpoints",
+    Mutant("verdict-best-of-model-and-helpers", HEALTH, "wait_for_endpoints",
            "return min(verdicts, key=lambda v: order[v.state])", "return max(verdicts, key=lambda v: order[v.state])",
            T_ENDPOINT_VERDICTS, "a judge down for the whole budget beside a healthy model reads up: units spend attempts"),
     Mutant("probe-any-answer-up", HEALTH, "probe_http",
@@ -410,7 +410,7 @@ MUTANTS: list[Mutant] = [
     Mutant("apb-judged-efficiency-rule-verdict", APB_ENV, "APBEnv._judged_efficiency",
            "solved = correct == 1.0", "solved = m[\"correct\"] == 1.0", T_APB_JUDGE,
            "C_pass and the optimal rate follow the rule grade while the judge grades"),
-    Mutant("blame-timeout-as-infra-error", DRIVER, "failure_breakdown",
+    Mutant("blame-timeout-as-infra-error", RECORD, "failure_breakdown",
            "r.termination == TerminationReason.TIMEOUT or ", "", ("tests/cluster/test_failure_breakdown.py",),
            "units given up on the episode guard are reported as infrastructure errors"),
     # ------------------------------------------------------------------ PlanBench-XL

@@ -170,7 +170,7 @@ def most_units(config: SweepConfig, plans: list[Any] | None = None) -> int:
 
 def task_pool_sizes(config: SweepConfig, plans: list[Any]) -> dict[Cell, int]:
     """How many tasks each cell's setting has (what a cell growing tasks may draw from)."""
-    from toolsweep.cluster.driver import load_benchmarks
+    from toolsweep.cluster.run_record import load_benchmarks
 
     benchmarks = load_benchmarks(config)
     return {(p.benchmark, s): len(benchmarks[p.benchmark].tasks(s)) for p in plans for s in p.tasks_by_setting}
@@ -178,7 +178,7 @@ def task_pool_sizes(config: SweepConfig, plans: list[Any]) -> dict[Cell, int]:
 
 def check_stop_when(config: SweepConfig, benchmarks: Mapping[str, Any] | None = None) -> None:
     """Before anything starts: the metric exists in every cell (ConfigError naming the cell otherwise)."""
-    from toolsweep.cluster.driver import load_benchmarks
+    from toolsweep.cluster.run_record import load_benchmarks
 
     if config.stop_when is None:
         return
@@ -197,7 +197,7 @@ def judge_run_dir(run_dir: Any, config: SweepConfig, benchmarks: Mapping[str, An
     bootstrap (same resamples count, scheme and per-cell seed) per model for a width goal; per model pair
     ("A - B", paired on the (task, seed) cells both ran, `paired_interval`) for a paired goal. A width
     goal's cells come with each model's variance components (which `grow: auto` reads)."""
-    from toolsweep.cluster.driver import current_units
+    from toolsweep.cluster.run_record import current_units
     from toolsweep.evaluator.rundir import unit_id_digests
     from toolsweep.evaluator.adaptive import paired_interval
     from toolsweep.evaluator.design import contributions, variance_components
@@ -288,7 +288,9 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
     with the adaptive table appended to its text, and writes the "adaptive" section into summary.json
     (and adaptive.json beside it). A round whose units are all recorded is judged without running
     anything, so a re-run replays the same decisions and adds nothing."""
-    from toolsweep.cluster.driver import _connect_ray, _stderr, current_units, load_benchmarks, run_sweep
+    from toolsweep.cluster.driver import _stderr, run_sweep
+    from toolsweep.cluster.ray_start import connect_ray
+    from toolsweep.cluster.run_record import current_units, load_benchmarks
     from toolsweep.evaluator.registry import register_benchmark
     from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, strict_json
 
@@ -319,7 +321,7 @@ def run_adaptive(config: SweepConfig, *, progress: bool = True, log: Callable[[s
             if "started_ray" not in last:
                 # one Ray for every round: each run_sweep finds it connected and leaves it up (an embedded
                 # Ray started and stopped once a round hung in its GCS client on a busy machine)
-                last["started_ray"] = _connect_ray(config.ray_address, log, config.ray_start_timeout_s)
+                last["started_ray"] = connect_ray(config.ray_address, log, config.ray_start_timeout_s)
             outcome = run_sweep(cfg, progress=progress, log=log, extra_benchmarks=extra_benchmarks)
             last["outcome"] = outcome
             if outcome.interrupted or outcome.gave_up:

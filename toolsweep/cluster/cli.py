@@ -111,7 +111,10 @@ def finishing_command(argv: list[str]) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     import signal
 
-    from toolsweep.cluster.driver import EndpointMisconfigured, RayStartFailed, WorkersFailed, run_sweep
+    from toolsweep.cluster.driver import run_sweep
+    from toolsweep.cluster.endpoint_health import EndpointMisconfigured
+    from toolsweep.cluster.ray_start import RayStartFailed
+    from toolsweep.cluster.workers import WorkersFailed
     from toolsweep.evaluator.rundir import RunDirectoryBusy
 
     signal.signal(signal.SIGTERM, _on_sigterm)
@@ -225,7 +228,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from toolsweep.cluster.driver import config_from_run_dir, current_units, finalize_run, load_benchmarks
+    from toolsweep.cluster.record import finalize_run
+    from toolsweep.cluster.run_record import config_from_run_dir, current_units, load_benchmarks
     from toolsweep.evaluator.rundir import RunDirectory
 
     run_dir = RunDirectory(args.run_dir)

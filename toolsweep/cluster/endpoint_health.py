@@ -11,10 +11,14 @@ outage budget runs out. The verdict decides who pays:
   naming the endpoint and the outage (other models keep running).
 
 Any HTTP answer below 500 counts as up: a 401 or 404 is the configuration's problem, which the
-request path already reports as such."""
+request path already reports as such (a run stops at the first: `EndpointMisconfigured`).
+
+The scheduler's side of it: `wait_for_endpoints` probes a unit's model and the helpers its benchmark
+consults, and the worst verdict decides; `heal_endpoints` restarts their dead replicas."""
 
 from __future__ import annotations
 
+import os
 import time
 import urllib.error
 import urllib.request
@@ -82,3 +86,48 @@ def wait_for_endpoint(
             return OutageVerdict("recovered", clock() - began, where, error)
         error = error_now
     return OutageVerdict("exhausted", clock() - began, where, error)
+
+
+class EndpointMisconfigured(RuntimeError):
+    """A model's endpoint refused the configuration (bad key, unknown model, unusable URL): the run
+    stopped at its first such answer; episodes already finished are kept, none of it was scored."""
+
+
+def heal_endpoints(runtime: Any, models: list[str]) -> dict[str, Any]:
+    """After an infra_error: restart the dead replicas of the unit's model and of the helpers its
+    environment consults (either may have failed); returns the current endpoints."""
+    endpoints: dict[str, Any] = {}
+    for name in models:
+        endpoints = runtime.ensure_healthy(name)
+    return endpoints
+
+
+def wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Callable[[str], None],
+                       on_down: Callable[[], Any] | None = None) -> OutageVerdict | None:
+    """After an infra_error (or a request that found nothing answering): probe the HTTP endpoints of the
+    unit's model and of its helpers until each answers or the outage budget runs out (`wait_for_endpoint`);
+    the worst verdict decides. `on_down()` is called when one does not answer (the scheduler then stops
+    the model's running episodes)."""
+    verdicts = []
+    for name in dict.fromkeys(models):
+        spec = runtime.endpoints().get(name) or {}
+        urls = list(spec.get("base_urls") or [])
+        if spec.get("kind", "openai") != "openai" or not urls:
+            continue
+        key_env = spec.get("api_key_env")
+        key = spec.get("api_key") or (os.environ.get(key_env) if key_env else None)  # a started server's sweep key
+        where = ", ".join(urls)
+        verdicts.append(wait_for_endpoint(
+            lambda urls=urls, key=key: probe_http(urls, key), budget_s, where=f"{name} at {where}",
+            on_down=lambda error, name=name: _on_down(log, on_down,
+                f"model {name}: its endpoint does not answer ({error[:200]}); its units wait (no attempt "
+                f"spent) while it is probed, for up to {budget_s:.0f} s (outage_budget_s)"),
+        ))
+    order = {"exhausted": 0, "recovered": 1, "up": 2}
+    return min(verdicts, key=lambda v: order[v.state]) if verdicts else None
+
+
+def _on_down(log: Callable[[str], None], on_down: Callable[[], Any] | None, line: str) -> None:
+    log(line)
+    if on_down is not None:
+        on_down()

@@ -1,4 +1,7 @@
-"""Starting an embedded Ray so that a failure is a message with a cause, never a traceback.
+"""Joining a Ray cluster or starting an embedded Ray, so that a failure is a message with a cause,
+never a traceback.
+
+A cluster address that nothing listens on is refused in seconds (Ray itself retries for minutes).
 
 Ray 2.60 gives its raylet a fixed 30 s to register (`ray/_private/node.py`, not a setting) and then
 raises "The current node timed out during startup". On a loaded machine (load 40-69 here) that
@@ -66,3 +69,48 @@ def start_embedded_ray(timeout_s: float, log: Callable[[str], None], *,
         "machine is less busy, or start a cluster once with `ray start --head` and pass --address auto; check "
         "that the temp folder (RAY_TMPDIR, default /tmp) is writable and has space."
     )
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A host:port address that nothing listens on fails in seconds (Ray itself retries for minutes)."""
+    import socket
+
+    from toolsweep.cluster.config import ConfigError
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot reach a Ray cluster at {address!r} ({exc.strerror or exc}); start one with `ray start --head` "
+            "and pass the address it prints, use --address auto on that machine, or leave out --address to use "
+            "an embedded Ray"
+        ) from None
+
+
+def connect_ray(address: str | None, log: Callable[[str], None], ray_start_timeout_s: float) -> bool:
+    """Connect to a cluster or start an embedded one (retried while `ray_start_timeout_s` lasts, as every
+    path that starts Ray does: `ray_start`); returns True when this call started Ray."""
+    import ray
+
+    from toolsweep.cluster.config import ConfigError
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if address:
+        _check_reachable(address)
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        except ConnectionError as exc:
+            raise ConfigError(
+                f"cannot reach a Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
+                "or leave out --address to use an embedded Ray"
+            ) from None
+    else:
+        log("starting an embedded Ray (no cluster address given)")
+        start_embedded_ray(ray_start_timeout_s, log)
+    return True

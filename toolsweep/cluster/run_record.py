@@ -1,6 +1,6 @@
-"""Reading a run directory back: its config, its benchmarks, its episodes as cell tables. Shared by the
-driver and the commands that read a finished run (`plan --pilot`'s power table, `sync-mlflow`), so none
-of those imports the driver."""
+"""Reading a run directory back: its config, its benchmarks, the config's units, its episodes as cell
+tables. Shared by the driver and the commands that read a finished run (`plan --pilot`'s power table,
+`report`, `sync-mlflow`, an adaptive sweep's judgement), so none of those imports the driver."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from toolsweep.cluster.config import SweepConfig
+from toolsweep.cluster.config import SweepConfig, resolve_plans
 from toolsweep.evaluator.registry import get_benchmark
 from toolsweep.evaluator.rundir import RunDirectory, unit_id_digests
 from toolsweep.evaluator.summary import CellTable
+from toolsweep.evaluator.sweep import expand_units
 from toolsweep.evaluator.unit_ids import UnitIds
 
 
@@ -22,6 +23,19 @@ def load_benchmarks(config: SweepConfig) -> dict[str, Any]:
 
 def config_from_run_dir(run_dir: RunDirectory) -> SweepConfig:
     return SweepConfig.model_validate(run_dir.read_manifest()["config"])
+
+
+def current_units(config: SweepConfig, benchmarks: dict[str, Any] | None = None,
+                  plans: list[Any] | None = None) -> tuple[list[Any], dict[str, Any]]:
+    """The config's units (ids covering model identity and benchmark content) and the benchmarks'
+    fingerprints."""
+    from toolsweep.cluster.identity import unit_contexts
+
+    plans = plans if plans is not None else resolve_plans(config, check_endpoints=False)
+    benchmarks = benchmarks if benchmarks is not None else load_benchmarks(config)
+    fingerprints = {name: {"version": b.version, **b.fingerprint()} for name, b in benchmarks.items()}
+    contexts = unit_contexts(config, benchmarks, fingerprints)
+    return expand_units(config.name, [m.name for m in config.models], plans, config.sampling, contexts), fingerprints
 
 
 def read_cells(run_dir: RunDirectory, unit_ids: Set[str] | None) -> tuple[CellTable, int, int]:

@@ -8,16 +8,8 @@ from pathlib import Path
 
 from toolsweep.actors.result_sink import MlflowMirror, mirror_current, record_mirror, resolve_tracking_uri
 from toolsweep.cluster.config import SweepConfig
-from toolsweep.cluster.driver import (
-    _open_mirror,
-    config_from_run_dir,
-    current_units,
-    finalize_run,
-    load_benchmarks,
-    setting_param_docs,
-    setting_params,
-    specs_lookup,
-)
+from toolsweep.cluster.record import finalize_run, open_mirror, setting_param_docs, setting_params, specs_lookup
+from toolsweep.cluster.run_record import config_from_run_dir, current_units, load_benchmarks
 from toolsweep.evaluator.rundir import RunDirectory, read_summary
 from toolsweep.evaluator.summary import CellTable
 
@@ -79,7 +71,7 @@ def repair_mirror(run_dir: RunDirectory, config: SweepConfig, log: Callable[[str
         return True
     log(f"{run_dir.path}: MLflow at {uri} does not hold this run's final state (a run stopped in its MLflow "
         "phase?); rebuilding it from the run directory")
-    mirror = _open_mirror(config, run_dir, log)
+    mirror = open_mirror(config, run_dir, log)
     if mirror is None:
         return False  # unreachable: said, and the same command retries later
     try:
