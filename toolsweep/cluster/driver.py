@@ -45,7 +45,7 @@ from toolsweep.cluster.record import (
     write_manifest,
 )
 from toolsweep.cluster.run_record import current_units, load_benchmarks
-from toolsweep.cluster.workers import await_warmups, start_workers
+from toolsweep.cluster.workers import await_warmups, kill_quietly, start_workers
 from toolsweep.evaluator.rundir import RunDirectory
 from toolsweep.evaluator.unit_ids import UnitIds
 
@@ -383,10 +383,7 @@ def rollout_workers(plan: SweepPlan, models: Models, todo: Any, log: Log) -> Ite
         yield scheduler
     finally:
         for w in scheduler.workers if scheduler is not None else []:
-            try:
-                ray.kill(w)
-            except Exception:  # noqa: BLE001
-                pass
+            kill_quietly(ray, w)
 
 
 @contextmanager

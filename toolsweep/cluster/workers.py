@@ -94,7 +94,7 @@ def await_warmups(scheduler: Any, warmups: list[Any], log: Log) -> None:
             continue
         except dead as exc:
             log(f"rollout worker {i} died while warming up ({_death_cause(exc)}); starting a new one")
-        _kill_quietly(ray, scheduler.workers[i])  # a worker the memory monitor hit may still hold its memory
+        kill_quietly(ray, scheduler.workers[i])  # a worker the memory monitor hit may still hold its memory
         scheduler.workers[i] = scheduler.make_worker(i)
         try:
             ray.get(scheduler.workers[i].warmup.remote(scheduler.warmup_plan))
@@ -120,7 +120,7 @@ def _death_cause(exc: BaseException) -> str:
     return death_cause(exc)
 
 
-def _kill_quietly(ray: Any, worker: Any) -> None:
+def kill_quietly(ray: Any, worker: Any) -> None:
     try:
         ray.kill(worker)
     except Exception:  # noqa: BLE001 - dead already
