@@ -185,26 +185,37 @@ def test_broken_variants(ds):
 
 
 def test_unsolvable_variants(ds):
-    for t in ds.tasks["unsolvable_visual"]:
+    for t in ds.tasks["unsolvable_visual"]:  # another case's files: none the query names is attached
         base = ds.bases[t["base"]]
-        assert t["files"] == [] and t["query"] == base["query"] and base["modality"] != "text"
+        assert t["query"] == base["query"] and base["modality"] != "text"
+        own = [f["name"] for f in base["background"]["files"]]
+        assert len(t["files"]) == len(own) and all(n in t["query"] for n in own)
+        assert not {f["name"] for f in t["files"]} & set(own)
+        assert [f["type"] for f in t["files"]] == [f["type"] for f in base["background"]["files"]]
     for t in ds.tasks["unsolvable_tool"]:
         base = ds.bases[t["base"]]
         cap = t["capability"]
         before = [x["name"] for x in base["tools"] if cap in x["hidden"]["capabilities"]]
         assert sorted(before) == sorted(t["removed_tools"]) and before
         assert not any(cap in x["hidden"]["capabilities"] for x in t["tools"])
+        assert len(t["tools"]) == len(base["tools"])  # each removed tool's place holds another tool
         sentence = t["query"][len(base["query"]):]
         assert not any(r in sentence for r in t["removed_tools"])
         assert not any(w in sentence for w in ("IMPORTANT", "WARNING", "COMPLIANCE", "NOTE:"))
-    for t in ds.tasks["unsolvable_conflict"]:
+    for t in ds.tasks["unsolvable_conflict"]:  # a named tool the list lacks; the step's tool under its other name
         base = ds.bases[t["base"]]
-        assert t["mandatory_tool"] not in {x["name"] for x in t["tools"]}
-        assert t["mandatory_tool"] in {x["name"] for x in base["tools"]}  # a real step's tool, removed
+        listed = {x["name"] for x in t["tools"]}
+        assert t["mandatory_tool"] not in listed and len(t["tools"]) == len(base["tools"])
+        step_tool = t["step_tool"]  # listed under one of its two names, the other named in the requirement
+        assert step_tool in {n["tool"] for n in base["reference"]["nodes"]}
+        assert t.get("renamed", {}).get(step_tool, step_tool) in listed
         assert t["mandatory_tool"] in t["query"] and "offline" not in t["query"]
+    renamed = sum(bool(t.get("renamed")) for t in ds.tasks["unsolvable_conflict"])
+    assert 30 < renamed < 70  # which of the two names is listed is a coin's
     for t in ds.tasks["unsolvable_info"]:
         base = ds.bases[t["base"]]
-        assert t["removed_value"] in base["query"] and f"a {t['removed_value']} rate" not in t["query"]
+        given = re.compile(rf"(?<![\d.]){re.escape(t['removed_value'])}")  # 5%, not the 5% of 15%
+        assert given.search(base["query"]) and not given.search(t["query"])
         assert not any(set(x["hidden"]["capabilities"]) & PRIVATE_INFO_CAPS for x in t["tools"])
     bases = {tuple(t["base"] for t in ds.tasks[f"unsolvable_{u}"]) for u in ("conflict", "info", "tool", "visual")}
     assert len(bases) == 1  # the same 100 bases x 4 types
@@ -264,7 +275,7 @@ def test_benchmark_interface(bench):
     with pytest.raises(KeyError, match="no task"):
         bench.make_env("nope", "holistic", 0)
     fp = bench.fingerprint()
-    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-5" and len(fp["cases_sha256"]) == 64
+    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-6" and len(fp["cases_sha256"]) == 64
     assert all(t.startswith("apb-g0-holistic-") for t in bench.tasks("holistic"))  # ids carry the generation seed
     exploits = {e.name for e in bench.exploit_policies()}
     assert set(bench.scripted_policies()) == {"oracle", "always_refuse", "random", bench.baseline_policy()} | exploits

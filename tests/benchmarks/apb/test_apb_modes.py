@@ -35,7 +35,12 @@ def test_file_modes(bench):
     assert isinstance(parts, list) and parts[0]["type"] == "text"
     images = [p for p in parts if p["type"] == "image_url"]
     assert len(images) == 8 and all(p["image_url"]["url"].startswith("data:image/png;base64,") for p in images)
-    visual = render.make_env(render.tasks("unsolvable_visual")[0], "unsolvable_visual", 0).reset().messages[1]
+    tid = render.tasks("unsolvable_visual")[0]
+    visual = render.make_env(tid, "unsolvable_visual", 0).reset().messages[1]  # another case's files
+    named = ds.bases[ds.task_index("unsolvable_visual")[tid]["base"]]["background"]["files"][0]["name"]
+    assert isinstance(visual.content, list) and named not in visual.content[0]["text"].split("Files:")[1]
+    paper = APB(file_mode="render", unsolvable_visual="no_file")
+    visual = paper.make_env(tid, "unsolvable_visual", 0).reset().messages[1]
     assert isinstance(visual.content, str) and "Files: (none)" in visual.content
 
 

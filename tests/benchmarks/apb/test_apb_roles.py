@@ -1,6 +1,8 @@
-"""APB's roles cannot be read off a string (apb-gen-5): an Unsolvable case and its solvable twin read
-the same requirement, either wording of a Tool-Broken step may be the one that breaks, and a
-distractor is worded like a listed tool. Positive controls keep their credit.
+"""APB's roles cannot be read off a string (apb-gen-6): an Unsolvable case and its solvable twin read
+the same requirement and list the same tools (conflict: the step's tool under one of its two names, the
+twin naming the listed one; info: a note's rate, the twin's the one the query refers to; visual: another
+case's files), either wording of a Tool-Broken step may be the one that breaks, and a distractor is
+worded like a listed tool. Positive controls keep their credit.
 
 Before (apb-gen-4, gen_seed 0): a rule of 7 words plus a file check flagged every Unsolvable case and
 no solvable one; the replacement-within-its-pair probe read 1.000; every distractor had one parameter
@@ -15,8 +17,9 @@ import re
 import pytest
 
 from toolsweep.benchmarks.apb import APB
-from toolsweep.benchmarks.apb.generator import Dataset, dataset
-from toolsweep.benchmarks.apb.probe import broken_lists, extraneous_lists
+from toolsweep.benchmarks.apb.generator import (UNSOLVABLE_TYPES, Dataset, dataset, renamed_base, twin_case,
+                                                unsolvable_eligible, unsolvable_variant)
+from toolsweep.benchmarks.apb.probe import broken_lists, extraneous_lists, twin_lists
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.role_probe import CHANCE_MARGIN, ProbeItem, probe
@@ -72,35 +75,31 @@ def test_phrase_rule_flags_an_unsolvable_case_and_its_solvable_twin_alike(ds):
 def test_the_twin_differs_only_in_the_world(ds):
     for c, u in twins(ds):
         base = ds.bases[c["base"]]
-        listed = {x["name"] for x in base["tools"]}
-        if c["gate"] == "conflict":
-            assert c["query"] == u["query"] and u["mandatory_tool"] in listed
-            assert u["mandatory_tool"] not in {x["name"] for x in u["tools"]}
+        if c["gate"] == "conflict":  # one list, two names of the step's tool: the twin names the listed one
+            assert c.get("renamed") == u.get("renamed")
+            listed = [x["name"] for x in renamed_base(base, c.get("renamed", {}))["tools"]]
+            assert listed == [x["name"] for x in u["tools"]]
+            named = u["renamed"].get(u["step_tool"], u["step_tool"]) if u.get("renamed") else u["step_tool"]
+            assert named in listed and named in c["query"] and u["mandatory_tool"] not in listed
+            assert c["query"].replace(named, u["mandatory_tool"]) == u["query"]
         elif c["gate"] == "tool":
             assert c["query"] == u["query"]
             assert any(u["capability"] in x["hidden"]["capabilities"] for x in base["tools"])
             assert not any(u["capability"] in x["hidden"]["capabilities"] for x in u["tools"])
-        else:  # info: the twin gives the value the Unsolvable case only refers to
-            assert f"({u['removed_value']})" in c["query"] and u["removed_value"] not in u["query"]
-            assert c["query"].replace(f" ({u['removed_value']})", "") == u["query"]
+        else:  # info: both close with a note's rate; the twin's note is the one the query refers to
+            head = c["query"].rsplit(" For reference, ", 1)[0]
+            assert u["query"].rsplit(" For reference, ", 1)[0] == head
+            code = re.search(r"\(ref\. ([A-Z]{3}-\d{3})\)", head).group(1)
+            assert c["query"].endswith(f"under ref. {code} is {u['removed_value']}.")
+            assert code not in u["query"].rsplit(" For reference, ", 1)[1]
 
 
-def _query_items(ds: Dataset, kinds: tuple[str, ...]) -> list[list[ProbeItem]]:
-    out = [[ProbeItem({"query": c["query"]}, False, f"base{c['base']}")]
-           for c in ds.tasks["unsolvable_control"] if c["gate"] in kinds]
-    for k in kinds:
-        out += [[ProbeItem({"query": t["query"]}, True, f"base{t['base']}")] for t in ds.tasks[f"unsolvable_{k}"]]
-    return out
-
-
-# Missing information is missing from the query itself: the twin's "(5%)" is the value the Unsolvable
-# case lacks, and the probe reads it (docs/apb.md). The other kinds' queries carry no role.
-NO_QUERY_ROLE = ("conflict", "tool", "visual")
-
-
-def test_query_words_carry_no_unsolvable_role(ds):
-    r = probe("apb unsolvable by query words", _query_items(ds, NO_QUERY_ROLE), salt="apb")
-    assert r.at_chance, (r.balanced_accuracy, r.shuffled_balanced_accuracy, r.top_features)
+def test_unsolvable_cases_and_their_twins_are_at_chance_for_the_probe(ds):
+    """Every eligible base's Unsolvable case beside its solvable twin (some 430 pairs a kind).
+    apb-gen-5 (gen_seed 0): conflict 0.835, info 0.977, visual 1.000, all four kinds 0.849."""
+    for kinds in (("conflict",), ("info",), ("visual",)):
+        r = probe(f"apb unsolvable {kinds}", twin_lists(ds, kinds), salt="apb")
+        assert r.at_chance, (kinds, r.balanced_accuracy, r.shuffled_balanced_accuracy, r.top_features)
 
 
 def test_broken_replacement_is_at_chance_within_its_pair(ds):
@@ -170,8 +169,10 @@ def test_roles_at_another_generation_seed():
     other = dataset(1)
     pair = probe("pair", broken_lists(other, pair_only=True), salt="apb", seed=1)
     assert pair.balanced_accuracy <= pair.shuffled_balanced_accuracy + CHANCE_MARGIN, pair.top_features
-    query = probe("query", _query_items(other, NO_QUERY_ROLE), salt="apb", seed=1)
-    assert query.balanced_accuracy <= query.shuffled_balanced_accuracy + CHANCE_MARGIN, query.top_features
+    # the Unsolvable twins (visual reads 0.387 there: a donor's files are a control in their own case)
+    for kinds in (("conflict",), ("info",), ("visual",), UNSOLVABLE_TYPES):
+        r = probe(f"twins {kinds}", twin_lists(other, kinds), salt="apb", seed=1)
+        assert r.balanced_accuracy <= r.shuffled_balanced_accuracy + CHANCE_MARGIN, (kinds, r.top_features)
     for c, u in twins(other):
         files = other.bases[c["base"]]["background"]["files"]
         assert phrase_rule(c["query"], files) == phrase_rule(u["query"], u["files"])

@@ -71,7 +71,7 @@ class APB(Benchmark):
     """The APB plugin: 4,209 generated cases over the paper's settings, plus its extra studies."""
 
     name = "apb"
-    version = "1.4.0"
+    version = "1.5.0"
 
     def setting_param_docs(self) -> dict[str, str]:
         return dict(SETTING_PARAM_DOCS)
@@ -87,6 +87,11 @@ class APB(Benchmark):
             "shuffle", description="Extraneous tools shuffled in among the originals (default: appended after "
             "Finish, a distractor is found by its position) or 'append': after the originals as the paper lists "
             "them (Figs. 37/38), for its exact setup.")
+        unsolvable_visual: Literal["other_file", "no_file"] = Field(
+            "other_file", description="What an Unsolvable visual case attaches: another case's files, so the "
+            "file the query names is missing while something is attached (default: with no file at all, the "
+            "file count alone tells the case from every solvable one), or 'no_file': nothing, as the paper's "
+            "Fig. 17 (`files = []`), for its exact setup.")
         critic: str = Field(
             "rule", pattern=r"^(rule|model:\S+)$",
             description="Reviewer of the Critic_R± refinement protocols (§8.1). 'model:<name>': a served model of the "

@@ -32,6 +32,7 @@ _CONNECTIVE = re.compile(r"^(?:first|then|next|after that|also|finally|and)\s*,?
 _WORD = re.compile(r"[a-z]+")
 _STOP = frozenset("a an the of for to and or in on by with from at as is are be it its this that each every "
                   "all my me i need help task using does returns json object value values".split())
+_FILE_NAME = re.compile(r"\b[\w-]+\.(?:png|jpe?g|gif|mp4|mov|webp)\b", re.I)
 _VISUAL = re.compile(r"\b(?:image|photo|picture|screenshot|video|frame|frames|scan|clip)\b|\.(?:png|jpe?g|gif|mp4|mov|webp)\b", re.I)
 _PRIVATE = re.compile(r"\b(?:we discussed|i mentioned|handbook|eligible for|our (?:call|meeting)|as agreed)\b", re.I)
 _BLOCKED = re.compile(r"\b(?:offline|outage|cannot be completed without|not accepted|strictly prohibited|"
@@ -140,7 +141,8 @@ def holistic_answer(query: str, tools: list[dict[str, Any]]) -> str:
 def rejects(query: str, files: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str | None:
     """Why the visible case cannot be solved, or None."""
     body = query.split("\nFiles:")[0]
-    if not files and _VISUAL.search(body):
+    named = set(_FILE_NAME.findall(body)) - {f["name"] for f in files}
+    if named or (not files and _VISUAL.search(body)):
         return "the image/video the query refers to is missing"
     if _PRIVATE.search(body):
         return "the query refers to information that was not provided"

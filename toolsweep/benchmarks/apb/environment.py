@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolsweep.benchmarks.apb import plans, prompts
-from toolsweep.benchmarks.apb.generator import Dataset, step_bin
+from toolsweep.benchmarks.apb.generator import Dataset, renamed_base, step_bin
 from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult, parse_judge_verdict
 from toolsweep.benchmarks.apb.metrics import BREAKDOWNS, domain_slug
 from toolsweep.benchmarks.apb.tools import FINISH, render_tool_line
@@ -135,7 +135,8 @@ class APBEnv:
         self.task = task
         self.seed = seed
         self.options = options
-        self.base = ds.bases[task["base"]]
+        # a conflict case and its twin may list the step's tool under its other name (generator.unsolvable_gate)
+        self.base = renamed_base(ds.bases[task["base"]], task.get("renamed") or {})
         self.kind = task["kind"]
         self.turn = 0
         self.replies: list[str] = []
@@ -171,6 +172,8 @@ class APBEnv:
             tools.insert(t["insert_at"], t["replacement_tool"])
         if self.kind == "unsolvable":
             query, files, tools = t["query"], t["files"], list(t["tools"])
+            if t["unsolvable_type"] == "visual" and self.options.unsolvable_visual == "no_file":
+                files = []  # the paper's layout (Fig. 17)
         if self.kind == "control":
             query = t.get("query", query)  # the solvable twin reads its kind's requirement (generator.control_variant)
         if self.kind == "efficiency":

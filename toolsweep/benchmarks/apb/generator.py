@@ -44,7 +44,7 @@ from toolsweep.benchmarks.apb.tools import (
 )
 from toolsweep.evaluator.types import canonical_json
 
-GENERATOR_VERSION = "apb-gen-5"
+GENERATOR_VERSION = "apb-gen-6"
 
 BIN_RANGES = ((3, 10), (11, 20), (21, 30))
 CHAIN_VERBS = ("fetch", "extract", "analyze", "normalize", "score")
@@ -174,8 +174,19 @@ class _Builder:
         self.files: list[dict[str, Any]] = []
         self.consumed: set[str] = set()
         self.extra: dict[str, Any] = {}
+        # file numbers from their own stream ("image_4821.png"), so the base's other draws stay as they were
+        self.file_rng = case_rng(gen_seed, "file_names", slot.index)
 
     # -- helpers
+    def file_name(self, kind: str, ext: str) -> str:
+        """A file's name, numbered like a camera or a screen recorder would: a case that names one file
+        while another is attached (an Unsolvable visual case) shows two different names."""
+        taken = {f["name"] for f in self.files}
+        while True:
+            name = f"{kind}_{self.file_rng.randrange(1000, 10000)}.{ext}"
+            if name not in taken:
+                return name
+
     def name(self, words: str) -> str:
         return style_name(words, self.style, self.api)
 
@@ -217,7 +228,7 @@ class _Builder:
         objects.append({"class": rng.choice([o for o in self.domain.objects if o != obj] or [obj]),
                         "attributes": ["background"], "bbox": [10, 10, 60, 40]})
         for f in range(n_files):
-            fname = f"image_{f + 1}.png"
+            fname = self.file_name("image", "png")
             scene = {"objects": objects if f == 0 else objects[-1:],
                      "text_regions": [{"text": ocr_text, "bbox": [120, 40, 200, 30]}] if f == n_files - 1 else []}
             cls = sorted({o["class"] for o in scene["objects"]})
@@ -283,7 +294,7 @@ class _Builder:
         ts = f"{minutes}:{seconds:02d}"
         frame = (minutes * 60 + seconds) * 24
         total = frame + rng.randint(500, 3000)
-        fname = "video_1.mp4"
+        fname = self.file_name("video", "mp4")
         character = rng.choice(self.domain.entities) if self.domain.name == "Narrative & Emotional Analysis" \
             else f"the person with the {rng.choice(self.domain.objects)}"
         self.extra["character"] = character
@@ -333,7 +344,7 @@ class _Builder:
         rng.shuffle(labels)
         widgets = [{"label": lab, "role": "button" if "button" in lab.lower() else "widget",
                     "bbox": [rng.randint(0, 1200), rng.randint(0, 700), 90, 28]} for lab in labels[:8]]
-        self.files.append({"name": "screenshot_1.png", "type": "image", "scene": {"widgets": widgets},
+        self.files.append({"name": self.file_name("screenshot", "png"), "type": "image", "scene": {"widgets": widgets},
                            "caption": "Screenshot of a desktop application window."})
         gui = {
             "click": ("Does a single left click on a UI element.", "element", "click"),
@@ -934,6 +945,7 @@ INFO_STRATEGIES = (
     ("B", "the standard rate listed in the employee handbook", ["handbook", "rate"]),
     ("C", "the rate for items eligible for the 'Employee Friends & Family' discount", ["friends & family", "eligible", "rate"]),
 )
+RATE_TEXTS = ("5%", "7%", "8%", "10%", "12%", "15%")
 
 
 def unsolvable_eligible(base: dict[str, Any]) -> bool:
@@ -960,6 +972,61 @@ def _conflict_sentence(style: str, tool: str, cap: str) -> str:
             f"estimates are strictly prohibited by law, and the task cannot be completed without it.")
 
 
+def _ref_code(rng: random.Random) -> str:
+    """The code of a private note an info case points to ("KQX-417"): some 16 million codes, so a code
+    seen in one case tells nothing about another."""
+    return "".join(rng.choice("BCDFGHJKLMNPQRSTVWXZ") for _ in range(3)) + f"-{rng.randrange(100, 1000)}"
+
+
+# A second name for the perception tools the synonym tables cannot rename (words -> words).
+PERCEPTION_ALIASES = {("click",): ["tap"], ("doubleclick",): ["double", "tap"], ("write",): ["enter", "text"],
+                      ("object", "detector"): ["object", "locator"], ("ocr",): ["text", "reader"],
+                      ("image", "description"): ["picture", "captioner"]}
+
+
+def alias_name(tool: dict[str, Any], base: dict[str, Any]) -> str:
+    """Another name for a listed tool, in the base's naming style, clashing with no listed name."""
+    style = SOURCE_STYLE[base["source_style"]]
+    api = DOMAIN_BY_NAME[base["domain"]].api
+    avoid = {t["name"].lower() for t in base["tools"]}
+    words = list(tool["hidden"]["words"])
+    name = replacement_name(words, style, api, avoid)
+    if name is None:
+        name = style_name(PERCEPTION_ALIASES[tuple(words)], style, api)
+    if name.lower() in avoid:
+        raise RuntimeError(f"no second name for {tool['name']} in {base['base_id']}")
+    return name
+
+
+def renamed_base(base: dict[str, Any], renamed: dict[str, str]) -> dict[str, Any]:
+    """A base whose listed tools `renamed` carry their other names: in the tool list, the reference
+    nodes, the reference chain and the trajectory, so plans and grading read the listed names."""
+    if not renamed:
+        return base
+    r = lambda name: renamed.get(name, name)  # noqa: E731
+    ref = base["reference"]
+    trajectory = []
+    for m in ref["trajectory"]:
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [{**c, "function": {**c["function"], "name": r(c["function"]["name"])}}
+                               for c in m["tool_calls"]]
+        if m.get("name"):
+            m["name"] = r(m["name"])
+        trajectory.append(m)
+    return {**base,
+            "tools": [{**t, "name": r(t["name"])} for t in base["tools"]],
+            "reference": {**ref,
+                          "nodes": [{**n, "tool": r(n["tool"]), "alt_tools": [r(a) for a in n["alt_tools"]]}
+                                    for n in ref["nodes"]],
+                          "tool_chain": [{**c, "name": r(c["name"])} for c in ref["tool_chain"]],
+                          "trajectory": trajectory}}
+
+
+def _info_note(ref: str, value: str) -> str:
+    return f"For reference, the rate recorded under ref. {ref} is {value}."
+
+
 def unsolvable_gate(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str, Any]:
     """The visible edit of a gated case (conflict, info, tool), drawn before its role is known.
 
@@ -973,46 +1040,147 @@ def unsolvable_gate(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str,
         cap = rng.choice(sorted({n["cap"] for n in nodes if n["cap"] in PERCEPTION_CAPS}))
         tool = next(n["tool"] for n in nodes if n["cap"] == cap)
         if kind == "conflict":
-            return {"cap": cap, "sentence": _conflict_sentence(base["source_style"], tool, cap), "terms": [tool],
-                    "mandatory_tool": tool}
+            # The step's tool has two names, the base's and another; a coin lists one of them (in both
+            # twins). The twin's requirement names the listed one, the Unsolvable case's the other, so the
+            # two lists are the same and the named tools are drawn alike: only whether the named tool is
+            # listed differs. Until apb-gen-5 the Unsolvable list lacked the tool (0.835 on the probe).
+            other = alias_name(next(t for t in base["tools"] if t["name"] == tool), base)
+            renamed = rng.random() < 0.5
+            listed, unlisted = (other, tool) if renamed else (tool, other)
+            return {"cap": cap, "sentence": _conflict_sentence(base["source_style"], listed, cap),
+                    "unsolvable_sentence": _conflict_sentence(base["source_style"], unlisted, cap),
+                    "terms": [unlisted], "mandatory_tool": unlisted, "step_tool": tool,
+                    "renamed": {tool: other} if renamed else {}}
         sentence, terms = TOOL_REMOVAL_SENTENCES[cap]
         return {"cap": cap, "sentence": sentence, "terms": terms, "capability": cap}
     if kind == "info":
         strat, phrase, terms = INFO_STRATEGIES[rng.randrange(len(INFO_STRATEGIES))]
-        return {"strategy": strat, "phrase": phrase, "terms": terms, "removed_value": base["meta"]["rate_text"]}
+        value = base["meta"]["rate_text"]
+        ref, other_ref = _ref_code(rng), _ref_code(rng)
+        decoy = rng.choice([r for r in RATE_TEXTS if r != value])
+        return {"strategy": strat, "phrase": f"{phrase} (ref. {ref})", "terms": terms, "removed_value": value,
+                "note": _info_note(ref, value), "decoy_note": _info_note(other_ref, decoy)}
     raise ValueError(f"unknown gate kind {kind!r}")
 
 
-def gated_case(base: dict[str, Any], kind: str, gate: dict[str, Any], solvable: bool) -> dict[str, Any]:
-    """Query, files and tools of a gated case; `solvable` decides the world, never the wording."""
+def _file_kind(base: dict[str, Any]) -> str:
+    """What a base's first file is (image, screenshot, video): the tools a case lists follow it."""
+    return base["background"]["files"][0]["name"].split("_")[0]
+
+
+def substitutes_for(gen_seed: int, base: dict[str, Any], kind: str, removed: list[dict[str, Any]],
+                    eligible: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tools listed in place of the ones an Unsolvable conflict or tool case removes, one for one.
+
+    Each is the tool another case's gate would have required (a base of the same modality drawn, then a
+    perception capability of it, as `unsolvable_gate` draws them), of a capability the base never uses, renamed in
+    this case's style. So the list keeps its length and its share of perception tools, and the words of
+    a capability are listed as often in an Unsolvable case as in its solvable twin; only the tool the
+    requirement asks for is absent. Until apb-gen-5 the tools were dropped, and a shorter list with
+    fewer perception words told the Unsolvable case apart (the probe read 0.665 on conflict cases)."""
+    rng = case_rng(gen_seed, "unsolvable_substitute", f"{base['index']}|{kind}")
+    style = SOURCE_STYLE[base["source_style"]]
+    api = DOMAIN_BY_NAME[base["domain"]].api
+    lost = {c for t in removed for c in t["hidden"]["capabilities"]}
+    words = {tuple(t["hidden"]["words"]) for t in base["tools"]}
+    taken = {t["name"].lower() for t in base["tools"]}
+    openings = {t["description"][:30] for t in base["tools"]}
+    alike = [b for b in eligible if b["index"] != base["index"] and _file_kind(b) == _file_kind(base)]
+    anywhere = [b for b in eligible if b["index"] != base["index"]]
+    out: list[dict[str, Any]] = []
+    for attempt in range(2000):
+        if len(out) == len(removed):
+            return out
+        other = rng.choice(alike if attempt < 500 else anywhere)  # a base using every capability of its kind
+        cap = rng.choice(sorted({n["cap"] for n in other["reference"]["nodes"] if n["cap"] in PERCEPTION_CAPS}))
+        name_of = next(n["tool"] for n in other["reference"]["nodes"] if n["cap"] == cap)
+        t = next(x for x in other["tools"] if x["name"] == name_of)
+        w = tuple(t["hidden"]["words"])
+        name = style_name(list(w), style, api)
+        if set(t["hidden"]["capabilities"]) & lost or w in words or name.lower() in taken \
+                or t["description"][:30] in openings:
+            continue
+        words.add(w)
+        taken.add(name.lower())
+        openings.add(t["description"][:30])
+        out.append({"name": name, "description": t["description"], "parameters": t["parameters"],
+                    "hidden": {**t["hidden"], "kind": "original", "neutral": False, "substitute": True}})
+    raise RuntimeError(f"no substitute tools for {base['base_id']} ({kind})")
+
+
+def gated_case(base: dict[str, Any], kind: str, gate: dict[str, Any], solvable: bool,
+               substitutes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Query, files and tools of a gated case; `solvable` decides the world, never the wording.
+
+    An Unsolvable conflict or tool case lists `substitutes` where its removed tools stood."""
     query, files, tools = base["query"], base["background"]["files"], list(base["tools"])
     removed: list[str] = []
     if kind == "info":
+        # Both twins refer to the value by a private note's code and close with one note's rate: the
+        # twin's note is the one the query refers to, the Unsolvable case's another (with another rate).
+        # Until apb-gen-5 only the twin carried a value ("(5%)"), and its digits told it apart.
         rate_text = gate["removed_value"]
-        said = f"{gate['phrase']} ({rate_text})" if solvable else gate["phrase"]
-        query = query.replace(f"a {rate_text} rate", said).replace(f"The {rate_text} rate", "That rate")
+        query = query.replace(f"a {rate_text} rate", gate["phrase"]).replace(f"The {rate_text} rate", "That rate")
+        query = f"{query} {gate['note'] if solvable else gate['decoy_note']}"
+    elif kind == "conflict":
+        query = f"{query} {gate['sentence'] if solvable else gate['unsolvable_sentence']}"
+        tools = renamed_base(base, gate["renamed"])["tools"]
     else:
         query = f"{query} {gate['sentence']}"
         if not solvable:
             removed = [t["name"] for t in tools if gate["cap"] in t["hidden"]["capabilities"]]
-            tools = [t for t in tools if t["name"] not in removed]
+            swap = iter(substitutes or [])
+            tools = [next(swap, None) if t["name"] in removed else t for t in tools]
+            tools = [t for t in tools if t is not None]
     return {"query": query, "files": files, "tools": tools, "removed_tools": removed}
 
 
-def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str) -> dict[str, Any]:
+def removed_by_gate(base: dict[str, Any], gate: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in base["tools"] if gate["cap"] in t["hidden"]["capabilities"]]
+
+
+def other_files(gen_seed: int, base: dict[str, Any], eligible: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An Unsolvable visual case's attachments: another case's files of the same kind and number, so
+    the files the query names are not there (their names differ) while something is attached.
+
+    The paper's visual case attaches nothing (Fig. 17: `files = []`), and then the number of files
+    alone tells it from every solvable case (the probe read 1.000); `unsolvable_visual: no_file`
+    keeps that layout for the paper's exact setup."""
+    rng = case_rng(gen_seed, "unsolvable_files", base["index"])
+    names = {f["name"] for f in base["background"]["files"]}
+    donors = [b for b in eligible if b["index"] != base["index"] and _file_kind(b) == _file_kind(base)
+              and len(b["background"]["files"]) == len(base["background"]["files"])
+              and not names & {f["name"] for f in b["background"]["files"]}]
+    if not donors:
+        return []
+    return [dict(f) for f in rng.choice(donors)["background"]["files"]]
+
+
+def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str,
+                       eligible: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """§4.5: the four unsolvable edits of one visual base.
 
-    visual: the files are gone (the query still names them). conflict: the query requires a named tool
+    visual: other files are attached than the ones the query names (see `other_files`). conflict: the query requires a named tool
     the list lacks; tool: it requires a capability (named generically) whose every tool is removed;
     info: it refers to a value it never gives. The conflict case's tool is absent rather than stated to
     be offline, so that its solvable twin can read the same sentence."""
     if utype == "visual":
-        return {"unsolvable_type": utype, "query": base["query"], "files": [], "tools": list(base["tools"]),
-                "removed_tools": [], "blocking_terms": ["image", "frame", "screenshot", "video", "file", "visual"]}
+        return {"unsolvable_type": utype, "query": base["query"], "files": other_files(gen_seed, base, eligible or []),
+                "tools": list(base["tools"]), "removed_tools": [],
+                "blocking_terms": ["image", "frame", "screenshot", "video", "file", "visual"]}
     gate = unsolvable_gate(gen_seed, base, utype)
-    note = {k: v for k, v in gate.items() if k in ("mandatory_tool", "capability", "strategy", "removed_value")}
-    return {"unsolvable_type": utype, **gated_case(base, utype, gate, solvable=False),
+    note = {k: v for k, v in gate.items()
+            if k in ("mandatory_tool", "step_tool", "capability", "strategy", "removed_value") or (k == "renamed" and v)}
+    subs = None
+    if utype == "tool" and eligible:
+        subs = substitutes_for(gen_seed, base, utype, removed_by_gate(base, gate), eligible)
+    return {"unsolvable_type": utype, **gated_case(base, utype, gate, solvable=False, substitutes=subs),
             "blocking_terms": gate["terms"], **note}
+
+
+def twin_case(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The solvable twin of a gated kind (conflict, info, tool): its query, files and tools."""
+    return gated_case(base, kind, unsolvable_gate(gen_seed, base, kind), solvable=True)
 
 
 def control_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
@@ -1022,8 +1190,9 @@ def control_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
     kind = case_rng(gen_seed, "unsolvable_control", base["index"]).choice(UNSOLVABLE_TYPES)
     if kind == "visual":
         return {"gate": kind, "query": base["query"]}
-    case = gated_case(base, kind, unsolvable_gate(gen_seed, base, kind), solvable=True)
-    return {"gate": kind, "query": case["query"]}
+    gate = unsolvable_gate(gen_seed, base, kind)
+    case = gated_case(base, kind, gate, solvable=True)
+    return {"gate": kind, "query": case["query"], **({"renamed": gate["renamed"]} if gate.get("renamed") else {})}
 
 
 def _windows(base: dict[str, Any]) -> list[list[str]]:
@@ -1207,9 +1376,10 @@ def generate(gen_seed: int = 0) -> Dataset:
                           for i in sw]
     # unsolvable: the same 100 visual bases x 4 types, plus their solvable twins under the same prompt
     uns = stratified_draw(gen_seed, "unsolvable", bases, 100, eligible=unsolvable_eligible)
+    eligible = [b for b in bases if unsolvable_eligible(b)]
     for ut in UNSOLVABLE_TYPES:
         ds.tasks[f"unsolvable_{ut}"] = [{"task_id": tid(f"unsolvable_{ut}", i), "base": i, "kind": "unsolvable",
-                                         **unsolvable_variant(gen_seed, bases[i], ut)} for i in uns]
+                                         **unsolvable_variant(gen_seed, bases[i], ut, eligible)} for i in uns]
     ds.tasks["unsolvable_control"] = [{"task_id": tid("unsolvable_control", i), "base": i, "kind": "control",
                                        **control_variant(gen_seed, bases[i])} for i in uns]
     # efficiency: 106 bases with a cost-saving tool bank

@@ -11,7 +11,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from toolsweep.benchmarks.apb.generator import UNSOLVABLE_TYPES, Dataset
+from toolsweep.benchmarks.apb.generator import (UNSOLVABLE_TYPES, Dataset, twin_case, unsolvable_eligible,
+                                                unsolvable_variant)
+from toolsweep.benchmarks.apb.environment import render_files
 from toolsweep.evaluator.role_probe import ProbeItem, ProbeResult, probe
 
 
@@ -62,9 +64,15 @@ def extraneous_lists(ds: Dataset, position: str = "shuffle") -> list[list[ProbeI
 
 
 def _case_item(query: str, files: list[Any], tools: list[dict[str, Any]], label: bool, family: str) -> ProbeItem:
+    """A case as the refusal prompt shows it: the query, the file manifest (names, captions and the
+    structured scene, the default `file_mode`) and every listed tool."""
     listed = " ".join(f"{x['name']} {x['description']}" for x in tools)
-    return ProbeItem(fields={"query": query, "tools": listed, "files": f"files {len(files)}"}, label=label,
-                     family=family)
+    manifest = f"files {len(files)} {render_files(files, 'scene')}"
+    return ProbeItem(fields={"query": query, "tools": listed, "files": manifest}, label=label, family=family)
+
+
+def _files(case: dict[str, Any]) -> list[Any]:
+    return case["files"] if "files" in case else case["background"]["files"]
 
 
 def unsolvable_lists(ds: Dataset, kinds: tuple[str, ...] = UNSOLVABLE_TYPES) -> list[list[ProbeItem]]:
@@ -79,6 +87,22 @@ def unsolvable_lists(ds: Dataset, kinds: tuple[str, ...] = UNSOLVABLE_TYPES) -> 
     for kind in kinds:
         for t in ds.tasks[f"unsolvable_{kind}"]:
             out.append([_case_item(t["query"], t["files"], t["tools"], True, f"base{t['base']}")])
+    return out
+
+
+def twin_lists(ds: Dataset, kinds: tuple[str, ...] = UNSOLVABLE_TYPES) -> list[list[ProbeItem]]:
+    """The generating process, probed with power: for every base the Unsolvable kind can be made from
+    (some 430, of which a dataset draws 100), its Unsolvable case of each of `kinds` beside the
+    solvable twin (the control `unsolvable_control` would draw as that kind). The controls a dataset
+    holds give each kind some 25 cases, too few to tell a leak from the noise of a 0.05 margin."""
+    eligible = [b for b in ds.bases if unsolvable_eligible(b)]
+    out = []
+    for kind in kinds:
+        for b in eligible:
+            u = unsolvable_variant(ds.gen_seed, b, kind, eligible)
+            twin = b if kind == "visual" else twin_case(ds.gen_seed, b, kind)
+            out.append([_case_item(twin["query"], _files(twin), twin["tools"], False, f"base{b['index']}")])
+            out.append([_case_item(u["query"], u["files"], u["tools"], True, f"base{b['index']}")])
     return out
 
 
