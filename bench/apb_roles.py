@@ -11,6 +11,8 @@ Rows (gen_seed `--seed`):
 - Tool-Broken: the probe on the replacement among every listed tool and within its pair; "the longer
   description of the pair is the replacement" and the same for the name.
 - Extraneous (n_e = 10): the probe on the distractor among every listed tool.
+- Every eligible base's Unsolvable case beside its solvable twin, per kind (some 430 pairs a kind):
+  the probe's balanced accuracy and its strongest feature.
 Runs against whichever checkout is first on PYTHONPATH, so before/after come from one script.
 """
 
@@ -46,6 +48,47 @@ def p4u_cases(ds) -> list[tuple[str, str, list, list, bool, str]]:
     return out
 
 
+def twin_items(ds, kinds: tuple[str, ...]) -> list:
+    """Every eligible base's Unsolvable case of `kinds` beside its solvable twin, as the refusal prompt
+    shows them (query, file manifest with the scene, listed tools). Built here, not by the checkout's
+    probe module, so both checkouts are read by one reader."""
+    from toolsweep.benchmarks.apb import generator as g
+    from toolsweep.benchmarks.apb.environment import render_files
+    from toolsweep.evaluator.role_probe import ProbeItem
+
+    def item(query: str, files: list, tools: list, label: bool, family: str) -> list:
+        listed = " ".join(f"{x['name']} {x['description']}" for x in tools)
+        manifest = f"files {len(files)} {render_files(files, 'scene')}"
+        return [ProbeItem({"query": query, "tools": listed, "files": manifest}, label, family)]
+
+    eligible = [b for b in ds.bases if g.unsolvable_eligible(b)]
+    takes_pool = "eligible" in inspect.signature(g.unsolvable_variant).parameters
+    out = []
+    for kind in kinds:
+        for b in eligible:
+            u = g.unsolvable_variant(ds.gen_seed, b, kind, *([eligible] if takes_pool else []))
+            if kind == "visual":
+                twin = {"query": b["query"], "files": b["background"]["files"], "tools": b["tools"]}
+            else:
+                twin = g.gated_case(b, kind, g.unsolvable_gate(ds.gen_seed, b, kind), solvable=True)
+            out += [item(twin["query"], twin["files"], twin["tools"], False, f"base{b['index']}"),
+                    item(u["query"], u["files"], u["tools"], True, f"base{b['index']}")]
+    return out
+
+
+def print_twin_probe(ds, seed: int) -> None:
+    from toolsweep.evaluator.role_probe import probe
+
+    print("\nEvery eligible base's Unsolvable case beside its solvable twin:\n")
+    print("| Unsolvable kind | pairs | probe bacc | shuffled | top feature |")
+    print("|---|---|---|---|---|")
+    for k in (*KINDS, "all"):
+        items = twin_items(ds, KINDS if k == "all" else (k,))
+        r = probe(f"twins {k}", items, salt="apb", seed=seed)
+        print(f"| {k} | {len(items) // 2} | {r.balanced_accuracy:.3f} | {r.shuffled_balanced_accuracy:.3f} | "
+              f"`{r.top_features[0][0]}` |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=0)
@@ -71,6 +114,7 @@ def main() -> None:
         ctrl_flag = sum(phrase_rule(c[1], c[2]) for c in ctrl) / len(ctrl)
         print(f"| {k} ({len(pos)} vs {len(ctrl)} controls) | {r.balanced_accuracy:.3f} | "
               f"{r.shuffled_balanced_accuracy:.3f} | {flag:.3f} | {ctrl_flag:.3f} |")
+    print_twin_probe(ds, args.seed)
     bases_flag = sum(phrase_rule(b["query"], b["background"]["files"]) for b in ds.bases)
     print(f"\nrule flags {bases_flag} of {len(ds.bases)} holistic bases (P4)\n")
 

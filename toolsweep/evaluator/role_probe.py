@@ -31,7 +31,7 @@ class ProbeItem:
     """One thing a model sees inside a list (a tool, a case): its visible text fields, its parameters
     as (name, description) pairs, its hidden role label and the family it belongs to (the split unit)."""
 
-    fields: dict[str, str]
+    fields: dict[str, str | tuple[str, ...]]  # a tuple: separate texts of one field (a tool list's tools)
     label: bool
     family: str
     params: tuple[tuple[str, str], ...] = ()
@@ -78,12 +78,15 @@ def item_features(items: Sequence[ProbeItem]) -> list[dict[str, float]]:
     out: list[dict[str, float]] = []
     for i, it in enumerate(items):
         f: dict[str, float] = {}
-        for key, text in it.fields.items():
+        for key, value in it.fields.items():
+            parts = (value,) if isinstance(value, str) else value
+            text = " ".join(parts)
             toks = _words(text)
             for t in toks:
                 f[f"{key}:w:{t}"] = 1.0
-            for a, b in zip(toks, toks[1:]):
-                f[f"{key}:b:{a}_{b}"] = 1.0
+            for part in map(_words, parts):  # no word pair across two texts: they are not read together
+                for a, b in zip(part, part[1:]):
+                    f[f"{key}:b:{a}_{b}"] = 1.0
             if toks:
                 f[f"{key}:first:{toks[0]}"] = 1.0
                 f[f"{key}:first2:{'_'.join(toks[:2])}"] = 1.0

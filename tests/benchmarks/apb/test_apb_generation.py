@@ -198,7 +198,9 @@ def test_unsolvable_variants(ds):
         before = [x["name"] for x in base["tools"] if cap in x["hidden"]["capabilities"]]
         assert sorted(before) == sorted(t["removed_tools"]) and before
         assert not any(cap in x["hidden"]["capabilities"] for x in t["tools"])
-        assert len(t["tools"]) == len(base["tools"])  # each removed tool's place holds another tool
+        assert len(t["tools"]) == len(base["tools"])  # each removed tool's place holds its retired look-alike
+        assert {f"legacy_{r}" for r in t["removed_tools"]} <= {x["name"] for x in t["tools"]}
+        assert all("Retired:" in x["description"] for x in t["tools"] if x["name"].startswith("legacy_"))
         sentence = t["query"][len(base["query"]):]
         assert not any(r in sentence for r in t["removed_tools"])
         assert not any(w in sentence for w in ("IMPORTANT", "WARNING", "COMPLIANCE", "NOTE:"))

@@ -1068,51 +1068,24 @@ def _file_kind(base: dict[str, Any]) -> str:
     return base["background"]["files"][0]["name"].split("_")[0]
 
 
-def substitutes_for(gen_seed: int, base: dict[str, Any], kind: str, removed: list[dict[str, Any]],
-                    eligible: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tools listed in place of the ones an Unsolvable conflict or tool case removes, one for one.
+def retired_lookalike(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool case's look-alike of a tool with the removed capability: the same words, parameters and
+    description, its name prefixed `legacy_`, stated to answer no call. Both twins list it where the tool
+    stood; the twin also lists the tool itself after it, the Unsolvable case does not.
 
-    Each is the tool another case's gate would have required (a base of the same modality drawn, then a
-    perception capability of it, as `unsolvable_gate` draws them), of a capability the base never uses, renamed in
-    this case's style. So the list keeps its length and its share of perception tools, and the words of
-    a capability are listed as often in an Unsolvable case as in its solvable twin; only the tool the
-    requirement asks for is absent. Until apb-gen-5 the tools were dropped, and a shorter list with
-    fewer perception words told the Unsolvable case apart (the probe read 0.665 on conflict cases)."""
-    rng = case_rng(gen_seed, "unsolvable_substitute", f"{base['index']}|{kind}")
-    style = SOURCE_STYLE[base["source_style"]]
-    api = DOMAIN_BY_NAME[base["domain"]].api
-    lost = {c for t in removed for c in t["hidden"]["capabilities"]}
-    words = {tuple(t["hidden"]["words"]) for t in base["tools"]}
-    taken = {t["name"].lower() for t in base["tools"]}
-    openings = {t["description"][:30] for t in base["tools"]}
-    alike = [b for b in eligible if b["index"] != base["index"] and _file_kind(b) == _file_kind(base)]
-    anywhere = [b for b in eligible if b["index"] != base["index"]]
-    out: list[dict[str, Any]] = []
-    for attempt in range(2000):
-        if len(out) == len(removed):
-            return out
-        other = rng.choice(alike if attempt < 500 else anywhere)  # a base using every capability of its kind
-        cap = rng.choice(sorted({n["cap"] for n in other["reference"]["nodes"] if n["cap"] in PERCEPTION_CAPS}))
-        name_of = next(n["tool"] for n in other["reference"]["nodes"] if n["cap"] == cap)
-        t = next(x for x in other["tools"] if x["name"] == name_of)
-        w = tuple(t["hidden"]["words"])
-        name = style_name(list(w), style, api)
-        if set(t["hidden"]["capabilities"]) & lost or w in words or name.lower() in taken \
-                or t["description"][:30] in openings:
-            continue
-        words.add(w)
-        taken.add(name.lower())
-        openings.add(t["description"][:30])
-        out.append({"name": name, "description": t["description"], "parameters": t["parameters"],
-                    "hidden": {**t["hidden"], "kind": "original", "neutral": False, "substitute": True}})
-    raise RuntimeError(f"no substitute tools for {base['base_id']} ({kind})")
+    Dropped alone (apb-gen-5), the removed tool took its words out of the list, and those words told
+    the Unsolvable case (the probe read 0.907); with the look-alike the two lists carry the same words,
+    and only the sentence that says the look-alike answers nothing tells whether the capability is there."""
+    words = ["legacy", *tool["hidden"]["words"]]
+    return {"name": f"legacy_{tool['name']}",
+            "description": f"{tool['description']} Retired: it answers no call and is listed for old scripts only.",
+            "parameters": tool["parameters"],
+            "hidden": {**tool["hidden"], "capabilities": [], "kind": "original", "neutral": True, "words": words,
+                       "retired": True}}
 
 
-def gated_case(base: dict[str, Any], kind: str, gate: dict[str, Any], solvable: bool,
-               substitutes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Query, files and tools of a gated case; `solvable` decides the world, never the wording.
-
-    An Unsolvable conflict or tool case lists `substitutes` where its removed tools stood."""
+def gated_case(base: dict[str, Any], kind: str, gate: dict[str, Any], solvable: bool) -> dict[str, Any]:
+    """Query, files and tools of a gated case; `solvable` decides the world, never the wording."""
     query, files, tools = base["query"], base["background"]["files"], list(base["tools"])
     removed: list[str] = []
     if kind == "info":
@@ -1127,16 +1100,17 @@ def gated_case(base: dict[str, Any], kind: str, gate: dict[str, Any], solvable: 
         tools = renamed_base(base, gate["renamed"])["tools"]
     else:
         query = f"{query} {gate['sentence']}"
-        if not solvable:
-            removed = [t["name"] for t in tools if gate["cap"] in t["hidden"]["capabilities"]]
-            swap = iter(substitutes or [])
-            tools = [next(swap, None) if t["name"] in removed else t for t in tools]
-            tools = [t for t in tools if t is not None]
+        removed = [t["name"] for t in tools if gate["cap"] in t["hidden"]["capabilities"]]
+        listed = []
+        for t in tools:
+            if t["name"] in removed:
+                listed += [retired_lookalike(t), t] if solvable else [retired_lookalike(t)]
+            else:
+                listed.append(t)
+        tools = listed
+        if solvable:
+            removed = []
     return {"query": query, "files": files, "tools": tools, "removed_tools": removed}
-
-
-def removed_by_gate(base: dict[str, Any], gate: dict[str, Any]) -> list[dict[str, Any]]:
-    return [t for t in base["tools"] if gate["cap"] in t["hidden"]["capabilities"]]
 
 
 def other_files(gen_seed: int, base: dict[str, Any], eligible: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1160,10 +1134,11 @@ def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str,
                        eligible: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """§4.5: the four unsolvable edits of one visual base.
 
-    visual: other files are attached than the ones the query names (see `other_files`). conflict: the query requires a named tool
-    the list lacks; tool: it requires a capability (named generically) whose every tool is removed;
-    info: it refers to a value it never gives. The conflict case's tool is absent rather than stated to
-    be offline, so that its solvable twin can read the same sentence."""
+    visual: other files are attached than the ones the query names (`other_files`; `eligible` are the
+    bases that may lend them). conflict: the query requires, by name, a tool the list lacks (the step's
+    tool is listed under its other name). tool: it requires a capability (named generically) whose every
+    tool is removed, a retired look-alike listed in each one's place. info: it refers to a private note
+    whose value it never gives."""
     if utype == "visual":
         return {"unsolvable_type": utype, "query": base["query"], "files": other_files(gen_seed, base, eligible or []),
                 "tools": list(base["tools"]), "removed_tools": [],
@@ -1171,10 +1146,7 @@ def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str,
     gate = unsolvable_gate(gen_seed, base, utype)
     note = {k: v for k, v in gate.items()
             if k in ("mandatory_tool", "step_tool", "capability", "strategy", "removed_value") or (k == "renamed" and v)}
-    subs = None
-    if utype == "tool" and eligible:
-        subs = substitutes_for(gen_seed, base, utype, removed_by_gate(base, gate), eligible)
-    return {"unsolvable_type": utype, **gated_case(base, utype, gate, solvable=False, substitutes=subs),
+    return {"unsolvable_type": utype, **gated_case(base, utype, gate, solvable=False),
             "blocking_terms": gate["terms"], **note}
 
 
@@ -1192,7 +1164,8 @@ def control_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
         return {"gate": kind, "query": base["query"]}
     gate = unsolvable_gate(gen_seed, base, kind)
     case = gated_case(base, kind, gate, solvable=True)
-    return {"gate": kind, "query": case["query"], **({"renamed": gate["renamed"]} if gate.get("renamed") else {})}
+    return {"gate": kind, "query": case["query"], **({"renamed": gate["renamed"]} if gate.get("renamed") else {}),
+            **({"tools": case["tools"]} if kind == "tool" else {})}
 
 
 def _windows(base: dict[str, Any]) -> list[list[str]]:

@@ -66,7 +66,7 @@ def extraneous_lists(ds: Dataset, position: str = "shuffle") -> list[list[ProbeI
 def _case_item(query: str, files: list[Any], tools: list[dict[str, Any]], label: bool, family: str) -> ProbeItem:
     """A case as the refusal prompt shows it: the query, the file manifest (names, captions and the
     structured scene, the default `file_mode`) and every listed tool."""
-    listed = " ".join(f"{x['name']} {x['description']}" for x in tools)
+    listed = tuple(f"{x['name']} {x['description']}" for x in tools)
     manifest = f"files {len(files)} {render_files(files, 'scene')}"
     return ProbeItem(fields={"query": query, "tools": listed, "files": manifest}, label=label, family=family)
 
