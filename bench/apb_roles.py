@@ -48,16 +48,33 @@ def p4u_cases(ds) -> list[tuple[str, str, list, list, bool, str]]:
     return out
 
 
-def twin_items(ds, kinds: tuple[str, ...]) -> list:
+def this_checkouts_reader():  # noqa: ANN201 - the role_probe module of the checkout this script is in
+    """The probe of the checkout this script lies in, whichever checkout's cases are on PYTHONPATH, so
+    both columns are read by one reader."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "toolsweep" / "evaluator" / "role_probe.py"
+    spec = importlib.util.spec_from_file_location("bench_role_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def twin_items(ds, kinds: tuple[str, ...], reader) -> list:
     """Every eligible base's Unsolvable case of `kinds` beside its solvable twin, as the refusal prompt
-    shows them (query, file manifest with the scene, listed tools). Built here, not by the checkout's
-    probe module, so both checkouts are read by one reader."""
+    shows them (query, file manifest with the scene, each listed tool as its own text). Built here, not
+    by the checkout's probe module, so both checkouts are read by one reader."""
     from toolsweep.benchmarks.apb import generator as g
     from toolsweep.benchmarks.apb.environment import render_files
-    from toolsweep.evaluator.role_probe import ProbeItem
+
+    ProbeItem = reader.ProbeItem
 
     def item(query: str, files: list, tools: list, label: bool, family: str) -> list:
-        listed = " ".join(f"{x['name']} {x['description']}" for x in tools)
+        listed = tuple(f"{x['name']} {x['description']}" for x in tools)
         manifest = f"files {len(files)} {render_files(files, 'scene')}"
         return [ProbeItem({"query": query, "tools": listed, "files": manifest}, label, family)]
 
@@ -69,6 +86,8 @@ def twin_items(ds, kinds: tuple[str, ...]) -> list:
             u = g.unsolvable_variant(ds.gen_seed, b, kind, *([eligible] if takes_pool else []))
             if kind == "visual":
                 twin = {"query": b["query"], "files": b["background"]["files"], "tools": b["tools"]}
+            elif hasattr(g, "twin_case"):
+                twin = g.twin_case(ds.gen_seed, b, kind)
             else:
                 twin = g.gated_case(b, kind, g.unsolvable_gate(ds.gen_seed, b, kind), solvable=True)
             out += [item(twin["query"], twin["files"], twin["tools"], False, f"base{b['index']}"),
@@ -77,14 +96,13 @@ def twin_items(ds, kinds: tuple[str, ...]) -> list:
 
 
 def print_twin_probe(ds, seed: int) -> None:
-    from toolsweep.evaluator.role_probe import probe
-
+    reader = this_checkouts_reader()
     print("\nEvery eligible base's Unsolvable case beside its solvable twin:\n")
     print("| Unsolvable kind | pairs | probe bacc | shuffled | top feature |")
     print("|---|---|---|---|---|")
     for k in (*KINDS, "all"):
-        items = twin_items(ds, KINDS if k == "all" else (k,))
-        r = probe(f"twins {k}", items, salt="apb", seed=seed)
+        items = twin_items(ds, KINDS if k == "all" else (k,), reader)
+        r = reader.probe(f"twins {k}", items, salt="apb", seed=seed)
         print(f"| {k} | {len(items) // 2} | {r.balanced_accuracy:.3f} | {r.shuffled_balanced_accuracy:.3f} | "
               f"`{r.top_features[0][0]}` |")
 

@@ -1043,7 +1043,7 @@ def unsolvable_gate(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str,
             # The step's tool has two names, the base's and another; a coin lists one of them (in both
             # twins). The twin's requirement names the listed one, the Unsolvable case's the other, so the
             # two lists are the same and the named tools are drawn alike: only whether the named tool is
-            # listed differs. Until apb-gen-5 the Unsolvable list lacked the tool (0.835 on the probe).
+            # listed differs. Until apb-gen-5 the Unsolvable list lacked the tool (the probe read 0.937).
             other = alias_name(next(t for t in base["tools"] if t["name"] == tool), base)
             renamed = rng.random() < 0.5
             listed, unlisted = (other, tool) if renamed else (tool, other)
@@ -1064,7 +1064,7 @@ def unsolvable_gate(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str,
 
 
 def _file_kind(base: dict[str, Any]) -> str:
-    """What a base's first file is (image, screenshot, video): the tools a case lists follow it."""
+    """What a base's first file is (image, screenshot, video): a visual case borrows files of its kind."""
     return base["background"]["files"][0]["name"].split("_")[0]
 
 
@@ -1125,8 +1125,10 @@ def other_files(gen_seed: int, base: dict[str, Any], eligible: list[dict[str, An
     donors = [b for b in eligible if b["index"] != base["index"] and _file_kind(b) == _file_kind(base)
               and len(b["background"]["files"]) == len(base["background"]["files"])
               and not names & {f["name"] for f in b["background"]["files"]}]
+    if not eligible:
+        return []  # no bases to borrow from: the paper's layout
     if not donors:
-        return []
+        raise RuntimeError(f"no base lends files to the visual case of {base['base_id']}")
     return [dict(f) for f in rng.choice(donors)["background"]["files"]]
 
 
