@@ -20,7 +20,7 @@ import pytest
 from toolsweep.benchmarks.apb import APB
 from toolsweep.benchmarks.apb.generator import (UNSOLVABLE_TYPES, Dataset, dataset, renamed_base, twin_case,
                                                 unsolvable_eligible, unsolvable_variant)
-from toolsweep.benchmarks.apb.probe import broken_lists, extraneous_lists, twin_lists
+from toolsweep.benchmarks.apb.probe import broken_lists, extraneous_lists, twin_lists, unsolvable_lists
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.role_probe import CHANCE_MARGIN, ProbeItem, probe
@@ -99,6 +99,18 @@ def test_the_twin_differs_only_in_the_world(ds):
             code = re.search(r"\(ref\. ([A-Z]{3}-\d{3})\)", head).group(1)
             assert c["query"].endswith(f"under ref. {code} is {u['removed_value']}.")
             assert code not in u["query"].rsplit(" For reference, ", 1)[1]
+
+
+def test_the_dataset_probe_reads_each_control_with_the_tools_it_lists(ds, bench):
+    """A conflict twin lists the step's tool under its other name, a tool twin a retired look-alike: the
+    probe and the environment read the control's own list, never its base's."""
+    controls = ds.tasks["unsolvable_control"]
+    items = unsolvable_lists(ds)[:len(controls)]
+    for c, (item,) in zip(controls, items):
+        listed = [x["name"] for x in bench.make_env(c["task_id"], "unsolvable_control", 0).tools]
+        assert listed == [x["name"] for x in c["tools"]], c["task_id"]
+        assert item.fields["tools"] == tuple(f"{x['name']} {x['description']}" for x in c["tools"])
+    assert any(x["name"].startswith("legacy_") for c in controls if c["gate"] == "tool" for x in c["tools"])
 
 
 def test_unsolvable_cases_and_their_twins_are_at_chance_for_the_probe(ds):

@@ -176,7 +176,7 @@ class APBEnv:
                 files = []  # the paper's layout (Fig. 17)
         if self.kind == "control":
             query = t.get("query", query)  # the solvable twin reads its kind's requirement (generator.control_variant)
-            tools = list(t.get("tools", tools))  # a tool twin also lists the retired look-alike
+            tools = list(t.get("tools", tools))  # its kind's list (a look-alike, the step's tool's other name)
         if self.kind == "efficiency":
             tools = [dict(x, hidden=dict(x["hidden"], cost=t["costs"][x["name"]])) for x in tools]
             extra = list(t["composites"]) + list(t["traps"])

@@ -47,6 +47,8 @@ from toolsweep.evaluator.types import canonical_json
 GENERATOR_VERSION = "apb-gen-6"
 
 BIN_RANGES = ((3, 10), (11, 20), (21, 30))
+RATES = (0.05, 0.07, 0.08, 0.1, 0.12, 0.15)  # the rate a query states (the info-missing slot of §4.5)
+RATE_TEXTS = tuple(f"{round(r * 100)}%" for r in RATES)
 CHAIN_VERBS = ("fetch", "extract", "analyze", "normalize", "score")
 CHAIN_FIELDS = ("records", "figure", "assessment", "normalized", "score")
 CHAIN_OPTIONS = {
@@ -480,7 +482,7 @@ class _Builder:
             nmap = {n["id"]: n for n in self.nodes}
             feed_field = next(iter(nmap[feed]["output"]))
         # compute with a rate stated in Q (the info-missing slot of §4.5)
-        rate = rng.choice([0.05, 0.07, 0.08, 0.1, 0.12, 0.15])
+        rate = rng.choice(RATES)
         rate_text = f"{round(rate * 100)}%"
         params = [param_entry("value", "number", True, "the base value"),
                   param_entry("rate", "number", True, "the rate as a fraction")]
@@ -945,7 +947,6 @@ INFO_STRATEGIES = (
     ("B", "the standard rate listed in the employee handbook", ["handbook", "rate"]),
     ("C", "the rate for items eligible for the 'Employee Friends & Family' discount", ["friends & family", "eligible", "rate"]),
 )
-RATE_TEXTS = ("5%", "7%", "8%", "10%", "12%", "15%")
 
 
 def unsolvable_eligible(base: dict[str, Any]) -> bool:
@@ -991,9 +992,9 @@ def alias_name(tool: dict[str, Any], base: dict[str, Any]) -> str:
     avoid = {t["name"].lower() for t in base["tools"]}
     words = list(tool["hidden"]["words"])
     name = replacement_name(words, style, api, avoid)
-    if name is None:
+    if name is None and tuple(words) in PERCEPTION_ALIASES:
         name = style_name(PERCEPTION_ALIASES[tuple(words)], style, api)
-    if name.lower() in avoid:
+    if name is None or name.lower() in avoid:
         raise RuntimeError(f"no second name for {tool['name']} in {base['base_id']}")
     return name
 
@@ -1080,8 +1081,7 @@ def retired_lookalike(tool: dict[str, Any]) -> dict[str, Any]:
     return {"name": f"legacy_{tool['name']}",
             "description": f"{tool['description']} Retired: it answers no call and is listed for old scripts only.",
             "parameters": tool["parameters"],
-            "hidden": {**tool["hidden"], "capabilities": [], "kind": "original", "neutral": True, "words": words,
-                       "retired": True}}
+            "hidden": {**tool["hidden"], "capabilities": [], "kind": "original", "neutral": True, "words": words}}
 
 
 def gated_case(base: dict[str, Any], kind: str, gate: dict[str, Any], solvable: bool) -> dict[str, Any]:
@@ -1153,7 +1153,9 @@ def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str,
 
 
 def twin_case(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The solvable twin of a gated kind (conflict, info, tool): its query, files and tools."""
+    """The solvable twin of an Unsolvable kind: its query, files and tools (visual: the base itself)."""
+    if kind == "visual":
+        return {"query": base["query"], "files": base["background"]["files"], "tools": list(base["tools"])}
     return gated_case(base, kind, unsolvable_gate(gen_seed, base, kind), solvable=True)
 
 
@@ -1163,11 +1165,11 @@ def control_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
     reads it, and the world that makes it solvable."""
     kind = case_rng(gen_seed, "unsolvable_control", base["index"]).choice(UNSOLVABLE_TYPES)
     if kind == "visual":
-        return {"gate": kind, "query": base["query"]}
+        return {"gate": kind, "query": base["query"], "tools": list(base["tools"])}
     gate = unsolvable_gate(gen_seed, base, kind)
     case = gated_case(base, kind, gate, solvable=True)
-    return {"gate": kind, "query": case["query"], **({"renamed": gate["renamed"]} if gate.get("renamed") else {}),
-            **({"tools": case["tools"]} if kind == "tool" else {})}
+    return {"gate": kind, "query": case["query"], "tools": case["tools"],
+            **({"renamed": gate["renamed"]} if gate.get("renamed") else {})}
 
 
 def _windows(base: dict[str, Any]) -> list[list[str]]:

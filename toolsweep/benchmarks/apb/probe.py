@@ -71,10 +71,6 @@ def _case_item(query: str, files: list[Any], tools: list[dict[str, Any]], label:
     return ProbeItem(fields={"query": query, "tools": listed, "files": manifest}, label=label, family=family)
 
 
-def _files(case: dict[str, Any]) -> list[Any]:
-    return case["files"] if "files" in case else case["background"]["files"]
-
-
 def unsolvable_lists(ds: Dataset, kinds: tuple[str, ...] = UNSOLVABLE_TYPES) -> list[list[ProbeItem]]:
     """Every case shown under the refusal prompt (P4u), one case per list (a case is judged alone):
     the Unsolvable cases of `kinds` and the solvable controls drawn as those kinds."""
@@ -82,8 +78,8 @@ def unsolvable_lists(ds: Dataset, kinds: tuple[str, ...] = UNSOLVABLE_TYPES) -> 
     for t in ds.tasks["unsolvable_control"]:
         if t.get("gate", kinds[0]) in kinds:
             b = ds.bases[t["base"]]
-            out.append([_case_item(t.get("query", b["query"]), b["background"]["files"], b["tools"], False,
-                                   f"base{t['base']}")])
+            out.append([_case_item(t.get("query", b["query"]), b["background"]["files"], t.get("tools", b["tools"]),
+                                   False, f"base{t['base']}")])
     for kind in kinds:
         for t in ds.tasks[f"unsolvable_{kind}"]:
             out.append([_case_item(t["query"], t["files"], t["tools"], True, f"base{t['base']}")])
@@ -100,8 +96,8 @@ def twin_lists(ds: Dataset, kinds: tuple[str, ...] = UNSOLVABLE_TYPES) -> list[l
     for kind in kinds:
         for b in eligible:
             u = unsolvable_variant(ds.gen_seed, b, kind, eligible)
-            twin = b if kind == "visual" else twin_case(ds.gen_seed, b, kind)
-            out.append([_case_item(twin["query"], _files(twin), twin["tools"], False, f"base{b['index']}")])
+            twin = twin_case(ds.gen_seed, b, kind)
+            out.append([_case_item(twin["query"], twin["files"], twin["tools"], False, f"base{b['index']}")])
             out.append([_case_item(u["query"], u["files"], u["tools"], True, f"base{b['index']}")])
     return out
 
