@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from toolsweep.evaluator.role_probe import ProbeItem, item_features, probe  # noqa: E402
+from toolsweep.evaluator.role_probe import ProbeItem, family_half, item_features, probe  # noqa: E402
 
 WORDS = "fetch record lookup value order account status shipment payment refund user item".split()
 
@@ -41,12 +41,23 @@ def _world(tell: str, n_families: int = 160, seed: int = 1) -> list[list[ProbeIt
 def test_probe_finds_a_planted_tell(tell: str) -> None:
     result = probe(tell, _world(tell))
     assert result.balanced_accuracy > 0.9
-    assert not result.at_chance
+    assert not result.at_chance and result.readable
+
+
+def test_a_role_learnt_the_wrong_way_round_is_not_read() -> None:
+    """Below chance (what the training half teaches is inverted in the other half) is no leak."""
+    lists = _world("phrase")
+    flipped = [[ProbeItem({**it.fields, "description": it.fields["description"].replace("Equivalent service. ", "")
+                           if it.label else f"Equivalent service. {it.fields['description']}"}, it.label, it.family)
+                for it in items] if family_half(items[0].family) else items for items in lists]
+    result = probe("flipped", flipped)
+    assert result.balanced_accuracy < result.shuffled_balanced_accuracy - 0.3
+    assert not result.readable and not result.at_chance
 
 
 def test_probe_sits_at_chance_when_roles_are_assigned_after_drawing() -> None:
     result = probe("clean", _world("none"))
-    assert result.at_chance, result
+    assert result.at_chance and not result.readable, result
 
 
 def test_list_relations_are_read_from_the_whole_list() -> None:

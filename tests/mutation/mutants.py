@@ -521,6 +521,18 @@ MUTANTS: list[Mutant] = [
     Mutant("apb-probe-reads-the-base-list", "toolsweep/benchmarks/apb/probe.py", "unsolvable_lists",
            't.get("tools", b["tools"])', 'b["tools"]', T_APB_ROLES,
            "the probe reads a control with its base's tools, not the look-alike or the other name it lists"),
+    Mutant("apb-vocabulary-fixed-per-domain", APB_GEN, "_Builder.__init__",
+           "self.metric = vocab.choice(self.domain.metrics)", "self.metric = self.domain.metric", T_APB_ROLES,
+           "every base of a domain computes its one metric: the metric tool is needed in every case and "
+           "never drawn as a distractor, so a reader learns it is never extraneous"),
+    Mutant("apb-distractor-fit-skipped", APB_GEN, "balanced_pool",
+           "for _ in range(DISTRACTOR_FIT_ROUNDS if rounds is None else rounds):", "for _ in range(0):",
+           T_APB_ROLES, "distractors are drawn by the listed counts alone: capability exclusions tilt which "
+           "tools become distractors"),
+    Mutant("apb-distractors-share-openings", APB_GEN, "_draw_distractors",
+           'or t["description"] in descriptions or t["description"][:30] in openings:',
+           'or t["description"] in descriptions:', T_APB_ROLES,
+           "three tools may share a description's opening: two of them are distractors, which tells them"),
     Mutant("apb-visual-attaches-nothing", APB_GEN, "other_files",
            "return [dict(f) for f in rng.choice(donors)", "return [] and [dict(f) for f in rng.choice(donors)",
            T_APB_ROLES, "an Unsolvable visual case attaches no file: the file count tells it (the probe read 1.000)"),

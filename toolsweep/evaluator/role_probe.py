@@ -52,6 +52,13 @@ class ProbeResult:
     def at_chance(self) -> bool:
         return abs(self.balanced_accuracy - self.shuffled_balanced_accuracy) <= CHANCE_MARGIN
 
+    @property
+    def readable(self) -> bool:
+        """The role is read: above the shuffled figure by more than the margin. Below chance is no leak a
+        learner can use (trained on half the families, it generalises the wrong way to the other half:
+        a world that shows one base's material in another base's case does that)."""
+        return self.balanced_accuracy - self.shuffled_balanced_accuracy > CHANCE_MARGIN
+
     def row(self) -> str:
         verdict = "at chance" if self.at_chance else "LEAKS"
         return (f"| {self.name} | {self.balanced_accuracy:.3f} | {self.shuffled_balanced_accuracy:.3f} | "

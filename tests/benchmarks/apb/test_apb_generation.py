@@ -277,7 +277,7 @@ def test_benchmark_interface(bench):
     with pytest.raises(KeyError, match="no task"):
         bench.make_env("nope", "holistic", 0)
     fp = bench.fingerprint()
-    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-6" and len(fp["cases_sha256"]) == 64
+    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-7" and len(fp["cases_sha256"]) == 64
     assert all(t.startswith("apb-g0-holistic-") for t in bench.tasks("holistic"))  # ids carry the generation seed
     exploits = {e.name for e in bench.exploit_policies()}
     assert set(bench.scripted_policies()) == {"oracle", "always_refuse", "random", bench.baseline_policy()} | exploits

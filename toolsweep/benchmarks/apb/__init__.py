@@ -71,7 +71,7 @@ class APB(Benchmark):
     """The APB plugin: 4,209 generated cases over the paper's settings, plus its extra studies."""
 
     name = "apb"
-    version = "1.5.0"
+    version = "1.6.0"
 
     def setting_param_docs(self) -> dict[str, str]:
         return dict(SETTING_PARAM_DOCS)

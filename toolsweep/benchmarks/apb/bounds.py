@@ -4,7 +4,7 @@ searched on come from one generator: when the generator changes, search again (a
 
 from __future__ import annotations
 
-SEARCHED_ON = "apb-gen-6"  # generator.GENERATOR_VERSION of the cases below
+SEARCHED_ON = "apb-gen-7"  # generator.GENERATOR_VERSION of the cases below
 
 # The refusal decision across settings (§7.5), the space's refusal options with the heuristic's other
 # choices, on the same seeded samples: TRR over the four Unsolvable kinds, FRR on the solvable controls.
@@ -59,7 +59,7 @@ SEARCHED: dict[str, dict[str, dict[str, object]]] = {
                "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
     },
     "extraneous_stepwise_n4": {
-        "correct": {"searched": 0.65, "heuristic": 0.65,
+        "correct": {"searched": 0.7, "heuristic": 0.7,
                "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
     },
     "efficiency": {

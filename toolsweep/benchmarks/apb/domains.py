@@ -75,6 +75,16 @@ class Domain:
     def total(self) -> int:
         return sum(self.counts)
 
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """Every metric a base of this domain may compute (the first is the domain's own)."""
+        return (self.metric, *VOCABULARY_ALTERNATIVES[self.name][0])
+
+    @property
+    def deliverables(self) -> tuple[str, ...]:
+        """Every deliverable a base of this domain may produce (the first is the domain's own)."""
+        return (self.deliverable, *VOCABULARY_ALTERNATIVES[self.name][1])
+
 
 DOMAINS: tuple[Domain, ...] = (
     Domain("Software Development", (0, 5, 0, 0, 10, 28),
@@ -168,6 +178,35 @@ DOMAINS: tuple[Domain, ...] = (
 )
 
 DOMAIN_BY_NAME = {d.name: d for d in DOMAINS}
+
+# Each domain's other metrics and deliverables. A base draws its metric, its deliverable and the order
+# of its nouns, so no tool of a domain is needed by every one of its cases: a tool every case needs
+# could never be one of its extraneous tools (§4.3 draws those from the same scenario), and a reader
+# would learn it is never extraneous (apb-gen-6: the extraneous probe read .710).
+VOCABULARY_ALTERNATIVES: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
+    "Software Development": (("test pass rate", "build failure rate"), ("code health summary", "sprint quality brief")),
+    "System Operations & Web Engineering": (("p95 latency", "availability ratio"), ("capacity planning note", "postmortem draft")),
+    "Mathematical Reasoning": (("approximation error", "convergence bound"), ("proof outline", "answer key")),
+    "Statistical Analysis": (("standard error", "correlation coefficient"), ("data quality memo", "trend summary table")),
+    "Spreadsheet Manipulation": (("row average", "variance percentage"), ("summary sheet", "formatted pivot report")),
+    "Financial Modeling": (("dividend yield", "debt ratio"), ("risk assessment note", "portfolio update memo")),
+    "Expense & Budget Management": (("per-person share", "budget variance"), ("reimbursement request", "budget reconciliation sheet")),
+    "Market Research": (("price elasticity", "share of voice"), ("competitor matrix", "go-to-market memo")),
+    "Document & Legal Analysis": (("liability exposure", "clause risk index"), ("contract risk summary", "due diligence checklist")),
+    "Art & Aesthetic Analysis": (("color harmony index", "attribution confidence"), ("curatorial note", "exhibition label set")),
+    "Scientific & Nature Exploration": (("species richness", "detection frequency"), ("biodiversity summary", "survey data appendix")),
+    "Graphic Design": (("whitespace balance", "legibility index"), ("accessibility audit", "style revision notes")),
+    "Narrative & Emotional Analysis": (("tension index", "sentiment polarity"), ("character mood chart", "scene tone summary")),
+    "Professional Communication": (("reply rate", "meeting load"), ("status update digest", "meeting recap")),
+    "Information Retrieval": (("source agreement rate", "recency index"), ("annotated bibliography", "source comparison table")),
+    "Digital Media & Gaming Analytics": (("retention rate", "churn rate"), ("player sentiment brief", "patch impact summary")),
+    "Creative Storytelling & Writing": (("readability grade", "dialogue ratio"), ("chapter critique", "pitch synopsis")),
+    "Travel & Itinerary Planning": (("daily budget", "travel time"), ("booking summary", "travel budget sheet")),
+    "Logistics & Supply Chain": (("on-time rate", "fill rate"), ("carrier scorecard", "replenishment plan")),
+    "Consumer Decision Making": (("value score", "cost per use"), ("product comparison sheet", "buying guide")),
+    "Event Planning": (("seating capacity", "vendor cost share"), ("run-of-show schedule", "vendor booking summary")),
+    "Health & Nutrition Management": (("protein intake", "nutrient balance score"), ("nutrition log summary", "grocery list")),
+}
 
 # Distractor name patterns (§4.3): same scenario, useless for the task. `{n}` = a domain noun.
 # Neutral, usable-but-unneeded tools (§2.5: 2..5 per case).

@@ -44,9 +44,10 @@ from toolsweep.benchmarks.apb.tools import (
 )
 from toolsweep.evaluator.types import canonical_json
 
-GENERATOR_VERSION = "apb-gen-6"
+GENERATOR_VERSION = "apb-gen-7"
 
 BIN_RANGES = ((3, 10), (11, 20), (21, 30))
+DISTRACTOR_FIT_ROUNDS = 4  # balanced_pool's rounds: the extraneous probe is at chance from the fourth
 RATES = (0.05, 0.07, 0.08, 0.1, 0.12, 0.15)  # the rate a query states (the info-missing slot of §4.5)
 RATE_TEXTS = tuple(f"{round(r * 100)}%" for r in RATES)
 CHAIN_VERBS = ("fetch", "extract", "analyze", "normalize", "score")
@@ -178,6 +179,12 @@ class _Builder:
         self.extra: dict[str, Any] = {}
         # file numbers from their own stream ("image_4821.png"), so the base's other draws stay as they were
         self.file_rng = case_rng(gen_seed, "file_names", slot.index)
+        # the base's vocabulary, from its own stream too: which of the domain's nouns its chains act on
+        # (in which order), which metric it computes and which deliverable it produces
+        vocab = case_rng(gen_seed, "vocabulary", slot.index)
+        self.nouns = tuple(vocab.sample(self.domain.nouns, len(self.domain.nouns)))
+        self.metric = vocab.choice(self.domain.metrics)
+        self.deliverable = vocab.choice(self.domain.deliverables)
 
     # -- helpers
     def file_name(self, kind: str, ext: str) -> str:
@@ -436,7 +443,7 @@ class _Builder:
         for e in entities[:m]:
             prev = None
             for pos in range(c):
-                verb, noun, fld = CHAIN_VERBS[pos], d.nouns[pos], CHAIN_FIELDS[pos]
+                verb, noun, fld = CHAIN_VERBS[pos], self.nouns[pos], CHAIN_FIELDS[pos]
                 words = f"{verb} {noun}" + (" fields" if verb == "extract" else "")
                 if pos == 0:
                     t = self.add_tool(words, f"Does retrieval of the {noun} for {_a(d.entity_param)}.",
@@ -459,12 +466,12 @@ class _Builder:
                                          f"{verb}:{noun}")
             chain_ends.append(prev)
         nmap = {n["id"]: n for n in self.nodes}
-        metric = d.metric
+        metric = self.metric
         if m >= 2:
             flds = [next(iter(nmap[x]["output"])) for x in chain_ends]
             vals = [nmap[x]["output"][f] for x, f in zip(chain_ends, flds)]
             crit = rng.choice(["highest", "lowest"])
-            t = self.add_tool(f"compare {d.nouns[c - 1]} results", "Does comparison of values across entities.",
+            t = self.add_tool(f"compare {self.nouns[c - 1]} results", "Does comparison of values across entities.",
                               [param_entry("items", "array", True, "the values to compare"),
                                param_entry("criterion", "string", True, "highest or lowest")],
                               "a JSON object with 'top_value' (number).", ["compare"])
@@ -494,7 +501,7 @@ class _Builder:
             args["quantity"] = plans.ref(cnode, "count")
             nl += " and the counted quantity"
         t = self.add_tool(f"calculate {metric}", f"Does calculation of the {metric} from a value and a rate.",
-                          params, "a JSON object with 'result' (number).", ["calculate"])
+                          params, "a JSON object with 'result' (number).", [f"calculate:{metric}"])
         prev = self.add_node(t, args, {"result": self.num(10, 5000)}, nl, "calculate")
         self.extra.update(rate=rate, rate_text=rate_text, compute_node=prev)
         for verb, pname, opts, tmpl in rng.sample(TAIL_VERBS, r):
@@ -502,7 +509,7 @@ class _Builder:
             t = self.add_tool(f"{verb} {metric}", f"Does {verb} of {_a(metric)} value.",
                               [param_entry("value", "number", True, "the value"),
                                param_entry(pname, "number" if not isinstance(v, str) else "string", True, f"the {pname}")],
-                              "a JSON object with 'result' (number).", [f"{verb}_metric"])
+                              "a JSON object with 'result' (number).", [f"{verb}_metric:{metric}"])
             spec = plans.const(v, match="num" if not isinstance(v, str) else "ci")
             text = tmpl.format(m=metric, v=v)
             if verb == "validate":  # a range, not a value: any threshold inside it is right (§3.4 param_range)
@@ -519,16 +526,16 @@ class _Builder:
         flds = [next(iter(nmap[x]["output"])) for x in loose]
         vals = [nmap[x]["output"][f] for x, f in zip(loose, flds)]
         fmt = rng.choice(FORMATS)
-        title = f"{entities[0] if m else self.extra.get('gui_entity', d.name)} {d.deliverable}"
-        t = self.add_tool(f"generate {d.deliverable}", f"Does generation of {_a(d.deliverable)} document.",
+        title = f"{entities[0] if m else self.extra.get('gui_entity', d.name)} {self.deliverable}"
+        t = self.add_tool(f"generate {self.deliverable}", f"Does generation of {_a(self.deliverable)} document.",
                           [param_entry("inputs", "array", True, "the findings to include"),
                            param_entry("title", "string", True, "document title"),
                            param_entry("format", "string", True, "one of pdf, docx, html, markdown")],
-                          "a JSON object with 'document_id' (string).", ["deliver"])
+                          "a JSON object with 'document_id' (string).", [f"deliver:{self.deliverable}"])
         goal = self.add_node(t, {"inputs": plans.expr(loose, flds, vals), "title": plans.const(title, goal_slot=True, match="contains"),
                                  "format": plans.const(fmt)},
                              {"document_id": f"DOC-{rng.randint(1000, 9999)}"},
-                             f"produce {_a(fmt.upper() if fmt != 'markdown' else 'Markdown')} {d.deliverable} titled '{title}'",
+                             f"produce {_a(fmt.upper() if fmt != 'markdown' else 'Markdown')} {self.deliverable} titled '{title}'",
                              "deliver", goal=True)
         self.extra.update(goal=goal, fmt=fmt)
         return self.finish(goal)
@@ -596,7 +603,7 @@ class _Builder:
         pool.append({"id": "", "type": "param_equals", "spec": {"node": goal, "param": "format", "value": self.extra["fmt"]},
                      "text": f"The deliverable must be in {self.extra['fmt']} format."})
         pool.append({"id": "", "type": "final_node", "spec": {"node": goal},
-                     "text": f"Producing the {d.deliverable} must be the last step."})
+                     "text": f"Producing the {self.deliverable} must be the last step."})
         heads = [nid for nid in order if nmap[nid]["cap"].startswith("acquire:")]
         if len(heads) >= 2:
             a, b = heads[0], heads[1]
@@ -815,44 +822,78 @@ def distractor_pool(bases: list[dict[str, Any]]) -> dict[str, list[tuple[dict[st
     return {d: [(t, n) for t, n in v.values()] for d, v in pool.items()}
 
 
-def distractors_for(gen_seed: int, base: dict[str, Any], pool: dict[str, list[tuple[dict[str, Any], int]]],
-                    count: int = 10) -> list[dict[str, Any]]:
-    """Same-scenario but useless tools (§4.3): no capability overlap, distinct names, nested levels.
+def balanced_pool(gen_seed: int, bases: list[dict[str, Any]], sample: list[int],
+                  rounds: int | None = None) -> dict[str, list[tuple[dict[str, Any], float]]]:
+    """The pool of the sample's tools, each weighted so that the sample's draws make it a distractor
+    about as often, relative to the others, as the sample lists it (iterative proportional fitting
+    over whole draws). A tool drawn more or less often than it is listed tells a reader its role."""
+    pool = distractor_pool([bases[i] for i in sample])
+    listed = {(d, tuple(t["hidden"]["words"])): float(n) for d, v in pool.items() for t, n in v}
+    weights = dict(listed)
 
-    Drawn from the tools the generator made for other bases (the same domain first, then the others),
-    renamed in this case's style: a distractor is worded by the process that words the needed tools,
-    so only the query tells it is not needed. Until apb-gen-4 they came from their own templates
-    (one parameter `item_id`, one return sentence), which told them apart without reading the query."""
+    def weighted() -> dict[str, list[tuple[dict[str, Any], float]]]:
+        return {d: [(t, weights[(d, tuple(t["hidden"]["words"]))]) for t, _ in v] for d, v in pool.items()}
+
+    for _ in range(DISTRACTOR_FIT_ROUNDS if rounds is None else rounds):
+        drawn = dict.fromkeys(listed, 0)
+        current = weighted()
+        for i in sample:
+            for home, t in _draw_distractors(gen_seed, bases[i], current):
+                drawn[(home, tuple(t["hidden"]["words"]))] += 1
+        ratio = sum(drawn.values()) / sum(listed.values())
+        # damped multiplicative steps (a tool's capability may exclude it from many draws)
+        weights = {k: weights[k] * ((ratio * listed[k] + 0.5) / (drawn[k] + 0.5)) ** 0.7 for k in listed}
+    return weighted()
+
+
+def _draw_distractors(gen_seed: int, base: dict[str, Any], pool: dict[str, list[tuple[dict[str, Any], float]]],
+                      count: int = 10) -> list[tuple[str, dict[str, Any]]]:
+    """`distractors_for`'s draw: the chosen pool tools with the domain each came from."""
     rng = case_rng(gen_seed, "extraneous", base["index"])
     style = SOURCE_STYLE[base["source_style"]]
     api = DOMAIN_BY_NAME[base["domain"]].api
     taken = {t["name"].lower() for t in base["tools"]}
     words = {tuple(t["hidden"]["words"]) for t in base["tools"]}
     caps = {c for t in base["tools"] for c in t["hidden"]["capabilities"]}
-    openings = {t["description"][:30] for t in base["tools"]}
+    descriptions = {t["description"] for t in base["tools"]}
+    openings: set[str] = set()  # of the distractors: each shares its opening with one listed tool at most
 
-    def by_use(entries: list[tuple[dict[str, Any], int]]) -> list[dict[str, Any]]:
-        # a weighted draw without replacement: a tool the generator lists often is drawn often, so the
-        # words of distractors follow those of listed tools (Efraimidis-Spirakis keys)
-        return [t for _, t in sorted(((rng.random() ** (1.0 / n), i), t) for i, (t, n) in enumerate(entries))[::-1]]
+    def by_use(entries: list[tuple[str, dict[str, Any], float]]) -> list[tuple[str, dict[str, Any]]]:
+        # a weighted draw without replacement (Efraimidis-Spirakis keys)
+        keyed = sorted(((rng.random() ** (1.0 / n), i), d, t) for i, (d, t, n) in enumerate(entries))
+        return [(d, t) for _, d, t in keyed[::-1]]
 
-    same = by_use(pool[base["domain"]])
-    other = by_use([e for d in sorted(pool) if d != base["domain"] for e in pool[d]])
-    out: list[dict[str, Any]] = []
-    for t in same + other:
+    same = by_use([(base["domain"], t, n) for t, n in pool.get(base["domain"], [])])
+    other = by_use([(d, t, n) for d in sorted(pool) if d != base["domain"] for t, n in pool[d]])
+    out: list[tuple[str, dict[str, Any]]] = []
+    for home, t in same + other:
         w = tuple(t["hidden"]["words"])
         name = style_name(list(w), style, api)
         if w in words or name.lower() in taken or set(t["hidden"]["capabilities"]) & caps \
-                or t["description"][:30] in openings:
-            continue  # a near-copy of a listed tool's description would mark it as added
+                or t["description"] in descriptions or t["description"][:30] in openings:
+            continue  # two tools with one description (or three with one opening) tell an addition
         words.add(w)
+        descriptions.add(t["description"])
         openings.add(t["description"][:30])
         taken.add(name.lower())
-        hidden = {**t["hidden"], "kind": "distractor", "neutral": False}
-        out.append({"name": name, "description": t["description"], "parameters": t["parameters"], "hidden": hidden})
+        out.append((home, {**t, "name": name}))
         if len(out) == count:
             return out
     raise RuntimeError(f"fewer than {count} distractors for {base['base_id']}")
+
+
+def distractors_for(gen_seed: int, base: dict[str, Any], pool: dict[str, list[tuple[dict[str, Any], float]]],
+                    count: int = 10) -> list[dict[str, Any]]:
+    """Same-scenario but useless tools (§4.3): no capability overlap, distinct names, nested levels.
+
+    Drawn from the tools the generator made for the extraneous bases (the same domain first, then the
+    others), weighted by `balanced_pool`, renamed in this case's style: a distractor is worded by the
+    process that words the needed tools, so only the query tells it is not needed. Until apb-gen-4
+    they came from their own templates (one parameter `item_id`, one return sentence), which told them
+    apart without reading the query."""
+    return [{"name": t["name"], "description": t["description"], "parameters": t["parameters"],
+             "hidden": {**t["hidden"], "kind": "distractor", "neutral": False}}
+            for _, t in _draw_distractors(gen_seed, base, pool, count)]
 
 
 def broken_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
@@ -1338,7 +1379,8 @@ def generate(gen_seed: int = 0) -> Dataset:
     # extraneous: 150 holistic + 150 step-wise bases, 10 nested distractors each
     ext_h = stratified_draw(gen_seed, "extraneous_holistic", bases, 150)
     ext_s = stratified_draw(gen_seed, "extraneous_stepwise", bases, 150)
-    pool = distractor_pool(bases)
+    sample = sorted(set(ext_h) | set(ext_s))
+    pool = balanced_pool(gen_seed, bases, sample)
     distractors = {i: distractors_for(gen_seed, bases[i], pool) for i in sorted(set(ext_h) | set(ext_s))}
     for n_e in (0, *EXTRANEOUS_LEVELS):
         ds.tasks[f"extraneous_holistic_n{n_e}"] = [

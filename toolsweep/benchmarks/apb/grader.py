@@ -1052,7 +1052,7 @@ class PlanGrader:
         if name == FINISH:
             return True
         tool = self.tools.get(name) if isinstance(name, str) else None
-        return bool(tool) and "deliver" in tool["hidden"]["capabilities"]
+        return bool(tool) and any(c.split(":")[0] == "deliver" for c in tool["hidden"]["capabilities"])
 
     def executes(self, obj: Any, ok: bool) -> bool:
         """Whether a parsed answer carries an executable plan: a `tool_chain` entry (an object or a bare

@@ -9,11 +9,13 @@ bases and tests on the rest.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 from toolsweep.benchmarks.apb.generator import (UNSOLVABLE_TYPES, Dataset, twin_case, unsolvable_eligible,
                                                 unsolvable_variant)
 from toolsweep.benchmarks.apb.environment import render_files
+from toolsweep.benchmarks.apb.tools import FINISH
 from toolsweep.evaluator.role_probe import ProbeItem, ProbeResult, probe
 
 
@@ -58,8 +60,10 @@ def extraneous_lists(ds: Dataset, position: str = "shuffle") -> list[list[ProbeI
         tools = list(ds.bases[t["base"]]["tools"]) + list(t["distractors"])
         if position == "shuffle":
             random.Random(f"{t['task_id']}|shuffle").shuffle(tools)
-        out.append([_tool_item(x, x.get("hidden", {}).get("kind") == "distractor", f"base{t['base']}")
-                    for x in tools])
+        items = [_tool_item(x, x.get("hidden", {}).get("kind") == "distractor", f"base{t['base']}") for x in tools]
+        # Finish is every list's terminal step, named by the prompt: never a candidate for a distractor,
+        # so it shapes the list's relations but is neither trained nor tested on
+        out.append([replace(it, scored=False) if it.fields["name"] == FINISH else it for it in items])
     return out
 
 
