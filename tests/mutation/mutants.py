@@ -522,16 +522,19 @@ MUTANTS: list[Mutant] = [
            't.get("tools", b["tools"])', 'b["tools"]', T_APB_ROLES,
            "the probe reads a control with its base's tools, not the look-alike or the other name it lists"),
     Mutant("apb-vocabulary-fixed-per-domain", APB_GEN, "_Builder.__init__",
-           "self.metric = vocab.choice(self.domain.metrics)", "self.metric = self.domain.metric", T_APB_ROLES,
+           "self.metric = vocab.choice(self.domain.metrics)", "self.metric = self.domain.metric",
+           (f"{T_APB_ROLES[0]}::test_no_tool_is_needed_by_every_case_of_its_domain",),
            "every base of a domain computes its one metric: the metric tool is needed in every case and "
            "never drawn as a distractor, so a reader learns it is never extraneous"),
     Mutant("apb-distractor-fit-skipped", APB_GEN, "balanced_pool",
            "for _ in range(DISTRACTOR_FIT_ROUNDS if rounds is None else rounds):", "for _ in range(0):",
-           T_APB_ROLES, "distractors are drawn by the listed counts alone: capability exclusions tilt which "
+           (f"{T_APB_ROLES[0]}::test_distractors_are_drawn_as_often_as_their_tools_are_listed",),
+           "distractors are drawn by the listed counts alone: capability exclusions tilt which "
            "tools become distractors"),
     Mutant("apb-distractors-share-openings", APB_GEN, "_draw_distractors",
            'or t["description"] in descriptions or t["description"][:30] in openings:',
-           'or t["description"] in descriptions:', T_APB_ROLES,
+           'or t["description"] in descriptions:',
+           (f"{T_APB_ROLES[0]}::test_distractors_are_worded_as_listed_tools",),
            "three tools may share a description's opening: two of them are distractors, which tells them"),
     Mutant("apb-visual-attaches-nothing", APB_GEN, "other_files",
            "return [dict(f) for f in rng.choice(donors)", "return [] and [dict(f) for f in rng.choice(donors)",

@@ -15,7 +15,7 @@ import random
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from toolsweep.benchmarks.apb import plans
 from toolsweep.benchmarks.apb.domains import (
@@ -863,10 +863,13 @@ def _draw_distractors(gen_seed: int, base: dict[str, Any], pool: dict[str, list[
         keyed = sorted(((rng.random() ** (1.0 / n), i), d, t) for i, (d, t, n) in enumerate(entries))
         return [(d, t) for _, d, t in keyed[::-1]]
 
-    same = by_use([(base["domain"], t, n) for t, n in pool.get(base["domain"], [])])
-    other = by_use([(d, t, n) for d in sorted(pool) if d != base["domain"] for t, n in pool[d]])
+    def candidates() -> Iterator[tuple[str, dict[str, Any]]]:
+        yield from by_use([(base["domain"], t, n) for t, n in pool.get(base["domain"], [])])
+        # the other domains' keys are drawn only when the domain runs out (nothing else reads `rng`)
+        yield from by_use([(d, t, n) for d in sorted(pool) if d != base["domain"] for t, n in pool[d]])
+
     out: list[tuple[str, dict[str, Any]]] = []
-    for home, t in same + other:
+    for home, t in candidates():
         w = tuple(t["hidden"]["words"])
         name = style_name(list(w), style, api)
         if w in words or name.lower() in taken or set(t["hidden"]["capabilities"]) & caps \
