@@ -358,6 +358,11 @@ MUTANTS: list[Mutant] = [
            "return self.shuffled_balanced_accuracy - self.balanced_accuracy <= CHANCE_MARGIN",
            ("tests/evaluator/test_role_probe.py",),
            "a probe far above its shuffled-label figure is called at chance"),
+    Mutant("role-probe-readable-two-sided", "toolsweep/evaluator/role_probe.py", "ProbeResult.readable",
+           "return self.balanced_accuracy - self.shuffled_balanced_accuracy > CHANCE_MARGIN",
+           "return abs(self.balanced_accuracy - self.shuffled_balanced_accuracy) > CHANCE_MARGIN",
+           ("tests/evaluator/test_role_probe.py",),
+           "a role learnt the wrong way round (below chance) is called read"),
     # ------------------------------------------------------------------ APB
     Mutant("apb-holistic-0.7-exclusive", APB_GRADER, "holistic_grade",
            'if "E1" not in flags and c >= 0.7:', 'if "E1" not in flags and c > 0.7:', T_APB,
