@@ -10,7 +10,9 @@ Rows (gen_seed `--seed`):
 - The same rule on the 1,109 holistic bases (shown under P4, "Query is Solvable").
 - Tool-Broken: the probe on the replacement among every listed tool and within its pair; "the longer
   description of the pair is the replacement" and the same for the name.
-- Extraneous (n_e = 10): the probe on the distractor among every listed tool.
+- Extraneous (n_e = 10): the probe on the distractor among every listed tool (as the checkout's probe
+  reads it, and with `Finish` unscored on every checkout).
+- Tool-Broken without the broken tool in the list: what marks the replacement on its own.
 - Every eligible base's Unsolvable case beside its solvable twin, per kind (some 430 pairs a kind):
   the probe's balanced accuracy and its strongest feature.
 Runs against whichever checkout is first on PYTHONPATH, so before/after come from one script.
@@ -45,6 +47,23 @@ def p4u_cases(ds) -> list[tuple[str, str, list, list, bool, str]]:
     for k in KINDS:
         for t in ds.tasks[f"unsolvable_{k}"]:
             out.append((k, t["query"], t["files"], t["tools"], True, f"base{t['base']}"))
+    return out
+
+
+def without_finish(lists: list) -> list:
+    """Extraneous lists with `Finish` shaping the relations but neither trained nor tested on (what
+    apb-gen-7's probe does), so an older checkout's lists read the same way."""
+    from dataclasses import replace
+
+    return [[replace(it, scored=False) if it.fields.get("name") == "Finish" else it for it in items] for items in lists]
+
+
+def without_broken(ds, apb_probe) -> list:  # noqa: ANN001 - the dataset and probe module of the checkout on PYTHONPATH
+    """Tool-Broken lists without the tool the error names: what marks the replacement on its own."""
+    out = []
+    for t in ds.tasks["broken"]:
+        tools = [x for x in apb_probe.broken_tool_list(ds, t) if x["name"] != t["broken_tool"]]
+        out.append([apb_probe._tool_item(x, x is t["replacement_tool"], f"base{t['base']}") for x in tools])
     return out
 
 
@@ -141,9 +160,11 @@ def main() -> None:
     for name, lists in (("broken replacement among all listed tools", apb_probe.broken_lists(ds, pair_only=False)),
                         ("broken replacement within its pair", apb_probe.broken_lists(ds, pair_only=True)),
                         ("extraneous tool, n_e = 10, as the environment lists it", apb_probe.extraneous_lists(ds)),
+                        ("the same, `Finish` unscored on every checkout", without_finish(apb_probe.extraneous_lists(ds))),
                         *([("extraneous tool, n_e = 10, appended (the paper's layout)",
                             apb_probe.extraneous_lists(ds, position="append"))]
-                          if "position" in inspect.signature(apb_probe.extraneous_lists).parameters else [])):
+                          if "position" in inspect.signature(apb_probe.extraneous_lists).parameters else []),
+                        ("broken replacement, its broken tool taken out of the list", without_broken(ds, apb_probe))):
         r = probe(name, lists, salt="apb", seed=args.seed)
         print(f"| {name} | {r.balanced_accuracy:.3f} | {r.shuffled_balanced_accuracy:.3f} | {r.n_test} "
               f"({r.positives}) |")
