@@ -42,6 +42,7 @@ def test_probe_finds_a_planted_tell(tell: str) -> None:
     result = probe(tell, _world(tell))
     assert result.balanced_accuracy > 0.9
     assert not result.at_chance and result.readable
+    assert result.row().endswith("| LEAKS |"), result.row()
 
 
 def test_a_role_learnt_the_wrong_way_round_is_not_read() -> None:
@@ -53,6 +54,7 @@ def test_a_role_learnt_the_wrong_way_round_is_not_read() -> None:
     result = probe("flipped", flipped)
     assert result.balanced_accuracy < result.shuffled_balanced_accuracy - 0.3
     assert not result.readable and not result.at_chance
+    assert result.row().endswith("| below chance |"), result.row()
 
 
 def test_probe_sits_at_chance_when_roles_are_assigned_after_drawing() -> None:

@@ -60,7 +60,7 @@ class ProbeResult:
         return self.balanced_accuracy - self.shuffled_balanced_accuracy > CHANCE_MARGIN
 
     def row(self) -> str:
-        verdict = "at chance" if self.at_chance else "LEAKS"
+        verdict = "LEAKS" if self.readable else "at chance" if self.at_chance else "below chance"
         return (f"| {self.name} | {self.balanced_accuracy:.3f} | {self.shuffled_balanced_accuracy:.3f} | "
                 f"{self.n_test} ({self.positives} positive) | {verdict} |")
 

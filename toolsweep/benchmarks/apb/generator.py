@@ -490,7 +490,7 @@ class _Builder:
             feed_field = next(iter(nmap[feed]["output"]))
         # compute with a rate stated in Q (the info-missing slot of §4.5)
         rate = rng.choice(RATES)
-        rate_text = f"{round(rate * 100)}%"
+        rate_text = RATE_TEXTS[RATES.index(rate)]
         params = [param_entry("value", "number", True, "the base value"),
                   param_entry("rate", "number", True, "the rate as a fraction")]
         args: dict[str, Any] = {"value": plans.ref(feed, feed_field), "rate": plans.const(rate, match="num")}
@@ -1164,13 +1164,13 @@ def other_files(gen_seed: int, base: dict[str, Any], eligible: list[dict[str, An
     The paper's visual case attaches nothing (Fig. 17: `files = []`), and then the number of files
     alone tells it from every solvable case (the probe read 1.000); `unsolvable_visual: no_file`
     keeps that layout for the paper's exact setup."""
+    if not eligible:
+        return []  # no bases to borrow from: the paper's layout
     rng = case_rng(gen_seed, "unsolvable_files", base["index"])
     names = {f["name"] for f in base["background"]["files"]}
     donors = [b for b in eligible if b["index"] != base["index"] and _file_kind(b) == _file_kind(base)
               and len(b["background"]["files"]) == len(base["background"]["files"])
               and not names & {f["name"] for f in b["background"]["files"]}]
-    if not eligible:
-        return []  # no bases to borrow from: the paper's layout
     if not donors:
         raise RuntimeError(f"no base lends files to the visual case of {base['base_id']}")
     return [dict(f) for f in rng.choice(donors)["background"]["files"]]
@@ -1384,7 +1384,7 @@ def generate(gen_seed: int = 0) -> Dataset:
     ext_s = stratified_draw(gen_seed, "extraneous_stepwise", bases, 150)
     sample = sorted(set(ext_h) | set(ext_s))
     pool = balanced_pool(gen_seed, bases, sample)
-    distractors = {i: distractors_for(gen_seed, bases[i], pool) for i in sorted(set(ext_h) | set(ext_s))}
+    distractors = {i: distractors_for(gen_seed, bases[i], pool) for i in sample}
     for n_e in (0, *EXTRANEOUS_LEVELS):
         ds.tasks[f"extraneous_holistic_n{n_e}"] = [
             {"task_id": tid(f"extraneous_holistic_n{n_e}", i), "base": i, "kind": "holistic", "n_e": n_e,
