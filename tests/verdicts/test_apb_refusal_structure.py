@@ -26,7 +26,8 @@ def bench() -> APB:
 
 def graders(bench: APB, utype: str, n: int = 25):
     setting = f"unsolvable_{utype}"
-    ids = sorted(random.Random(f"structure|{utype}").sample(bench.tasks(setting), n))
+    cases = [t["task_id"] for t in bench.data.tasks[setting]]  # the Unsolvable cases, not their twins
+    ids = sorted(random.Random(f"structure|{utype}").sample(cases, n))
     for tid in ids:
         env = bench.make_env(tid, setting, 0)
         yield env.grader, env.task["blocking_terms"]

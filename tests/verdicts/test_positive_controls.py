@@ -58,7 +58,8 @@ def _apb_result(apb: APB, setting: str, task_id: str, text: str) -> dict:
 @pytest.mark.parametrize("utype", ["conflict", "info", "tool", "visual"])
 def test_a_refusal_in_free_prose_passes_every_unsolvable_type(apb, utype):
     setting = f"unsolvable_{utype}"
-    ids = sorted(random.Random(utype).sample(apb.tasks(setting), 10))
+    cases = [t["task_id"] for t in apb.data.tasks[setting]]  # the Unsolvable cases, not their twins
+    ids = sorted(random.Random(utype).sample(cases, 10))
     graded = [_apb_result(apb, setting, tid, PROSE_REFUSAL) for tid in ids]
     plan_talk = [_apb_result(apb, setting, tid, "You cannot go wrong with this plan.") for tid in ids]
     assert [m["pass"] for m in graded] == [1.0] * len(ids)

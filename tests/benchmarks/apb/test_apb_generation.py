@@ -48,7 +48,10 @@ def bench():
 
 
 def test_setting_sizes_sum_to_4209(ds, bench):
-    sizes = {s: len(bench.tasks(s)) for s in bench.settings()}
+    """The paper's 4,209 cases (its layout, `unsolvable_twins: false`); by default every Unsolvable
+    setting also holds each of its cases' solvable twins."""
+    paper = APB(unsolvable_twins=False)
+    sizes = {s: len(paper.tasks(s)) for s in paper.settings()}
     groups = {
         "holistic": sizes["holistic"],
         "stepwise": sum(sizes[f"stepwise_k{k}"] for k in (1, 2, 3)),
@@ -65,6 +68,11 @@ def test_setting_sizes_sum_to_4209(ds, bench):
     for s in bench.settings():
         ids = bench.tasks(s)
         assert len(set(ids)) == len(ids)
+        twins = [i for i in ids if "-twin-" in i]
+        if s.startswith("unsolvable_") and s != "unsolvable_control":
+            assert len(ids) == 200 and sorted(i.replace("-twin-", "-") for i in twins) == paper.tasks(s)
+        else:
+            assert not twins and ids == paper.tasks(s)
 
 
 def test_domain_source_and_modality_counts(ds):

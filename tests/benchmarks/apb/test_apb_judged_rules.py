@@ -33,7 +33,7 @@ def bench() -> APB:
 
 
 def envs(bench: APB, setting: str, n: int, seed: int = 11):
-    ids = bench.tasks(setting)
+    ids = [t["task_id"] for t in bench.data.tasks[setting]]  # an Unsolvable setting's cases, not their twins
     ids = sorted(random.Random(f"{seed}|{setting}").sample(ids, min(n, len(ids))))
     return [bench.make_env(t, setting, 0) for t in ids]
 

@@ -68,6 +68,8 @@ def test_oracle_is_perfect_in_every_setting(bench):
         if setting.startswith("unsolvable_") and setting != "unsolvable_control":
             assert mean(res, "pass") == 1.0, setting
             assert mean(res, "pass_strict") == 1.0, setting
+            # with its solvable twins: each planned, none refused
+            assert mean(res, "correct") == 1.0 and mean(res, "refused") == 0.0, setting
             continue
         if setting == "broken":
             assert mean(res, "replace") == 1.0 and mean(res, "recovery") == 1.0

@@ -68,10 +68,11 @@ JUDGE_VALIDATION = "judge_validation"
 
 
 class APB(Benchmark):
-    """The APB plugin: 4,209 generated cases over the paper's settings, plus its extra studies."""
+    """The APB plugin: the paper's 4,209 generated cases over its settings (by default each Unsolvable case
+    beside its solvable twin), plus its extra studies."""
 
     name = "apb"
-    version = "1.6.0"
+    version = "1.7.0"
 
     def setting_param_docs(self) -> dict[str, str]:
         return dict(SETTING_PARAM_DOCS)
@@ -92,6 +93,12 @@ class APB(Benchmark):
             "file the query names is missing while something is attached (default: with no file at all, the "
             "file count alone tells the case from every solvable one), or 'no_file': nothing, as the paper's "
             "Fig. 17 (`files = []`), for its exact setup.")
+        unsolvable_twins: bool = Field(
+            True, description="Each Unsolvable setting also holds every case's solvable twin (the same requirement, "
+            "a world that meets it, under the same refusal prompt), and `correct` credits a refusal of the "
+            "Unsolvable case or a correct plan for the twin, so refusing everything earns 50% (default: with "
+            "the paper's 100 cases alone, refusing everything earns 100%). false: the paper's layout, "
+            "`correct` = `pass`, for its exact setup. `pass` is the paper's refusal rate either way.")
         critic: str = Field(
             "rule", pattern=r"^(rule|model:\S+)$",
             description="Reviewer of the Critic_R± refinement protocols (§8.1). 'model:<name>': a served model of the "
@@ -153,7 +160,7 @@ class APB(Benchmark):
         self._check(setting)
         if setting == JUDGE_VALIDATION:
             return list(self.judge_sample())
-        return [t["task_id"] for t in self.data.tasks[setting]]
+        return [t["task_id"] for t in self.data.cell(setting, twins=self.options.unsolvable_twins)]
 
     def make_env(self, task_id: str, setting: str, seed: int) -> Environment:
         self._check(setting)
@@ -164,6 +171,9 @@ class APB(Benchmark):
         index = self.data.task_index(setting)
         if task_id not in index:
             raise KeyError(f"APB setting {setting!r} has no task {task_id!r} (gen_seed={self.options.gen_seed})")
+        if index[task_id].get("twin_of") and not self.options.unsolvable_twins:
+            raise KeyError(f"APB task {task_id!r} is a solvable twin, which setting {setting!r} holds only with "
+                           "unsolvable_twins: true")
         return APBEnv(self.data, setting, index[task_id], seed, self.options)
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
@@ -171,7 +181,7 @@ class APB(Benchmark):
             self._check(setting)
             if setting == JUDGE_VALIDATION:
                 return judge_specs(judged_cr=True)
-            return setting_metrics(setting) + (judge_specs() if self.judge_model else [])
+            return setting_metrics(setting, self.options.unsolvable_twins) + (judge_specs() if self.judge_model else [])
         seen: dict[str, MetricSpec] = {}
         for s in self._settings:
             for m in self.metrics(s):
@@ -218,7 +228,9 @@ class APB(Benchmark):
         # positive controls
         out.append(bounded("replace_with_args", floors={"replace": 1.0, "recovery": 1.0, "correct": 1.0},
                            ceilings={"retry": 0.0, "refuse": 0.0, "other": 0.0}, settings=["broken"]))
-        out.append(bounded("always_refuse", floors={"pass": 1.0, "correct": 1.0}, settings=unsolvable))
+        # with the twins (the default) it refuses them too: `correct` is then half (test_apb_twins)
+        out.append(bounded("always_refuse", floors={"pass": 1.0, "refused": 1.0} if self.options.unsolvable_twins
+                           else {"pass": 1.0, "correct": 1.0}, settings=unsolvable))
         out.append(bounded("refusal_report_only", floors={"pass": 1.0, **refusal},
                            settings=settings))
         out.append(bounded("prose_plus_plan", floors={"correct": 1.0, "recovery": 1.0, "pass": 1.0},

@@ -16,7 +16,8 @@ CALIBRATION: dict[str, dict[str, float]] = {
     "phrase_bank": {"TRR": 0.8, "FRR": 0.75, "Calibration": 0.525},
 }
 
-# setting -> metric -> {searched, heuristic, policy} (a seeded task sample per setting, run seed 0)
+# setting -> metric -> {searched, heuristic, policy} (a seeded task sample per setting, run seed 0; an
+# Unsolvable setting's sample is whole pairs, each case with its solvable twin)
 SEARCHED: dict[str, dict[str, dict[str, object]]] = {
     "holistic": {
         "correct": {"searched": 0.1, "heuristic": 0.1,
@@ -35,19 +36,19 @@ SEARCHED: dict[str, dict[str, dict[str, object]]] = {
                "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
     },
     "unsolvable_conflict": {
-        "correct": {"searched": 1.0, "heuristic": 1.0,
+        "correct": {"searched": 0.5, "heuristic": 0.5,
                "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
     },
     "unsolvable_info": {
-        "correct": {"searched": 1.0, "heuristic": 1.0,
+        "correct": {"searched": 0.5, "heuristic": 0.5,
                "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
     },
     "unsolvable_tool": {
-        "correct": {"searched": 1.0, "heuristic": 1.0,
+        "correct": {"searched": 0.5, "heuristic": 0.5,
                "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
     },
     "unsolvable_visual": {
-        "correct": {"searched": 1.0, "heuristic": 1.0,
+        "correct": {"searched": 0.5, "heuristic": 0.5,
                "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
     },
     "unsolvable_control": {

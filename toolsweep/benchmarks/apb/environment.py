@@ -138,6 +138,8 @@ class APBEnv:
         # a conflict case and its twin may list the step's tool under its other name (generator.unsolvable_gate)
         self.base = renamed_base(ds.bases[task["base"]], task.get("renamed") or {})
         self.kind = task["kind"]
+        # an Unsolvable setting's solvable twin (generator.twin_variant): a control scored in that setting
+        self.twin_of: str | None = task.get("twin_of")
         self.turn = 0
         self.replies: list[str] = []
         self.results: dict[str, float] = {}
@@ -317,7 +319,7 @@ class APBEnv:
             m["rule_pass"] = m["pass"]
         else:
             judged = _plan_values(judged_plan(verdict))
-            m["rule_grade"] = m["grade"]
+            m["rule_grade"] = m.get("grade", NAN)  # a twin of an Unsolvable setting records no grade
             if self.kind == "efficiency":
                 judged.update(self._judged_efficiency(m, judged["correct"]))
         m.update(judged)
@@ -436,7 +438,7 @@ class APBEnv:
             return m
         if self.kind == "unsolvable":
             passed, strict = self.grader.unsolvable(text, self.task["unsolvable_type"], self.task["blocking_terms"])
-            m = {"pass": float(passed), "pass_strict": float(strict), "correct": float(passed)}
+            m = {"pass": float(passed), "pass_strict": float(strict), "correct": float(passed), "refused": NAN}
             self.info = {"pass": passed, "parsed": True}
             return m
         res = self.rule_result = self._grade(text)
@@ -446,6 +448,8 @@ class APBEnv:
         self.info = {"parsed": res.parsed, "flags": sorted(res.flags), "notes": res.notes[:20], "grade": res.grade}
         if self.kind == "control":
             m["refused"] = float(self.grader.refused(text))
+            if self.twin_of:  # scored beside the Unsolvable cases: a correct plan, or a false refusal
+                m = {"correct": m["correct"], "refused": m["refused"], "pass": NAN, "pass_strict": NAN}
             return m
         m["false_refusal"] = float(res.false_refusal)  # a stated refusal of a solvable case, in either half
         if self.task.get("n_e") is not None:

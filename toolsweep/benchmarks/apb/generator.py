@@ -1203,17 +1203,21 @@ def twin_case(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str, Any]:
     return gated_case(base, kind, unsolvable_gate(gen_seed, base, kind), solvable=True)
 
 
-def control_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
-    """The solvable twin shown under the same refusal prompt: one kind drawn like the Unsolvable cases'
-    (visual: the base itself, files attached), its gate read exactly as that kind's Unsolvable case
-    reads it, and the world that makes it solvable."""
-    kind = case_rng(gen_seed, "unsolvable_control", base["index"]).choice(UNSOLVABLE_TYPES)
+def twin_variant(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The solvable twin of one Unsolvable kind as a case of its own, shown under the same refusal
+    prompt: its gate read exactly as that kind's Unsolvable case reads it, and the world that makes it
+    solvable (visual: the base itself, its files attached)."""
     if kind == "visual":
         return {"gate": kind, "query": base["query"], "tools": list(base["tools"])}
     gate = unsolvable_gate(gen_seed, base, kind)
     case = gated_case(base, kind, gate, solvable=True)
     return {"gate": kind, "query": case["query"], "tools": case["tools"],
             **({"renamed": gate["renamed"]} if gate.get("renamed") else {})}
+
+
+def control_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
+    """The §7.5 control: the solvable twin of one kind drawn like the Unsolvable cases'."""
+    return twin_variant(gen_seed, base, case_rng(gen_seed, "unsolvable_control", base["index"]).choice(UNSOLVABLE_TYPES))
 
 
 def _windows(base: dict[str, Any]) -> list[list[str]]:
@@ -1347,12 +1351,21 @@ class Dataset:
     gen_seed: int
     bases: list[dict[str, Any]]
     tasks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    twins: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Per Unsolvable setting, each of its cases' solvable twin (`twin_variant`), which the setting
+    holds beside its 100 cases unless the paper's layout is asked for (APB option `unsolvable_twins`)."""
     seconds: float = 0.0
+
+    def cell(self, setting: str, twins: bool = True) -> list[dict[str, Any]]:
+        """The cases a setting holds: its tasks, and with `twins` its Unsolvable cases' solvable twins, each
+        after its case (so the first n of a setting, as `tasks: {limit: n}` takes them, are pairs)."""
+        pairs = self.twins.get(setting) if twins else None
+        return [t for pair in zip(self.tasks[setting], pairs) for t in pair] if pairs else self.tasks[setting]
 
     def task_index(self, setting: str) -> dict[str, dict[str, Any]]:
         cache = self.__dict__.setdefault("_index", {})
         if setting not in cache:
-            cache[setting] = {t["task_id"]: t for t in self.tasks[setting]}
+            cache[setting] = {t["task_id"]: t for t in self.cell(setting)}
         return cache[setting]
 
 
@@ -1396,12 +1409,15 @@ def generate(gen_seed: int = 0) -> Dataset:
     # broken: the 300 step-wise bases
     ds.tasks["broken"] = [{"task_id": tid("broken", i), "base": i, "kind": "broken", **broken_variant(gen_seed, bases[i])}
                           for i in sw]
-    # unsolvable: the same 100 visual bases x 4 types, plus their solvable twins under the same prompt
+    # unsolvable: the same 100 visual bases x 4 types, each case with its solvable twin under the same
+    # prompt; plus 100 controls (one twin each, its kind drawn) for §7.5's calibration
     uns = stratified_draw(gen_seed, "unsolvable", bases, 100, eligible=unsolvable_eligible)
     eligible = [b for b in bases if unsolvable_eligible(b)]
     for ut in UNSOLVABLE_TYPES:
         ds.tasks[f"unsolvable_{ut}"] = [{"task_id": tid(f"unsolvable_{ut}", i), "base": i, "kind": "unsolvable",
                                          **unsolvable_variant(gen_seed, bases[i], ut, eligible)} for i in uns]
+        ds.twins[f"unsolvable_{ut}"] = [{"task_id": tid(f"unsolvable_{ut}-twin", i), "base": i, "kind": "control",
+                                         "twin_of": ut, **twin_variant(gen_seed, bases[i], ut)} for i in uns]
     ds.tasks["unsolvable_control"] = [{"task_id": tid("unsolvable_control", i), "base": i, "kind": "control",
                                        **control_variant(gen_seed, bases[i])} for i in uns]
     # efficiency: 106 bases with a cost-saving tool bank

@@ -61,16 +61,20 @@ def core_specs() -> list[MetricSpec]:
     return out
 
 
-def setting_metrics(setting: str) -> list[MetricSpec]:
-    """The metrics a setting records (§7)."""
+def setting_metrics(setting: str, twins: bool = True) -> list[MetricSpec]:
+    """The metrics a setting records (§7). `twins`: an Unsolvable setting holds its cases' solvable twins."""
     if setting == "broken":
         specs = [_pct(c, f"share of '{c}' behaviour") for c in ("replace", "alter")]
         specs += [_pct(c, f"share of '{c}' behaviour", lower=True) for c in ("retry", "refuse", "other")]
         return specs + [_pct("recovery", "Replace + Alter (correct recovery)"), _pct("correct", "Replace or Alter")]
     if setting.startswith("unsolvable_") and setting != "unsolvable_control":
-        return [_pct("pass", "refusal rate (PASS of the refusal judge)"),
-                _pct("pass_strict", "PASS and the reason names what is missing"),
-                _pct("correct", "same as pass")]
+        specs = [_pct("pass", "refusal rate (PASS of the refusal judge) on the Unsolvable cases"),
+                 _pct("pass_strict", "PASS and the reason names what is missing")]
+        if not twins:
+            return specs + [_pct("correct", "same as pass (the paper's layout: refusing every case earns 100%)")]
+        return specs + [_pct("correct", "an Unsolvable case refused (PASS), a solvable twin planned correctly: "
+                                        "refusing every case earns 50%"),
+                        _pct("refused", "false-refusal rate (FRR) on the setting's solvable twins", lower=True)]
     if setting.startswith("refine_"):
         specs = [_pct("correct", "refined answer correct"), MetricSpec(name="grade", description="refined grade")]
         specs += [_pct(f, f"{f} incidence after refinement", lower=True) for f in FLAGS]

@@ -212,8 +212,20 @@ def setting_sample(bench, setting: str, n: int, seed: int = 0) -> list[str]:
     """The seeded draw of a setting's tasks the table was searched on (all of them when n <= 0)."""
     import random
 
+    from toolsweep.benchmarks.apb.metrics import base_key
+
     ids = bench.tasks(setting)
-    return ids if n <= 0 or n >= len(ids) else sorted(random.Random(f"search/{setting}/{seed}").sample(ids, n))
+    if n <= 0 or n >= len(ids):
+        return ids
+    rng = random.Random(f"search/{setting}/{seed}")
+    by_base: dict[str, list[str]] = {}
+    for i in ids:
+        by_base.setdefault(base_key(i), []).append(i)
+    if len(by_base) == len(ids):
+        return sorted(rng.sample(ids, n))
+    # an Unsolvable setting with its twins: whole pairs, so the sample holds as many twins as cases
+    keys = rng.sample(sorted(by_base), max(1, n // 2))
+    return sorted(i for k in keys for i in by_base[k])
 
 
 def search_setting(bench, setting: str, n_tasks: int = 40, budget: int = 40, seed: int = 0):
@@ -235,6 +247,6 @@ def refusal_calibration(bench, refuse: str, n_tasks: int = 20, seed: int = 0) ->
     from toolsweep.benchmarks.apb.metrics import calibration
 
     spec = tuple({**dict(SPACE.baseline), "refuse": refuse}.items())
-    trr = {k: score_setting(bench, spec, k, setting_sample(bench, k, n_tasks, seed))["correct"] for k in UNSOLVABLE}
+    trr = {k: score_setting(bench, spec, k, setting_sample(bench, k, n_tasks, seed))["pass"] for k in UNSOLVABLE}
     frr = score_setting(bench, spec, CONTROL, setting_sample(bench, CONTROL, n_tasks, seed))["refused"]
     return {"by_kind": trr, **calibration(trr, frr)}

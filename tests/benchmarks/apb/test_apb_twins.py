@@ -1,0 +1,81 @@
+"""An Unsolvable setting holds each of its cases' solvable twins (option `unsolvable_twins`, the default):
+the same requirement, a world that meets it, the same refusal prompt. `correct` credits a refusal of the
+Unsolvable case (J8's PASS) or a correct plan for the twin, so a policy that refuses without reading the
+world earns half of a setting, where it earned all of it with the paper's 100 cases alone (`pass`, the
+paper's refusal rate, stays as it was)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolsweep.benchmarks.apb import APB
+from toolsweep.benchmarks.apb.generator import UNSOLVABLE_TYPES, twin_case
+from toolsweep.benchmarks.apb.metrics import base_key
+from toolsweep.evaluator.exploits import aggregate, play
+
+UNSOLVABLE = [f"unsolvable_{k}" for k in UNSOLVABLE_TYPES]
+
+
+@pytest.fixture(scope="module")
+def bench() -> APB:
+    return APB()
+
+
+def _score(bench: APB, policy: str, setting: str, ids: list[str] | None = None) -> dict[str, float]:
+    ids = bench.tasks(setting) if ids is None else ids
+    return aggregate(bench.metrics(setting), asyncio.run(play(bench, policy, setting, ids)))
+
+
+@pytest.mark.parametrize("setting", UNSOLVABLE)
+def test_refusing_everything_earns_half_of_every_unsolvable_setting(bench, setting):
+    """On every case of the setting: always_refuse passes every Unsolvable case and refuses every twin,
+    so `correct` is one half (the paper's layout: all of it); the oracle, which refuses the Unsolvable
+    cases and plans the twins, earns all of it."""
+    refuse = _score(bench, "always_refuse", setting)
+    assert refuse["pass"] == 1.0 and refuse["refused"] == 1.0
+    assert refuse["correct"] == 0.5
+    oracle = _score(bench, "oracle", setting)
+    assert oracle["correct"] == 1.0 and oracle["pass"] == 1.0 and oracle["refused"] == 0.0
+    paper = APB(unsolvable_twins=False)
+    assert _score(paper, "always_refuse", setting)["correct"] == 1.0  # why the twins are the default
+
+
+@pytest.mark.parametrize("setting", UNSOLVABLE)
+def test_the_searched_floor_reads_no_more_than_half(bench, setting):
+    """The floor (the searched policy bounds.SEARCHED names, here the heuristic's visible cues) refuses
+    on cues that every twin carries too, and plans no twin correctly: it earns what refusing does."""
+    floor = _score(bench, "heuristic", setting)
+    assert floor["pass"] == 1.0
+    assert floor["correct"] <= 0.5 + 0.05
+
+
+def test_each_twin_is_the_solvable_twin_of_a_case_of_its_setting(bench):
+    """Every twin pairs with one Unsolvable case on the same base, and shows what the role-leak probe
+    reads as that case's twin (generator.twin_case): the probe at chance is the setting at chance."""
+    ds = bench.data
+    for setting, kind in zip(UNSOLVABLE, UNSOLVABLE_TYPES):
+        ids = bench.tasks(setting)
+        cases = {base_key(t["task_id"]): t for t in ds.tasks[setting]}
+        twins = [t for t in ds.twins[setting]]
+        assert [t["task_id"] for t in twins] == [i for i in ids if "-twin-" in i]
+        assert sorted(base_key(t["task_id"]) for t in twins) == sorted(cases)
+        for t in twins:
+            case = cases[base_key(t["task_id"])]
+            assert t["base"] == case["base"] and t["twin_of"] == kind and t["kind"] == "control"
+            env = bench.make_env(t["task_id"], setting, 0)
+            shown = twin_case(ds.gen_seed, ds.bases[t["base"]], kind)
+            assert env.query == shown["query"] and env.files == shown["files"]
+            assert [x["name"] for x in env.tools] == [x["name"] for x in shown["tools"]]
+            assert env.first_prompt.count("REJECT") == bench.make_env(case["task_id"], setting, 0).first_prompt.count("REJECT") > 0
+
+
+def test_the_papers_layout_holds_no_twin():
+    paper = APB(unsolvable_twins=False)
+    twin = APB().tasks("unsolvable_info")[-1]
+    assert "-twin-" in twin and twin not in paper.tasks("unsolvable_info")
+    with pytest.raises(KeyError, match="unsolvable_twins"):
+        paper.make_env(twin, "unsolvable_info", 0)
+    assert {m.name for m in paper.metrics("unsolvable_info")} == {"pass", "pass_strict", "correct"}
+    assert paper.fingerprint() != APB().fingerprint()
