@@ -48,9 +48,9 @@ def bench():
 
 
 def test_setting_sizes_sum_to_4209(ds, bench):
-    """The paper's 4,209 cases (its layout, `unsolvable_twins: false`); by default every Unsolvable
+    """The paper's 4,209 cases (its layout, `twins: false`); by default every Unsolvable
     setting also holds each of its cases' solvable twins."""
-    paper = APB(unsolvable_twins=False)
+    paper = APB(twins=False)
     sizes = {s: len(paper.tasks(s)) for s in paper.settings()}
     groups = {
         "holistic": sizes["holistic"],
@@ -69,8 +69,8 @@ def test_setting_sizes_sum_to_4209(ds, bench):
         ids = bench.tasks(s)
         assert len(set(ids)) == len(ids)
         twins = [i for i in ids if "-twin-" in i]
-        if s.startswith("unsolvable_") and s != "unsolvable_control":
-            assert len(ids) == 200 and sorted(i.replace("-twin-", "-") for i in twins) == paper.tasks(s)
+        if (s.startswith("unsolvable_") and s != "unsolvable_control") or s == "broken":
+            assert len(ids) == 2 * len(paper.tasks(s)) and sorted(i.replace("-twin-", "-") for i in twins) == paper.tasks(s)
         else:
             assert not twins and ids == paper.tasks(s)
 

@@ -547,6 +547,9 @@ def test_malformed_output_is_graded_never_raised(bench):
         if s.startswith("unsolvable_info"):
             assert m["pass"] == 0.0  # none of these refuses, and none is a plan that could pass
             continue
+        if s == "broken" and "-twin-" in r.unit.task_id:
+            assert m["correct"] == 0.0 and m["false_recovery"] == 0.0  # its call succeeded: no next step here
+            continue
         if s == "broken":
             assert m["other"] == 1.0
             continue

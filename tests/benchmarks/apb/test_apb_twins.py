@@ -1,8 +1,14 @@
-"""An Unsolvable setting holds each of its cases' solvable twins (option `unsolvable_twins`, the default):
-the same requirement, a world that meets it, the same refusal prompt. `correct` credits a refusal of the
-Unsolvable case (J8's PASS) or a correct plan for the twin, so a policy that refuses without reading the
-world earns half of a setting, where it earned all of it with the paper's 100 cases alone (`pass`, the
-paper's refusal rate, stays as it was)."""
+"""An Unsolvable or Tool-Broken setting holds each of its cases' twins (option `twins`, the default), so
+`correct` goes only to a response to what the case shows.
+
+- Unsolvable: the twin is solvable (the same requirement, a world that meets it, the same refusal prompt);
+  a refusal of the Unsolvable case (J8's PASS) or a correct plan for the twin is correct, so a policy
+  that refuses without reading the world earns half a setting, where it earned all of it with the
+  paper's 100 cases alone (`pass`, the paper's refusal rate, stays as it was).
+- Tool-Broken: the twin shows the same call succeeding; Replace or Alter on the case, the right next step
+  on the twin. A policy that switches to the look-alike tool without reading the error (`blind_switch`)
+  earns half, where it earned all of it (the 5-way shares stay the paper's, over the broken cases).
+"""
 
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ def test_refusing_everything_earns_half_of_every_unsolvable_setting(bench, setti
     assert refuse["correct"] == 0.5
     oracle = _score(bench, "oracle", setting)
     assert oracle["correct"] == 1.0 and oracle["pass"] == 1.0 and oracle["refused"] == 0.0
-    paper = APB(unsolvable_twins=False)
+    paper = APB(twins=False)
     assert _score(paper, "always_refuse", setting)["correct"] == 1.0  # why the twins are the default
 
 
@@ -72,10 +78,44 @@ def test_each_twin_is_the_solvable_twin_of_a_case_of_its_setting(bench):
 
 
 def test_the_papers_layout_holds_no_twin():
-    paper = APB(unsolvable_twins=False)
+    paper = APB(twins=False)
     twin = APB().tasks("unsolvable_info")[-1]
     assert "-twin-" in twin and twin not in paper.tasks("unsolvable_info")
-    with pytest.raises(KeyError, match="unsolvable_twins"):
+    with pytest.raises(KeyError, match="twins"):
         paper.make_env(twin, "unsolvable_info", 0)
     assert {m.name for m in paper.metrics("unsolvable_info")} == {"pass", "pass_strict", "correct"}
+    assert "false_recovery" not in {m.name for m in paper.metrics("broken")}
+    assert len(paper.tasks("broken")) == 300 and len(APB().tasks("broken")) == 600
     assert paper.fingerprint() != APB().fingerprint()
+
+
+def test_switching_tools_unread_earns_half_of_tool_broken(bench):
+    """On every case of the setting: `blind_switch` (the heuristic's recovery without its reading of the
+    error) replaces on every broken case and recovers from no fault on every twin; the oracle and the
+    paper's positive control (the replacement with the step's arguments, then the next step) earn all."""
+    blind = _score(bench, "blind_switch", "broken")
+    assert blind["replace"] == 1.0 and blind["false_recovery"] == 1.0
+    assert blind["correct"] == 0.5
+    for control in ("oracle", "replace_with_args"):
+        scored = _score(bench, control, "broken")
+        assert scored["correct"] == 1.0 and scored["replace"] == 1.0 and scored["false_recovery"] == 0.0, control
+    assert _score(APB(twins=False), "blind_switch", "broken")["correct"] == 1.0  # why the twins are the default
+
+
+def test_each_tool_broken_twin_shows_its_cases_call_succeeding(bench):
+    """The twin lists what its case lists and shows the same trajectory, but for the last message: the
+    step's reference output under the name called, where the case shows the error."""
+    ds = bench.data
+    cases = {base_key(t["task_id"]): t for t in ds.tasks["broken"]}
+    assert sorted(base_key(t["task_id"]) for t in ds.twins["broken"]) == sorted(cases)
+    for t in ds.twins["broken"][::7]:
+        case = cases[base_key(t["task_id"])]
+        twin_env, case_env = bench.make_env(t["task_id"], "broken", 0), bench.make_env(case["task_id"], "broken", 0)
+        assert [x["name"] for x in twin_env.tools] == [x["name"] for x in case_env.tools]
+        assert twin_env.prefix[:-1] == case_env.prefix[:-1]
+        last, error = twin_env.prefix[-1], case_env.prefix[-1]
+        assert last["role"] == error["role"] == "tool" and last["name"] == error["name"] == case["broken_tool"]
+        assert "error" in error["content"].lower() and "error" not in str(last["content"]).lower()
+        pos = case["j"] - 1
+        assert last["content"] == ds.bases[t["base"]]["reference"]["trajectory"][2 * pos + 1]["content"]
+        assert twin_env.done_nodes == ds.bases[t["base"]]["reference"]["linearization"][: pos + 1]

@@ -93,12 +93,15 @@ class APB(Benchmark):
             "file the query names is missing while something is attached (default: with no file at all, the "
             "file count alone tells the case from every solvable one), or 'no_file': nothing, as the paper's "
             "Fig. 17 (`files = []`), for its exact setup.")
-        unsolvable_twins: bool = Field(
-            True, description="Each Unsolvable setting also holds every case's solvable twin (the same requirement, "
-            "a world that meets it, under the same refusal prompt), and `correct` credits a refusal of the "
-            "Unsolvable case or a correct plan for the twin, so refusing everything earns 50% (default: with "
-            "the paper's 100 cases alone, refusing everything earns 100%). false: the paper's layout, "
-            "`correct` = `pass`, for its exact setup. `pass` is the paper's refusal rate either way.")
+        twins: bool = Field(
+            True, description="Each Unsolvable and Tool-Broken setting also holds every case's twin, so `correct` "
+            "goes only to a response to what the case shows (default). An Unsolvable case's twin is solvable "
+            "(the same requirement, a world that meets it, the same refusal prompt): a refusal of the case or a "
+            "correct plan for the twin is correct, and refusing everything earns 50%. A Tool-Broken case's twin "
+            "shows the same call succeeding: Replace or Alter on the case, the right next step on the twin, "
+            "and switching tools without reading the error earns 50%. With the paper's cases alone both earned "
+            "100%. false: the paper's layout, for its exact setup. `pass` (the refusal rate) and the 5-way "
+            "Tool-Broken shares are the paper's, over its cases, either way.")
         critic: str = Field(
             "rule", pattern=r"^(rule|model:\S+)$",
             description="Reviewer of the Critic_R± refinement protocols (§8.1). 'model:<name>': a served model of the "
@@ -160,7 +163,7 @@ class APB(Benchmark):
         self._check(setting)
         if setting == JUDGE_VALIDATION:
             return list(self.judge_sample())
-        return [t["task_id"] for t in self.data.cell(setting, twins=self.options.unsolvable_twins)]
+        return [t["task_id"] for t in self.data.cell(setting, twins=self.options.twins)]
 
     def make_env(self, task_id: str, setting: str, seed: int) -> Environment:
         self._check(setting)
@@ -171,9 +174,9 @@ class APB(Benchmark):
         index = self.data.task_index(setting)
         if task_id not in index:
             raise KeyError(f"APB setting {setting!r} has no task {task_id!r} (gen_seed={self.options.gen_seed})")
-        if index[task_id].get("twin_of") and not self.options.unsolvable_twins:
+        if index[task_id].get("twin_of") and not self.options.twins:
             raise KeyError(f"APB task {task_id!r} is a solvable twin, which setting {setting!r} holds only with "
-                           "unsolvable_twins: true")
+                           "twins: true")
         return APBEnv(self.data, setting, index[task_id], seed, self.options)
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
@@ -181,7 +184,7 @@ class APB(Benchmark):
             self._check(setting)
             if setting == JUDGE_VALIDATION:
                 return judge_specs(judged_cr=True)
-            return setting_metrics(setting, self.options.unsolvable_twins) + (judge_specs() if self.judge_model else [])
+            return setting_metrics(setting, self.options.twins) + (judge_specs() if self.judge_model else [])
         seen: dict[str, MetricSpec] = {}
         for s in self._settings:
             for m in self.metrics(s):
@@ -227,9 +230,13 @@ class APB(Benchmark):
             out.append(bounded(name, ceilings=no_recovery, floors=refusal, settings=settings))
         # positive controls
         out.append(bounded("replace_with_args", floors={"replace": 1.0, "recovery": 1.0, "correct": 1.0},
-                           ceilings={"retry": 0.0, "refuse": 0.0, "other": 0.0}, settings=["broken"]))
+                           ceilings={"retry": 0.0, "refuse": 0.0, "other": 0.0, "false_recovery": 0.0},
+                           settings=["broken"]))
+        # never reads the error: on a twin, whose call succeeded, it recovers from no fault (test_apb_twins)
+        out.append(bounded("blind_switch", floors={"replace": 1.0, "false_recovery": 1.0} if self.options.twins
+                           else {"replace": 1.0, "correct": 1.0}, settings=["broken"]))
         # with the twins (the default) it refuses them too: `correct` is then half (test_apb_twins)
-        out.append(bounded("always_refuse", floors={"pass": 1.0, "refused": 1.0} if self.options.unsolvable_twins
+        out.append(bounded("always_refuse", floors={"pass": 1.0, "refused": 1.0} if self.options.twins
                            else {"pass": 1.0, "correct": 1.0}, settings=unsolvable))
         out.append(bounded("refusal_report_only", floors={"pass": 1.0, **refusal},
                            settings=settings))

@@ -158,6 +158,14 @@ def broken_answer(prefix: list[dict[str, Any]], tools: list[dict[str, Any]]) -> 
     """The recovery after a tool error: the nearest-description tool with the failed call's arguments."""
     if len(prefix) < 2 or prefix[-1].get("role") != "tool" or "error" not in str(prefix[-1].get("content", "")).lower():
         return None
+    return nearest_equivalent_call(prefix, tools)
+
+
+def nearest_equivalent_call(prefix: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str | None:
+    """The last call made again on the other listed tool whose description is nearest, with the last
+    call's arguments (what a recovery does, whatever the call returned)."""
+    if len(prefix) < 2 or not prefix[-2].get("tool_calls"):
+        return None
     failed = prefix[-2]["tool_calls"][0]["function"]
     by_name = {t["name"]: t for t in tools}
     broken = by_name.get(failed["name"])

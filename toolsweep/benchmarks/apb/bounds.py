@@ -32,8 +32,8 @@ SEARCHED: dict[str, dict[str, dict[str, object]]] = {
                "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
     },
     "broken": {
-        "correct": {"searched": 1.0, "heuristic": 1.0,
-               "policy": "search:pick=name_and_description,order=query,bind=heuristic,refuse=cues,broken=description"},
+        "correct": {"searched": 0.8, "heuristic": 0.75,
+               "policy": "search:pick=description,order=query,bind=heuristic,refuse=cues,broken=description"},
     },
     "unsolvable_conflict": {
         "correct": {"searched": 0.5, "heuristic": 0.5,

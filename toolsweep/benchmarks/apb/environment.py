@@ -15,7 +15,7 @@ from typing import Any
 
 from toolsweep.benchmarks.apb import plans, prompts
 from toolsweep.benchmarks.apb.generator import Dataset, renamed_base, step_bin
-from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult, parse_judge_verdict
+from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult, extract_with_prose, parse_judge_verdict
 from toolsweep.benchmarks.apb.metrics import BREAKDOWNS, domain_slug
 from toolsweep.benchmarks.apb.tools import FINISH, render_tool_line
 from toolsweep.evaluator.judging import JUDGE_ASKS, JUDGE_REMINDER, Reasking  # noqa: F401 (re-exported)
@@ -138,7 +138,8 @@ class APBEnv:
         # a conflict case and its twin may list the step's tool under its other name (generator.unsolvable_gate)
         self.base = renamed_base(ds.bases[task["base"]], task.get("renamed") or {})
         self.kind = task["kind"]
-        # an Unsolvable setting's solvable twin (generator.twin_variant): a control scored in that setting
+        # a twin scored beside its case: an Unsolvable setting's solvable twin (generator.twin_variant,
+        # a control) or a Tool-Broken case's twin whose call succeeds (generator.broken_twin, a step-wise case)
         self.twin_of: str | None = task.get("twin_of")
         self.turn = 0
         self.replies: list[str] = []
@@ -168,7 +169,7 @@ class APBEnv:
             if self.options.distractor_position == "shuffle":
                 rng = random.Random(f"{t['task_id']}|shuffle")
                 rng.shuffle(tools)
-        if self.kind == "broken":
+        if self.kind == "broken" or self.twin_of == "broken":  # the twin lists what its case lists
             if t.get("listed_broken_tool"):  # the other wording of the step breaks (generator.broken_variant)
                 tools = [t["listed_broken_tool"] if x["name"] == t["replacement_tool"]["name"] else x for x in tools]
             tools.insert(t["insert_at"], t["replacement_tool"])
@@ -199,7 +200,7 @@ class APBEnv:
                 self.prefix = t["prefix"]
             else:
                 self.j = t["j"]
-                self.prefix = ref["trajectory"][: 2 * self.j]
+                self.prefix = t["prefix"] if self.twin_of == "broken" else ref["trajectory"][: 2 * self.j]
             self.k = t.get("k", 1)
             self.done_nodes = order[: self.j]
             self.context = json.dumps(self.prefix, ensure_ascii=False).casefold()
@@ -424,6 +425,16 @@ class APBEnv:
             return self.grader.stepwise(text, self.k, self.done_nodes, self.context)
         return self.grader.holistic(text)
 
+    def _recovers(self, text: str) -> bool:
+        """Whether the first predicted action calls the step's tool again or its replacement, as a
+        recovery would: on a Tool-Broken twin, whose call succeeded, that recovers from no fault."""
+        obj, ok, _ = extract_with_prose(text)
+        step = obj[0] if ok and isinstance(obj, list) and obj and isinstance(obj[0], dict) else obj
+        if not ok or not isinstance(step, dict):
+            return False
+        names = {n for n, _ in self.grader.step_calls(step)}
+        return bool(names & {self.task["broken_tool"], self.task["replacement_tool"]["name"]})
+
     def _grade_final(self, text: str) -> dict[str, float]:
         m: dict[str, float] = {}
         if self.kind == "broken":
@@ -434,11 +445,15 @@ class APBEnv:
                 m[c] = float(cat == c)
             m["recovery"] = float(cat in ("replace", "alter"))
             m["correct"] = m["recovery"]
+            if self.options.twins:
+                m["false_recovery"] = NAN  # recorded on the twins, whose call succeeded
             self.info = {"category": cat, "parsed": True}
             return m
         if self.kind == "unsolvable":
             passed, strict = self.grader.unsolvable(text, self.task["unsolvable_type"], self.task["blocking_terms"])
-            m = {"pass": float(passed), "pass_strict": float(strict), "correct": float(passed), "refused": NAN}
+            m = {"pass": float(passed), "pass_strict": float(strict), "correct": float(passed)}
+            if self.options.twins:
+                m["refused"] = NAN  # recorded on the solvable twins
             self.info = {"pass": passed, "parsed": True}
             return m
         res = self.rule_result = self._grade(text)
@@ -451,6 +466,9 @@ class APBEnv:
             if self.twin_of:  # scored beside the Unsolvable cases: a correct plan, or a false refusal
                 m = {"correct": m["correct"], "refused": m["refused"], "pass": NAN, "pass_strict": NAN}
             return m
+        if self.twin_of == "broken":  # scored beside the Tool-Broken cases: the next step, no recovery
+            return {"correct": m["correct"], "false_recovery": float(self._recovers(text)),
+                    **{c: NAN for c in (*BROKEN_CATEGORIES, "recovery")}}
         m["false_refusal"] = float(res.false_refusal)  # a stated refusal of a solvable case, in either half
         if self.task.get("n_e") is not None:
             m["ext_used"] = float(res.ext_use > 0)

@@ -62,11 +62,19 @@ def core_specs() -> list[MetricSpec]:
 
 
 def setting_metrics(setting: str, twins: bool = True) -> list[MetricSpec]:
-    """The metrics a setting records (§7). `twins`: an Unsolvable setting holds its cases' solvable twins."""
+    """The metrics a setting records (§7). `twins`: an Unsolvable or Tool-Broken setting holds its cases'
+    twins (generator.Dataset.twins)."""
     if setting == "broken":
-        specs = [_pct(c, f"share of '{c}' behaviour") for c in ("replace", "alter")]
-        specs += [_pct(c, f"share of '{c}' behaviour", lower=True) for c in ("retry", "refuse", "other")]
-        return specs + [_pct("recovery", "Replace + Alter (correct recovery)"), _pct("correct", "Replace or Alter")]
+        specs = [_pct(c, f"share of '{c}' behaviour on the broken cases") for c in ("replace", "alter")]
+        specs += [_pct(c, f"share of '{c}' behaviour on the broken cases", lower=True)
+                  for c in ("retry", "refuse", "other")]
+        specs.append(_pct("recovery", "Replace + Alter (correct recovery)"))
+        if not twins:
+            return specs + [_pct("correct", "Replace or Alter (the paper's layout)")]
+        return specs + [_pct("correct", "Replace or Alter on a broken case, the right next step on its twin "
+                                        "(the call succeeded): switching tools unread earns 50% at most"),
+                        _pct("false_recovery", "on the twins: the succeeded tool or its replacement called again",
+                             lower=True)]
     if setting.startswith("unsolvable_") and setting != "unsolvable_control":
         specs = [_pct("pass", "refusal rate (PASS of the refusal judge) on the Unsolvable cases"),
                  _pct("pass_strict", "PASS and the reason names what is missing")]

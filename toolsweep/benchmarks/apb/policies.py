@@ -37,6 +37,8 @@ EXPLOITS = {
                          "(step-wise: REJECT beside the reference tool_calls): a refusal that still executes",
     "prose_refusal_plus_plan": "a prose refusal followed by the reference answer's JSON (on unsolvable "
                                "cases, the solvable twin's full plan)",
+    "blind_switch": "Tool-Broken: the listed tool nearest the last one called (its description), with that "
+                    "call's arguments, whatever the call returned (the heuristic's recovery, never reading the error)",
     # positive controls: behaviour the paper credits, which must get its credit (floors per cell)
     "replace_with_args": "Tool-Broken: the designated replacement called once with the failed step's own "
                          "arguments (read from the trajectory) under the replacement's parameter names",
@@ -183,6 +185,14 @@ class _Exploit(_Scripted):
     def _prose_refusal_plus_plan(self) -> str:
         body = self.env.reference_plan() if self._stepwise_half() else json.dumps(self._reference_chain())
         return f"{self._prose_refusal()}\n{body}"
+
+    def _blind_switch(self) -> str:
+        if not self._stepwise_half():
+            return self._all_tools()
+        visible = [{"name": t["name"], "description": t["description"], "parameters": t["parameters"]}
+                   for t in self.env.tools]
+        switched = baseline.nearest_equivalent_call(self.env.prefix, visible)
+        return switched if switched is not None else self._all_offered()
 
     # -- positive controls
     def _replace_with_args(self) -> str:
