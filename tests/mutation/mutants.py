@@ -99,6 +99,7 @@ T_PLANBENCH_MATCH = ("tests/benchmarks/planbench_xl/test_planbench_xl_answer_mat
 T_APB_STATUS = ("tests/benchmarks/apb/test_apb_status_case.py",)
 T_ENDPOINT_VERDICTS = ("tests/cluster/test_endpoint_verdicts.py::test_the_worst_verdict_of_a_model_and_its_helpers_decides",)
 T_APB_ROLES = ("tests/benchmarks/apb/test_apb_roles.py",)
+T_APB_TWINS = "tests/benchmarks/apb/test_apb_twins.py"
 T_PROBE = ("tests/cluster/test_endpoint_verdicts.py::test_a_5xx_answer_is_not_up_and_names_the_status",
            "tests/cluster/test_endpoint_verdicts.py::test_an_answer_below_500_is_up")
 T_TOKENS = ("tests/evaluator/test_token_sums.py",)
@@ -510,7 +511,7 @@ MUTANTS: list[Mutant] = [
     Mutant("apb-control-reads-the-base-query", APB_ENV, "APBEnv._build",
            'query = t.get("query", query)', "query = query", T_APB_ROLES,
            "the solvable twin is shown without its requirement: a phrase tells the Unsolvable case again"),
-    Mutant("apb-twin-loses-its-gate", APB_GEN, "control_variant",
+    Mutant("apb-twin-loses-its-gate", APB_GEN, "twin_variant",
            'return {"gate": kind, "query": case["query"],', 'return {"gate": kind, "query": base["query"],',
            T_APB_ROLES, "the solvable twin reads no requirement while its Unsolvable case does"),
     Mutant("apb-conflict-lists-one-name", APB_GEN, "unsolvable_gate",
@@ -544,6 +545,26 @@ MUTANTS: list[Mutant] = [
     Mutant("apb-visual-attaches-nothing", APB_GEN, "other_files",
            "return [dict(f) for f in rng.choice(donors)", "return [] and [dict(f) for f in rng.choice(donors)",
            T_APB_ROLES, "an Unsolvable visual case attaches no file: the file count tells it (the probe read 1.000)"),
+    # ------------------------------------------------------------------ twins: credit only for a response
+    Mutant("apb-twins-never-served", "toolsweep/benchmarks/apb/__init__.py", "APB.tasks",
+           "twins=self.options.twins", "twins=False",
+           (f"{T_APB_TWINS}::test_refusing_everything_earns_half_of_every_unsolvable_setting",
+            f"{T_APB_TWINS}::test_switching_tools_unread_earns_half_of_tool_broken"),
+           "the settings hold the paper's cases alone: refusing everything, or switching tools unread, earns all"),
+    Mutant("apb-broken-twin-shows-the-error", APB_GEN, "broken_twin",
+           'trajectory = variant["prefix"][:-1] + [', 'trajectory = variant["prefix"] + [',
+           (f"{T_APB_TWINS}::test_each_tool_broken_twin_shows_its_cases_call_succeeding",),
+           "the twin shows the error before the step's output: it is no longer the call succeeding"),
+    Mutant("apb-false-recovery-misses-the-replacement", APB_ENV, "APBEnv._recovers",
+           'return bool(names & {self.task["broken_tool"], self.task["replacement_tool"]["name"]})',
+           'return bool(names & {self.task["broken_tool"]})',
+           (f"{T_APB_TWINS}::test_switching_tools_unread_earns_half_of_tool_broken",),
+           "a switch to the replacement after a call that succeeded is not counted as a recovery from no fault"),
+    Mutant("apb-unsolvable-twin-credited-for-not-refusing", APB_ENV, "APBEnv._grade_final",
+           'm = {"correct": m["correct"], "refused": m["refused"],',
+           'm = {"correct": 1.0 - m["refused"], "refused": m["refused"],',
+           ("tests/benchmarks/test_exploit_suite.py::test_exploit_policy_stays_within_its_bounds[apb-string_chain]",),
+           "a solvable twin is correct whenever it is not refused: an answer with no plan earns half a setting"),
     # ------------------------------------------------------------------ tables and the MLflow record
     Mutant("toolmaze-average-partial-only-if-all", TOOLMAZE_TABLES, "_partial",
            "return any(is_partial(cells.get((model, s)) or {}) for s in settings)",
