@@ -19,8 +19,8 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-SHOWN = ("correct", "pass", "replace", "alter", "retry", "refuse", "other", "recovery", "refused",
-         "false_refusal", "grade")
+SHOWN = ("correct", "pass", "replace", "alter", "retry", "refuse", "other", "recovery", "false_recovery",
+         "refused", "false_refusal", "grade")
 DEFAULT_SETTINGS = ("holistic", "stepwise_k1", "stepwise_k2", "stepwise_k3", "extraneous_holistic_n6",
                     "extraneous_stepwise_n6", "broken", "unsolvable_conflict", "unsolvable_info",
                     "unsolvable_tool", "unsolvable_visual", "unsolvable_control", "efficiency")
