@@ -217,3 +217,19 @@ def test_efficiency_follows_the_judges_verdict(judged):
     assert passed.metrics["cost_pass"] == passed.metrics["cost"] and passed.metrics["optimal_rate"] == 1.0
     unreadable, _ = play(judged, "efficiency", "oracle", {"judge": Judge("fine")})
     assert math.isnan(unreadable.metrics["cost_pass"]) and math.isnan(unreadable.metrics["optimal_rate"])
+
+
+def test_the_twins_are_judged_as_plans_and_their_refusal_read_as_the_controls(judged):
+    """An Unsolvable setting's solvable twin gets the plan judge (J4, as the controls), not a J8 refusal
+    judge, which asks about something missing; a Tool-Broken twin gets the step-wise judge (J1). Their
+    `refused` and `false_recovery` are read from the answer by rule, as the controls' FRR is."""
+    for setting, head in (("unsolvable_tool", "judge the quality of an AI-generated plan"),
+                          ("broken", "evaluating a planning model’s next step prediction")):
+        assert "-twin-" in judged.tasks(setting)[1]
+        for verdict, correct in ((YES, 1.0), ({"is_correct": "NO", "grade": 0.2, "error_list": ["E2"]}, 0.0)):
+            judge = Judge(verdict)
+            twin, _ = play(judged, setting, "oracle", {"judge": judge}, index=1)
+            assert len(judge.asked) == 1 and head in judge.asked[0], setting
+            assert twin.metrics["correct"] == correct and twin.metrics["rule_correct"] == 1.0, setting
+            assert twin.metrics.get("refused", 0.0) == 0.0 and twin.metrics.get("false_recovery", 0.0) == 0.0
+            assert math.isnan(twin.metrics.get("pass", math.nan)) and math.isnan(twin.metrics.get("replace", math.nan))
