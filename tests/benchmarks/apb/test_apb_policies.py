@@ -150,5 +150,8 @@ def test_report_tables_from_oracle_cells(bench):
     assert row["SW CR"].startswith("100.0") and row["Rp"] == "100.0" and row["Vis"] == "100"
     cal = tables["Refusal calibration (%)"]
     assert dict(zip(cal.columns, cal.rows[0]))["Calibration"] == "100.0"
+    twins = dict(zip(tables["Cases beside their twins (correct %)"].columns,
+                     tables["Cases beside their twins (correct %)"].rows[0]))
+    assert twins["Vis"].startswith("100.0") and twins["Vis FRR"] == "0.0" and twins["Broken false recovery"] == "0.0"
     t2 = dict(zip(tables["Table 2"].columns, tables["Table 2"].rows[0]))
     assert t2["Hol TC"] == "0" and t2["Hol CR_B"] == "100.0" and t2["Hol Δ"] == "+0.0"

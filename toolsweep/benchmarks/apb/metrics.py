@@ -493,6 +493,27 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
 
     rows = []
     for m in models:
+        twins = {u: cs.get(m, f"unsolvable_{u}", "refused") for u in UNSOLVABLE_TYPES}
+        false_recovery = cs.get(m, "broken", "false_recovery")
+        if false_recovery is None and all(v is None for v in twins.values()):
+            continue  # the paper's layout (twins: false), or no twinned cell run
+        row = [m]
+        for u in UNSOLVABLE_TYPES:
+            row += [_fmt(cs.get(m, f"unsolvable_{u}", "correct"), ci=True), _fmt(twins[u])]
+        rows.append(row + [_fmt(cs.get(m, "broken", "correct"), ci=True), _fmt(false_recovery)])
+    if rows:
+        tables.append(ReportTable(
+            title="Cases beside their twins (correct %)",
+            columns=["Model", "Conf", "Conf FRR", "Info", "Info FRR", "Tool", "Tool FRR", "Vis", "Vis FRR",
+                     "Broken", "Broken false recovery"], rows=rows,
+            note="Each Unsolvable case beside its solvable twin, each Tool-Broken case beside its twin whose call "
+                 "succeeds (option twins): correct is a refusal of the case or a correct plan for the twin, "
+                 "Replace/Alter on the case or the right next step on the twin. Refusing everything, or switching "
+                 "tools without reading the error, earns 50. FRR: the twins refused; false recovery: the twins' "
+                 "succeeded tool or its replacement called again."))
+
+    rows = []
+    for m in models:
         for mode in REFINE_MODES:
             s = f"refine_{mode}"
             if (m, s) not in cs.by:
