@@ -68,8 +68,8 @@ JUDGE_VALIDATION = "judge_validation"
 
 
 class APB(Benchmark):
-    """The APB plugin: the paper's 4,209 generated cases over its settings (by default each Unsolvable case
-    beside its solvable twin), plus its extra studies."""
+    """The APB plugin: the paper's 4,209 generated cases over its settings (by default each Unsolvable and
+    Tool-Broken case beside its twin, option `twins`), plus its extra studies."""
 
     name = "apb"
     version = "1.7.0"
@@ -175,8 +175,8 @@ class APB(Benchmark):
         if task_id not in index:
             raise KeyError(f"APB setting {setting!r} has no task {task_id!r} (gen_seed={self.options.gen_seed})")
         if index[task_id].get("twin_of") and not self.options.twins:
-            raise KeyError(f"APB task {task_id!r} is a solvable twin, which setting {setting!r} holds only with "
-                           "twins: true")
+            raise KeyError(f"APB task {task_id!r} is the twin of a case, which setting {setting!r} holds only "
+                           "with twins: true")
         return APBEnv(self.data, setting, index[task_id], seed, self.options)
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:

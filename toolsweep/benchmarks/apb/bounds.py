@@ -16,8 +16,8 @@ CALIBRATION: dict[str, dict[str, float]] = {
     "phrase_bank": {"TRR": 0.8, "FRR": 0.75, "Calibration": 0.525},
 }
 
-# setting -> metric -> {searched, heuristic, policy} (a seeded task sample per setting, run seed 0; an
-# Unsolvable setting's sample is whole pairs, each case with its solvable twin)
+# setting -> metric -> {searched, heuristic, policy} (a seeded task sample per setting, run seed 0; a
+# twinned setting's sample is whole pairs, each case with its twin: search.setting_sample)
 SEARCHED: dict[str, dict[str, dict[str, object]]] = {
     "holistic": {
         "correct": {"searched": 0.1, "heuristic": 0.1,

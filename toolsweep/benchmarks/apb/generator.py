@@ -981,7 +981,7 @@ def broken_twin(base: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any]
     pos = variant["j"] - 1
     trajectory = variant["prefix"][:-1] + [{**variant_output(base, pos), "name": variant["broken_tool"]}]
     keep = ("broken_node", "broken_tool", "replacement_tool", "insert_at", "listed_broken_tool")
-    return {"kind": "stepwise", "twin_of": "broken", "k": 1, "j": variant["j"], "stage": "middle",
+    return {"kind": "stepwise", "twin_of": "broken", "k": 1, "j": variant["j"], "stage": "broken",
             "prefix": trajectory, **{k: variant[k] for k in keep if k in variant}}
 
 
