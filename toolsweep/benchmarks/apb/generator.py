@@ -1216,10 +1216,9 @@ def unsolvable_variant(gen_seed: int, base: dict[str, Any], utype: str,
 
 
 def twin_case(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The solvable twin of an Unsolvable kind: its query, files and tools (visual: the base itself)."""
-    if kind == "visual":
-        return {"query": base["query"], "files": base["background"]["files"], "tools": list(base["tools"])}
-    return gated_case(base, kind, unsolvable_gate(gen_seed, base, kind), solvable=True)
+    """The solvable twin of an Unsolvable kind as a model sees it: its query, files and tools."""
+    twin = twin_variant(gen_seed, base, kind)
+    return {"query": twin["query"], "files": base["background"]["files"], "tools": twin["tools"]}
 
 
 def twin_variant(gen_seed: int, base: dict[str, Any], kind: str) -> dict[str, Any]:
