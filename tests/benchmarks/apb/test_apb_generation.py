@@ -163,8 +163,10 @@ def test_extraneous_variants(ds):
 
 
 def test_broken_variants(ds):
+    """The paper's layout (option `lookalikes: false`; test_apb_lookalikes: the default)."""
     swapped = 0
-    for t in ds.tasks["broken"]:
+    paper = ds.cell("broken", twins=False, lookalikes=False)
+    for t in paper:
         base = ds.bases[t["base"]]
         names = [x["name"] for x in base["tools"]]
         repl, broken = t["replacement_tool"]["name"], t["broken_tool"]
@@ -189,7 +191,7 @@ def test_broken_variants(ds):
         action = t["reference_action"]["tool_calls"][0]["function"]
         assert action["name"] == repl
         assert action["arguments"] == {t["arg_map"][p]: v for p, v in failed["arguments"].items()}
-    assert 0.4 < swapped / len(ds.tasks["broken"]) < 0.6  # either wording breaks, by a coin
+    assert 0.4 < swapped / len(paper) < 0.6  # either wording breaks, by a coin
 
 
 def test_unsolvable_variants(ds):
@@ -285,7 +287,7 @@ def test_benchmark_interface(bench):
     with pytest.raises(KeyError, match="no task"):
         bench.make_env("nope", "holistic", 0)
     fp = bench.fingerprint()
-    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-7" and len(fp["cases_sha256"]) == 64
+    assert fp == APB().fingerprint() and fp["generator_version"] == "apb-gen-8" and len(fp["cases_sha256"]) == 64
     assert all(t.startswith("apb-g0-holistic-") for t in bench.tasks("holistic"))  # ids carry the generation seed
     exploits = {e.name for e in bench.exploit_policies()}
     assert set(bench.scripted_policies()) == {"oracle", "always_refuse", "random", bench.baseline_policy()} | exploits

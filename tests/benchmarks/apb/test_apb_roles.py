@@ -125,7 +125,8 @@ def test_unsolvable_cases_and_their_twins_are_at_chance_for_the_probe(ds):
 def test_broken_replacement_is_at_chance_within_its_pair(ds):
     r = probe("apb broken replacement within its pair", broken_lists(ds, pair_only=True), salt="apb")
     assert not r.readable, (r.balanced_accuracy, r.shuffled_balanced_accuracy, r.top_features)
-    longer = [len(t["replacement_tool"]["name"]) > len(t["broken_tool"]) for t in ds.tasks["broken"]]
+    longer = [len(t["replacement_tool"]["name"]) > len(t["broken_tool"])
+              for t in ds.cell("broken", twins=False, lookalikes=False)]
     assert abs(sum(longer) / len(longer) - 0.5) <= 0.1  # apb-gen-4: 260 of 300
 
 
@@ -197,15 +198,18 @@ def _run(bench: APB, setting: str, policy: str, ids: list[str]) -> list:
 
 def test_positive_controls_keep_their_credit(bench, ds):
     ids = [t["task_id"] for t in ds.tasks["broken"]]  # the broken cases (test_apb_twins: their twins)
-    swapped = [t["task_id"] for t in ds.tasks["broken"] if t.get("listed_broken_tool")]
-    sample = sorted(random.Random(3).sample(ids, 40)) + swapped[:20]
-    for tid in sample:  # the wording that breaks is listed once, beside its replacement
-        names = [x["name"] for x in bench.make_env(tid, "broken", 0).tools]
-        t = ds.task_index("broken")[tid]
-        assert len(set(names)) == len(names) and {t["broken_tool"], t["replacement_tool"]["name"]} <= set(names)
-    for policy in ("replace_with_args", "oracle"):
-        for r in _run(bench, "broken", policy, sample):
-            assert r.metrics["replace"] == 1.0 and r.metrics["recovery"] == 1.0, (policy, r.task_id)
+    paper = APB(lookalikes=False)
+    swapped = [t["task_id"] for t in paper.data.cell("broken", False, False) if t.get("listed_broken_tool")]
+    sample = sorted(random.Random(3).sample(ids, 40))
+    for b, tids in ((bench, sample), (paper, sample[:20] + swapped[:20])):
+        for tid in tids:  # the wording that breaks is listed once, beside its replacement (and its look-alikes)
+            names = [x["name"] for x in b.make_env(tid, "broken", 0).tools]
+            t = b.data.task_index("broken", True, b.options.lookalikes)[tid]
+            assert len(set(names)) == len(names) and {t["broken_tool"], t["replacement_tool"]["name"]} <= set(names)
+            assert {x["tool"]["name"] for x in t.get("lookalikes", ())} <= set(names)
+        for policy in ("replace_with_args", "oracle"):
+            for r in _run(b, "broken", policy, tids):
+                assert r.metrics["replace"] == 1.0 and r.metrics["recovery"] == 1.0, (policy, r.task_id)
     gated = [c["task_id"] for c, _ in twins(ds)]
     for r in _run(bench, "unsolvable_control", "oracle", gated):
         assert r.metrics["correct"] == 1.0 and r.metrics["refused"] == 0.0, r.task_id

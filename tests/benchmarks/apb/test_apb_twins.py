@@ -6,8 +6,9 @@
   that refuses without reading the world earns half a setting, where it earned all of it with the
   paper's 100 cases alone (`pass`, the paper's refusal rate, stays as it was).
 - Tool-Broken: the twin shows the same call succeeding; Replace or Alter on the case, the right next step
-  on the twin. A policy that switches to the look-alike tool without reading the error (`blind_switch`)
-  earns half, where it earned all of it (the 5-way shares stay the paper's, over the broken cases).
+  on the twin. A policy that switches to the nearest-described tool without reading the error
+  (`blind_switch`) earns half in the paper's layout, where it earned all of it (the 5-way shares stay
+  the paper's, over the broken cases); beside look-alikes (test_apb_lookalikes) less.
 """
 
 from __future__ import annotations
@@ -90,16 +91,24 @@ def test_the_papers_layout_holds_no_twin():
 
 
 def test_switching_tools_unread_earns_half_of_tool_broken(bench):
-    """On every case of the setting: `blind_switch` (the heuristic's recovery without its reading of the
-    error) replaces on every broken case and recovers from no fault on every twin; the oracle and the
-    paper's positive control (the replacement with the step's arguments, then the next step) earn all."""
-    blind = _score(bench, "blind_switch", "broken")
+    """On every case of the setting, in the paper's layout (the replacement alone beside the broken tool):
+    `blind_switch` (the heuristic's recovery without its reading of the error) replaces on every broken
+    case and recovers from no fault on every twin, so it earns half; with look-alikes (the default) it
+    still switches on every twin and finds the replacement only as often as it picks a look-alike. The
+    oracle and the paper's positive control (the replacement with the step's arguments, then the next
+    step) earn all of it in both layouts."""
+    paper = APB(lookalikes=False)
+    blind = _score(paper, "blind_switch", "broken")
     assert blind["replace"] == 1.0 and blind["false_recovery"] == 1.0
     assert blind["correct"] == 0.5
-    for control in ("oracle", "replace_with_args"):
-        scored = _score(bench, control, "broken")
-        assert scored["correct"] == 1.0 and scored["replace"] == 1.0 and scored["false_recovery"] == 0.0, control
-    assert _score(APB(twins=False), "blind_switch", "broken")["correct"] == 1.0  # why the twins are the default
+    blind = _score(bench, "blind_switch", "broken")
+    assert blind["false_recovery"] == 1.0 and blind["replace"] <= 0.35  # 4 to pick from (test_apb_lookalikes)
+    for b in (bench, paper):
+        for control in ("oracle", "replace_with_args"):
+            scored = _score(b, control, "broken")
+            assert scored["correct"] == 1.0 and scored["replace"] == 1.0 and scored["false_recovery"] == 0.0, control
+    unpaired = APB(twins=False, lookalikes=False)
+    assert _score(unpaired, "blind_switch", "broken")["correct"] == 1.0  # why the twins are the default
 
 
 def test_each_tool_broken_twin_shows_its_cases_call_succeeding(bench):

@@ -72,7 +72,7 @@ class APB(Benchmark):
     Tool-Broken case beside its twin, option `twins`), plus its extra studies."""
 
     name = "apb"
-    version = "1.7.0"
+    version = "1.8.0"
 
     def setting_param_docs(self) -> dict[str, str]:
         return dict(SETTING_PARAM_DOCS)
@@ -102,6 +102,14 @@ class APB(Benchmark):
             "and switching tools without reading the error earns 50%. With the paper's cases alone both earned "
             "100%. false: the paper's layout, for its exact setup. `pass` (the refusal rate) and the 5-way "
             "Tool-Broken shares are the paper's, over its cases, either way.")
+        lookalikes: bool = Field(
+            True, description="Each Tool-Broken case also lists 3 look-alikes of the broken tool (default): the "
+            "replacement and each look-alike read as the broken tool reworded (another name, renamed parameters, "
+            "the operation said in another word), and only the replacement's word means the same operation. "
+            "With the replacement alone it was the listed tool whose description is nearest the broken one's, "
+            "so a rule over strings replaced on every case; with look-alikes that rule picks it in about 1 case "
+            "of 4. false: the paper's layout (the replacement alone, described as the broken tool is), for its "
+            "exact setup.")
         critic: str = Field(
             "rule", pattern=r"^(rule|model:\S+)$",
             description="Reviewer of the Critic_R± refinement protocols (§8.1). 'model:<name>': a served model of the "
@@ -153,7 +161,8 @@ class APB(Benchmark):
         """The judge-validation sample (§6.5): `judge_sample` cases drawn with a fixed seed from the
         4,209 of Table 1, as task id -> the setting it belongs to."""
         if self._judge_sample is None:
-            pool = [(t["task_id"], s) for s, spec in SETTINGS.items() if spec["in_4209"] for t in self.data.tasks[s]]
+            pool = [(t["task_id"], s) for s, spec in SETTINGS.items() if spec["in_4209"]
+                    for t in self.data.cell(s, twins=False, lookalikes=self.options.lookalikes)]
             rng = random.Random(f"apb-judge-sample|{self.options.gen_seed}")
             picked = rng.sample(pool, min(self.options.judge_sample, len(pool)))
             self._judge_sample = dict(sorted(picked))
@@ -163,7 +172,7 @@ class APB(Benchmark):
         self._check(setting)
         if setting == JUDGE_VALIDATION:
             return list(self.judge_sample())
-        return [t["task_id"] for t in self.data.cell(setting, twins=self.options.twins)]
+        return [t["task_id"] for t in self.data.cell(setting, self.options.twins, self.options.lookalikes)]
 
     def make_env(self, task_id: str, setting: str, seed: int) -> Environment:
         self._check(setting)
@@ -171,12 +180,12 @@ class APB(Benchmark):
             if task_id not in self.judge_sample():
                 raise KeyError(f"APB's judge_validation sample has no task {task_id!r}")
             setting = self.judge_sample()[task_id]
-        index = self.data.task_index(setting)
+        index = self.data.task_index(setting, self.options.twins, self.options.lookalikes)
         if task_id not in index:
+            if not self.options.twins and task_id in self.data.task_index(setting, True, self.options.lookalikes):
+                raise KeyError(f"APB task {task_id!r} is the twin of a case, which setting {setting!r} holds only "
+                               "with twins: true")
             raise KeyError(f"APB setting {setting!r} has no task {task_id!r} (gen_seed={self.options.gen_seed})")
-        if index[task_id].get("twin_of") and not self.options.twins:
-            raise KeyError(f"APB task {task_id!r} is the twin of a case, which setting {setting!r} holds only "
-                           "with twins: true")
         return APBEnv(self.data, setting, index[task_id], seed, self.options)
 
     def metrics(self, setting: str | None = None) -> list[MetricSpec]:
@@ -232,9 +241,11 @@ class APB(Benchmark):
         out.append(bounded("replace_with_args", floors={"replace": 1.0, "recovery": 1.0, "correct": 1.0},
                            ceilings={"retry": 0.0, "refuse": 0.0, "other": 0.0, "false_recovery": 0.0},
                            settings=["broken"]))
-        # never reads the error: on a twin, whose call succeeded, it recovers from no fault (test_apb_twins)
-        out.append(bounded("blind_switch", floors={"replace": 1.0, "false_recovery": 1.0} if self.options.twins
-                           else {"replace": 1.0, "correct": 1.0}, settings=["broken"]))
+        # never reads the error: on a twin, whose call succeeded, it recovers from no fault (test_apb_twins);
+        # beside look-alikes the nearest description is the replacement in about 1 case of 4 (test_apb_lookalikes)
+        found = {} if self.options.lookalikes else {"replace": 1.0}
+        unread = {**found, "false_recovery": 1.0} if self.options.twins else {**found, "correct": 1.0} if found else {}
+        out.append(bounded("blind_switch", floors=unread, ceilings={"retry": 0.0, "refuse": 0.0}, settings=["broken"]))
         # with the twins (the default) it refuses them too: `correct` is then half (test_apb_twins)
         out.append(bounded("always_refuse", floors={"pass": 1.0, "refused": 1.0} if self.options.twins
                            else {"pass": 1.0, "correct": 1.0}, settings=unsolvable))

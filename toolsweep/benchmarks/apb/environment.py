@@ -173,6 +173,8 @@ class APBEnv:
             if t.get("listed_broken_tool"):  # the other wording of the step breaks (generator.broken_variant)
                 tools = [t["listed_broken_tool"] if x["name"] == t["replacement_tool"]["name"] else x for x in tools]
             tools.insert(t["insert_at"], t["replacement_tool"])
+            for x in t.get("lookalikes", ()):  # the look-alike layout (generator.lookalike_variant)
+                tools.insert(x["at"], x["tool"])
         if self.kind == "unsolvable":
             query, files, tools = t["query"], t["files"], list(t["tools"])
             if t["unsolvable_type"] == "visual" and self.options.unsolvable_visual == "no_file":
@@ -426,14 +428,17 @@ class APBEnv:
         return self.grader.holistic(text)
 
     def _recovers(self, text: str) -> bool:
-        """Whether the first predicted action calls the step's tool again or its replacement, as a
-        recovery would: on a Tool-Broken twin, whose call succeeded, that recovers from no fault."""
+        """Whether the first predicted action calls the step's tool again, its replacement or one of its
+        look-alikes, as a recovery would: on a Tool-Broken twin, whose call succeeded, that recovers from
+        no fault."""
         obj, ok, _ = extract_with_prose(text)
         step = obj[0] if ok and isinstance(obj, list) and obj and isinstance(obj[0], dict) else obj
         if not ok or not isinstance(step, dict):
             return False
         names = {n for n, _ in self.grader.step_calls(step)}
-        return bool(names & {self.task["broken_tool"], self.task["replacement_tool"]["name"]})
+        switched = {self.task["broken_tool"], self.task["replacement_tool"]["name"],
+                    *(x["tool"]["name"] for x in self.task.get("lookalikes", ()))}
+        return bool(names & switched)
 
     def _grade_final(self, text: str) -> dict[str, float]:
         m: dict[str, float] = {}

@@ -33,8 +33,12 @@ from toolsweep.benchmarks.apb.domains import (
 )
 from toolsweep.benchmarks.apb.tools import (
     FINISH,
+    LOOKALIKE_NEAR,
+    LOOKALIKE_OPERATIONS,
+    LOOKALIKE_SUFFIXES,
     PARAM_SYNONYMS,
     finish_tool,
+    lookalike_name,
     make_tool,
     param_entry,
     replacement_name,
@@ -44,7 +48,8 @@ from toolsweep.benchmarks.apb.tools import (
 )
 from toolsweep.evaluator.types import canonical_json
 
-GENERATOR_VERSION = "apb-gen-7"
+GENERATOR_VERSION = "apb-gen-8"
+LOOKALIKES = 3  # look-alikes of the broken tool beside its replacement (`lookalike_variant`)
 
 BIN_RANGES = ((3, 10), (11, 20), (21, 30))
 DISTRACTOR_FIT_ROUNDS = 4  # balanced_pool's rounds: the extraneous probe is at chance from the fourth
@@ -980,9 +985,129 @@ def broken_twin(base: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any]
     policy that switches tools without reading the error earns the case and loses the twin."""
     pos = variant["j"] - 1
     trajectory = variant["prefix"][:-1] + [{**variant_output(base, pos), "name": variant["broken_tool"]}]
-    keep = ("broken_node", "broken_tool", "replacement_tool", "insert_at", "listed_broken_tool")
+    keep = ("broken_node", "broken_tool", "replacement_tool", "insert_at", "listed_broken_tool", "lookalikes")
     return {"kind": "stepwise", "twin_of": "broken", "k": 1, "j": variant["j"], "stage": "broken",
             "prefix": trajectory, **{k: variant[k] for k in keep if k in variant}}
+
+
+_OPERATION = re.compile(r"^Does (\w+(?: processing)?) of ")
+
+
+def lookalike_steps(base: dict[str, Any]) -> dict[str, int]:
+    """Per operation class (a LOOKALIKE_OPERATIONS key), the first step (0-based) the look-alike layout can
+    break: a tool the plan calls once, whose output a later step needs, after the first step (F.3: the
+    tool "was successfully invoked in earlier trajectory steps"), described as "Does <operation> of ..."."""
+    ref = base["reference"]
+    nodes = plans.node_map(ref["nodes"])
+    tools = {t["name"]: t for t in base["tools"]}
+    counts: dict[str, int] = {}
+    for n in ref["nodes"]:
+        counts[n["tool"]] = counts.get(n["tool"], 0) + 1
+    needed = {d for n in ref["nodes"] for d in n["deps"]}
+    out: dict[str, int] = {}
+    for pos, nid in enumerate(ref["linearization"]):
+        tool = tools.get(nodes[nid]["tool"])
+        if pos == 0 or tool is None or counts[tool["name"]] != 1 or nid not in needed:
+            continue
+        cls = tool["hidden"]["words"][0] if tool["hidden"]["words"] else ""
+        if cls in LOOKALIKE_OPERATIONS and _OPERATION.match(tool["description"]):
+            out.setdefault(cls, pos)
+    return out
+
+
+def _reworded(tool: dict[str, Any], gerund: str, rename: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """The description and schema of a look-alike of `tool`: its operation said with `gerund`, its
+    parameters renamed (PARAM_SYNONYMS, G7: "vary parameter names slightly")."""
+    desc = _OPERATION.sub(f"Does {gerund} of ", tool["description"], count=1)
+    for p, q in rename.items():
+        desc = desc.replace(f"'{p}'", f"'{q}'")
+    props = {rename[p]: v for p, v in tool["parameters"]["properties"].items()}
+    schema = {"type": "object", "properties": props, "required": [rename[p] for p in tool["parameters"]["required"]]}
+    return desc, schema
+
+
+def lookalike_variant(gen_seed: int, base: dict[str, Any], pos: int, weights: dict[str, float]) -> dict[str, Any]:
+    """A Tool-Broken case with look-alikes: the broken tool t_j listed as the base lists it, and beside it
+    LOOKALIKES + 1 tools that each read as t_j reworded (another name, renamed parameters, the operation
+    said in another word). One of them, the replacement, names an operation of t_j's own class: the same
+    job (G7: "the EXACT SAME purpose"). Each of the others names an operation of another class, drawn in
+    proportion to `weights` (how often each class breaks), so a word is as often a look-alike's as the
+    replacement's, and no string rule over the list tells which one does the job: only what the words mean."""
+    rng = case_rng(gen_seed, "lookalike", base["index"])
+    ref = base["reference"]
+    nodes = plans.node_map(ref["nodes"])
+    node = nodes[ref["linearization"][pos]]
+    tools = {t["name"]: t for t in base["tools"]}
+    broken = tools[node["tool"]]
+    cls, rest = broken["hidden"]["words"][0], broken["hidden"]["words"][1:]
+    style, api = SOURCE_STYLE[base["source_style"]], DOMAIN_BY_NAME[base["domain"]].api
+    avoid = {t.lower() for t in tools}
+    rename = {p: PARAM_SYNONYMS.get(p, p) for p in broken["parameters"]["properties"]}
+    near = set().union(*(g for g in LOOKALIKE_NEAR if cls in g)) | {cls}
+    others = [c for c in sorted(LOOKALIKE_OPERATIONS) if c not in near]
+    # a weighted draw without replacement (Efraimidis-Spirakis keys)
+    others.sort(key=lambda c: -rng.random() ** (1 / weights.get(c, 1e-3)))
+    suffixes = list(LOOKALIKE_SUFFIXES)
+    rng.shuffle(suffixes)
+    made: list[dict[str, Any]] = []
+    for c in [cls, *others[:LOOKALIKES]]:
+        gerund = rng.choice(LOOKALIKE_OPERATIONS[c])
+        for k, sfx in enumerate(suffixes):
+            if name := lookalike_name(rest, sfx, style, api, avoid):
+                del suffixes[k]
+                break
+        else:
+            raise RuntimeError(f"{base['base_id']}: no free name for a look-alike of {broken['name']}")
+        avoid.add(name.lower())
+        desc, schema = _reworded(broken, gerund, rename)
+        if c == cls:
+            hidden = {**broken["hidden"], "kind": "replacement", "replaces": broken["name"], "param_map": rename}
+        else:
+            hidden = {"capabilities": [f"lookalike:{c}"], "kind": "lookalike", "cost": None, "covers": None,
+                      "imitates": broken["name"], "param_map": rename}
+        made.append({"name": name, "description": desc, "parameters": schema,
+                     "hidden": {**hidden, "words": [*rest, gerund]}})
+    repl, decoys = made[0], made[1:]
+    n_listed = len(base["tools"])
+    insert_at = rng.randint(0, n_listed - 1)  # before Finish, as the paper layout's replacement
+    lookalikes = []
+    for d in decoys:
+        n_listed += 1
+        lookalikes.append({"tool": d, "at": rng.randint(0, n_listed - 1)})
+    args = plans.resolve_args(node, nodes)
+    error = f"Error: Tool '{broken['name']}' is currently broken and cannot be used (503 Service Unavailable)."
+    prefix = ref["trajectory"][: 2 * pos] + [
+        plans.assistant_call(f"I will {node['nl']}.", broken["name"], args),
+        {"role": "tool", "name": broken["name"], "content": error},
+    ]
+    new_args = {rename[p]: v for p, v in args.items()}
+    return {"j": pos + 1, "broken_node": node["id"], "broken_tool": broken["name"], "replacement_tool": repl,
+            "insert_at": insert_at, "lookalikes": lookalikes, "error_observation": error, "prefix": prefix,
+            "arg_map": dict(rename),
+            "reference_action": plans.assistant_call(f"The tool failed; I will use {repl['name']} instead.",
+                                                     repl["name"], new_args)}
+
+
+def lookalike_cases(gen_seed: int, bases: list[dict[str, Any]], sample: list[int]) -> list[dict[str, Any]]:
+    """The look-alike layout's Tool-Broken cases of the bases in `sample`. Which step breaks is drawn per
+    case over the operation classes it has, each weighted by how rarely a case has it, so no class
+    breaks in most cases (in the first-step choice of `broken_variant`, 'compare' broke in 186 of 300):
+    a class's words could not then be as often a look-alike's as the replacement's."""
+    steps = {i: lookalike_steps(bases[i]) for i in sample}
+    having: dict[str, int] = {}
+    for s in steps.values():
+        for c in s:
+            having[c] = having.get(c, 0) + 1
+    chosen = {}
+    for i in sample:
+        if not steps[i]:
+            raise RuntimeError(f"{bases[i]['base_id']}: no step the look-alike layout can break")
+        classes = sorted(steps[i])
+        chosen[i] = case_rng(gen_seed, "lookalike_step", i).choices(classes, [1 / having[c] for c in classes])[0]
+    broke: dict[str, float] = {}
+    for c in chosen.values():
+        broke[c] = broke.get(c, 0) + 1
+    return [lookalike_variant(gen_seed, bases[i], steps[i][chosen[i]], broke) for i in sample]
 
 
 def variant_output(base: dict[str, Any], pos: int) -> dict[str, Any]:
@@ -1373,19 +1498,27 @@ class Dataset:
     """Per Unsolvable setting, each of its cases' solvable twin (`twin_variant`), and for Tool-Broken each
     case's twin whose call succeeds (`broken_twin`): a setting holds them beside its cases unless the
     paper's layout is asked for (APB option `twins`)."""
+    paper: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Settings whose default cases differ from the paper's layout, the paper's cases (Tool-Broken: the
+    replacement alone beside the broken tool, `broken_variant`; the default has look-alikes,
+    `lookalike_variant`); `paper_twins` holds their twins. APB option `lookalikes: false` reads them."""
+    paper_twins: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     seconds: float = 0.0
 
-    def cell(self, setting: str, twins: bool = True) -> list[dict[str, Any]]:
+    def cell(self, setting: str, twins: bool = True, lookalikes: bool = True) -> list[dict[str, Any]]:
         """The cases a setting holds: its tasks, and with `twins` its cases' twins (the field above), each
         after its case (so the first n of a setting, as `tasks: {limit: n}` takes them, are pairs)."""
-        pairs = self.twins.get(setting) if twins else None
-        return [t for pair in zip(self.tasks[setting], pairs) for t in pair] if pairs else self.tasks[setting]
+        paper = not lookalikes and setting in self.paper
+        cases = self.paper[setting] if paper else self.tasks[setting]
+        pairs = (self.paper_twins if paper else self.twins).get(setting) if twins else None
+        return [t for pair in zip(cases, pairs) for t in pair] if pairs else cases
 
-    def task_index(self, setting: str) -> dict[str, dict[str, Any]]:
+    def task_index(self, setting: str, twins: bool = True, lookalikes: bool = True) -> dict[str, dict[str, Any]]:
         cache = self.__dict__.setdefault("_index", {})
-        if setting not in cache:
-            cache[setting] = {t["task_id"]: t for t in self.cell(setting)}
-        return cache[setting]
+        key = (setting, twins, lookalikes)
+        if key not in cache:
+            cache[key] = {t["task_id"]: t for t in self.cell(setting, twins, lookalikes)}
+        return cache[key]
 
 
 EXTRANEOUS_LEVELS = (2, 4, 6, 8, 10)
@@ -1425,11 +1558,14 @@ def generate(gen_seed: int = 0) -> Dataset:
             {"task_id": tid(f"extraneous_stepwise_n{n_e}", i), "base": i, "kind": "stepwise", "k": 1, "n_e": n_e,
              "j": cut_points(bases[i]["meta"]["L"])["middle"], "stage": "middle",
              "distractors": distractors[i][:n_e]} for i in ext_s]
-    # broken: the 300 step-wise bases
-    ds.tasks["broken"] = [{"task_id": tid("broken", i), "base": i, "kind": "broken", **broken_variant(gen_seed, bases[i])}
-                          for i in sw]
-    ds.twins["broken"] = [{"task_id": tid("broken-twin", t["base"]), "base": t["base"],
-                           **broken_twin(bases[t["base"]], t)} for t in ds.tasks["broken"]]
+    # broken: the 300 step-wise bases, with look-alikes of the broken tool and in the paper's layout
+    ds.tasks["broken"] = [{"task_id": tid("broken", i), "base": i, "kind": "broken", **v}
+                          for i, v in zip(sw, lookalike_cases(gen_seed, bases, sw))]
+    ds.paper["broken"] = [{"task_id": tid("broken", i), "base": i, "kind": "broken",
+                           **broken_variant(gen_seed, bases[i])} for i in sw]
+    for cases, twins in ((ds.tasks, ds.twins), (ds.paper, ds.paper_twins)):
+        twins["broken"] = [{"task_id": tid("broken-twin", t["base"]), "base": t["base"],
+                            **broken_twin(bases[t["base"]], t)} for t in cases["broken"]]
     # unsolvable: the same 100 visual bases x 4 types, each case with its solvable twin under the same
     # prompt; plus 100 controls (one twin each, its kind drawn) for §7.5's calibration
     uns = stratified_draw(gen_seed, "unsolvable", bases, 100, eligible=unsolvable_eligible)

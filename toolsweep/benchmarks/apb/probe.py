@@ -1,7 +1,7 @@
 """APB's generated cases as role-leak probe items (evaluator/role_probe.py).
 
 Three roles a model must judge and must not be able to read off a string: the Tool-Broken
-replacement among the listed tools, the extraneous (distractor) tools among the originals, and an
+replacement among the broken tool's look-alikes, the extraneous (distractor) tools among the originals, and an
 Unsolvable case among solvable ones. A case's family is its base, so the probe trains on half the
 bases and tests on the rest.
 """
@@ -32,21 +32,40 @@ def broken_tool_list(ds: Dataset, t: dict[str, Any]) -> list[dict[str, Any]]:
     if t.get("listed_broken_tool"):
         tools = [t["listed_broken_tool"] if x["name"] == t["replacement_tool"]["name"] else x for x in tools]
     tools.insert(t["insert_at"], t["replacement_tool"])
+    for x in t.get("lookalikes", ()):
+        tools.insert(x["at"], x["tool"])
     return tools
 
 
 def broken_lists(ds: Dataset, pair_only: bool = True) -> list[list[ProbeItem]]:
-    """The tool list of every Tool-Broken case as the model sees it (replacement inserted in place).
+    """The tool list of every Tool-Broken case of the paper's layout as the model sees it (replacement
+    inserted in place).
 
     `pair_only`: the broken tool and its replacement alone, in list order. The error names the
     broken tool and the replacement does its job, so a reader finds the pair; what must tell
     nothing is which of the two is the replacement, apart from that error."""
     out = []
-    for t in ds.tasks["broken"]:
+    for t in ds.cell("broken", twins=False, lookalikes=False):
         tools = broken_tool_list(ds, t)
         if pair_only:
             tools = [x for x in tools if x is t["replacement_tool"] or x["name"] == t["broken_tool"]]
         out.append([_tool_item(x, x is t["replacement_tool"], f"base{t['base']}") for x in tools])
+    return out
+
+
+def lookalike_lists(ds: Dataset) -> list[list[ProbeItem]]:
+    """The whole tool list of every Tool-Broken case of the look-alike layout (the default), in the
+    order the environment shows it, the replacement and the other look-alikes of the broken tool scored.
+
+    The error names the broken tool and every look-alike reads as that tool reworded, so a reader finds
+    the look-alikes; what must tell nothing, apart from what their words mean, is which of them does
+    the broken tool's job. The other tools shape the list's relations and are neither trained nor
+    tested on."""
+    out = []
+    for t in ds.cell("broken", twins=False):
+        candidates = {t["replacement_tool"]["name"], *(x["tool"]["name"] for x in t.get("lookalikes", ()))}
+        out.append([replace(_tool_item(x, x is t["replacement_tool"], f"base{t['base']}"),
+                            scored=x["name"] in candidates) for x in broken_tool_list(ds, t)])
     return out
 
 
@@ -107,7 +126,8 @@ def twin_lists(ds: Dataset, kinds: tuple[str, ...] = UNSOLVABLE_TYPES) -> list[l
 
 
 def run_probes(ds: Dataset, seed: int = 0) -> list[ProbeResult]:
-    return [probe("apb broken replacement", broken_lists(ds), salt="apb", seed=seed),
+    return [probe("apb broken replacement among its look-alikes", lookalike_lists(ds), salt="apb", seed=seed),
+            probe("apb broken replacement (paper layout, within its pair)", broken_lists(ds), salt="apb", seed=seed),
             probe("apb extraneous tool", extraneous_lists(ds), salt="apb", seed=seed),
             probe("apb unsolvable case", unsolvable_lists(ds), salt="apb", seed=seed),
             *[probe(f"apb unsolvable {k}", unsolvable_lists(ds, (k,)), salt="apb", seed=seed)

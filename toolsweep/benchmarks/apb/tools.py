@@ -118,20 +118,64 @@ def has_affix_relation(a: str, b: str) -> bool:
     return a == b
 
 
+def _reworded_rest(rest: list[str]) -> list[str]:
+    """A name's words after its verb, with the nouns swapped where a synonym is known (else a tail word)."""
+    new_rest = [NOUN_SYNONYMS.get(w, w) for w in rest]
+    if new_rest == rest:
+        new_rest = rest + ["data"] if rest and rest[-1] != "data" else rest + ["info"]
+    return new_rest
+
+
+def _free(name: str, avoid: set[str]) -> bool:
+    return name.lower() not in avoid and not any(has_affix_relation(name, a) for a in avoid)
+
+
 def replacement_name(words: list[str], style: str, api: str, avoid: set[str]) -> str | None:
     """A completely different name for the same function: swap the verb (and nouns when we can)."""
     if not words:
         return None
     verb, rest = words[0], words[1:]
-    options = VERB_SYNONYMS.get(verb, ())
-    for syn in options:
-        new_rest = [NOUN_SYNONYMS.get(w, w) for w in rest]
-        if new_rest == rest:
-            new_rest = rest + ["data"] if rest and rest[-1] != "data" else rest + ["info"]
-        name = style_name([syn, *new_rest], style, api)
-        if name.lower() not in avoid and not any(has_affix_relation(name, a) for a in avoid):
+    for syn in VERB_SYNONYMS.get(verb, ()):
+        name = style_name([syn, *_reworded_rest(rest)], style, api)
+        if _free(name, avoid):
             return name
     return None
+
+
+# The look-alike layout of Tool-Broken (generator.lookalike_variant): every look-alike of the broken tool,
+# the replacement among them, is its description reworded the same way, with the operation said in one
+# of these words. The replacement takes a word of its own class (the same job); each other look-alike a
+# word of another class. Every word belongs to one class only and is one gerund, so a look-alike differs
+# from the broken tool by the same number of words whichever its role.
+LOOKALIKE_OPERATIONS: dict[str, tuple[str, str]] = {
+    "calculate": ("computing", "deriving"), "compare": ("ranking", "contrasting"),
+    "round": ("quantizing", "approximating"), "adjust": ("tuning", "correcting"),
+    "validate": ("verifying", "auditing"), "forecast": ("projecting", "predicting"),
+    "extract": ("parsing", "pulling"), "analyze": ("assessing", "examining"),
+    "normalize": ("standardizing", "harmonizing"), "score": ("rating", "grading"),
+    "fetch": ("retrieving", "downloading"), "count": ("tallying", "enumerating"),
+    "choose": ("selecting", "picking"), "classify": ("categorizing", "labeling"),
+    "detect": ("locating", "finding"), "get": ("converting", "translating"),
+}
+# Classes whose words come near each other's meaning: a look-alike never takes a word of a class that
+# shares a group with the broken tool's, so no look-alike could be read as doing the same job.
+LOOKALIKE_NEAR: tuple[frozenset[str], ...] = (
+    frozenset({"fetch", "extract", "get", "detect", "choose"}),
+    frozenset({"analyze", "validate", "score", "compare", "classify"}),
+    frozenset({"calculate", "adjust", "round", "count"}),
+)
+# A look-alike's name is the broken tool's object (its name without the verb, nouns swapped for synonyms)
+# and one of these: a name says which thing a tool acts on and never which operation, as the
+# operation's word in a name and the object's would together tell the replacement (the pair of the
+# broken tool's own class and object is the replacement's only).
+LOOKALIKE_SUFFIXES = ("service", "engine", "toolkit", "hub", "suite", "module", "utility", "gateway")
+
+
+def lookalike_name(rest: list[str], suffix: str, style: str, api: str, avoid: set[str]) -> str | None:
+    """A look-alike's name: the broken tool's words after its verb (nouns swapped where a synonym is
+    known) and `suffix`; None when it is taken."""
+    name = style_name([*(NOUN_SYNONYMS.get(w, w) for w in rest), suffix], style, api)
+    return name if _free(name, avoid) else None
 
 
 def schema_type_ok(value: Any, typ: str) -> bool:
