@@ -2,7 +2,7 @@
 setting it is bounded in (`APB.exploit_policies`), on every case or a seeded sample.
 
     OMP_NUM_THREADS=1 python bench/apb_adversaries.py [--policies all_offered replace_with_args]
-        [--settings broken unsolvable_info] [--tasks 0 (= every case)] [--seed 0]
+        [--settings broken unsolvable_info] [--tasks 0 (= every case)] [--seed 0] [--option lookalikes=false]
 
 One row per (policy, setting): n, then the metrics that decide the policy's bounds (correct, pass,
 replace, recovery, refused/false_refusal, grade where defined), in percent. Cases are graded the way an
@@ -12,6 +12,7 @@ episode grades them (`APBEnv.step`), without the episode runner, so a full table
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import random
@@ -53,11 +54,20 @@ def main() -> None:
     ap.add_argument("--settings", nargs="*", default=list(DEFAULT_SETTINGS))
     ap.add_argument("--tasks", type=int, default=0, help="cases per setting (0: every case)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="an APB option (JSON value, else a string), e.g. lookalikes=false for the paper's layout")
     args = ap.parse_args()
 
     from toolsweep.benchmarks.apb import APB
 
-    bench = APB()
+    options = {}
+    for item in args.option:
+        key, _, value = item.partition("=")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            options[key] = value
+    bench = APB(**options)
     names = args.policies or [e.name for e in bench.exploit_policies()]
     print(f"{'policy':<26}{'setting':<26}{'n':>5}  " + "".join(f"{k[:8]:>9}" for k in SHOWN) + f"{'sec':>7}")
     for name in names:

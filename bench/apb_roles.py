@@ -8,8 +8,9 @@ Rows (gen_seed `--seed`):
   and the share of cases a phrase rule flags (7 words: offline, outage, prohibited, accepted, discussed,
   handbook, eligible; plus "no file attached though the query names one").
 - The same rule on the 1,109 holistic bases (shown under P4, "Query is Solvable").
-- Tool-Broken: the probe on the replacement among every listed tool and within its pair; "the longer
-  description of the pair is the replacement" and the same for the name.
+- Tool-Broken, the paper's layout: the probe on the replacement among every listed tool and within its
+  pair; "the longer description of the pair is the replacement" and the same for the name. The default
+  layout (benchmark 1.8.0): the probe on the replacement among the broken tool's look-alikes.
 - Extraneous (n_e = 10): the probe on the distractor among every listed tool (as the checkout's probe
   reads it, and with `Finish` unscored on every checkout).
 - Tool-Broken without the broken tool in the list: what marks the replacement on its own.
@@ -58,10 +59,15 @@ def without_finish(lists: list) -> list:
     return [[replace(it, scored=False) if it.fields.get("name") == "Finish" else it for it in items] for items in lists]
 
 
+def paper_broken(ds) -> list:  # noqa: ANN001 - the dataset of the checkout on PYTHONPATH
+    """The Tool-Broken cases of the paper's layout (before benchmark 1.8.0, the only layout)."""
+    return ds.cell("broken", twins=False, lookalikes=False) if hasattr(ds, "paper") else ds.tasks["broken"]
+
+
 def without_broken(ds, apb_probe) -> list:  # noqa: ANN001 - the dataset and probe module of the checkout on PYTHONPATH
     """Tool-Broken lists without the tool the error names: what marks the replacement on its own."""
     out = []
-    for t in ds.tasks["broken"]:
+    for t in paper_broken(ds):
         tools = [x for x in apb_probe.broken_tool_list(ds, t) if x["name"] != t["broken_tool"]]
         out.append([apb_probe._tool_item(x, x is t["replacement_tool"], f"base{t['base']}") for x in tools])
     return out
@@ -131,6 +137,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
+    from dataclasses import replace
+
     from toolsweep.benchmarks.apb import probe as apb_probe
     from toolsweep.benchmarks.apb.generator import GENERATOR_VERSION, dataset
     from toolsweep.evaluator.role_probe import probe
@@ -164,12 +172,16 @@ def main() -> None:
                         *([("extraneous tool, n_e = 10, appended (the paper's layout)",
                             apb_probe.extraneous_lists(ds, position="append"))]
                           if "position" in inspect.signature(apb_probe.extraneous_lists).parameters else []),
-                        ("broken replacement, its broken tool taken out of the list", without_broken(ds, apb_probe))):
+                        ("broken replacement, its broken tool taken out of the list", without_broken(ds, apb_probe)),
+                        *([("broken replacement among its look-alikes (the default layout)", apb_probe.lookalike_lists(ds)),
+                           ("broken replacement among all listed tools (the default layout)",
+                            [[replace(it, scored=True) for it in items] for items in apb_probe.lookalike_lists(ds)])]
+                          if hasattr(apb_probe, "lookalike_lists") else [])):
         r = probe(name, lists, salt="apb", seed=args.seed)
         print(f"| {name} | {r.balanced_accuracy:.3f} | {r.shuffled_balanced_accuracy:.3f} | {r.n_test} "
               f"({r.positives}) |")
     longer_desc = longer_name = same_desc = 0
-    broken = ds.tasks["broken"]
+    broken = paper_broken(ds)
     for t in broken:
         listed = {x["name"]: x for x in apb_probe.broken_tool_list(ds, t)} if hasattr(apb_probe, "broken_tool_list") \
             else {x["name"]: x for x in ds.bases[t["base"]]["tools"]}
