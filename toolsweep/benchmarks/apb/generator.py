@@ -1499,9 +1499,9 @@ class Dataset:
     case's twin whose call succeeds (`broken_twin`): a setting holds them beside its cases unless the
     paper's layout is asked for (APB option `twins`)."""
     paper: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """Settings whose default cases differ from the paper's layout, the paper's cases (Tool-Broken: the
-    replacement alone beside the broken tool, `broken_variant`; the default has look-alikes,
-    `lookalike_variant`); `paper_twins` holds their twins. APB option `lookalikes: false` reads them."""
+    """The paper's cases of each setting whose default cases are laid out otherwise (Tool-Broken: the
+    replacement alone beside the broken tool, `broken_variant`, where the default lists look-alikes,
+    `lookalike_variant`), and in `paper_twins` their twins: what APB option `lookalikes: false` serves."""
     paper_twins: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     seconds: float = 0.0
 
