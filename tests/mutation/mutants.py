@@ -548,7 +548,8 @@ MUTANTS: list[Mutant] = [
            T_APB_ROLES, "an Unsolvable visual case attaches no file: the file count tells it (the probe read 1.000)"),
     # ------------------------------------------------------------------ twins: credit only for a response
     Mutant("apb-twins-never-served", "toolsweep/benchmarks/apb/__init__.py", "APB.tasks",
-           "twins=self.options.twins", "twins=False",
+           "self.data.cell(setting, self.options.twins, self.options.lookalikes)",
+           "self.data.cell(setting, False, self.options.lookalikes)",
            (f"{T_APB_TWINS}::test_refusing_everything_earns_half_of_every_unsolvable_setting",
             f"{T_APB_TWINS}::test_switching_tools_unread_earns_half_of_tool_broken"),
            "the settings hold the paper's cases alone: refusing everything, or switching tools unread, earns all"),
