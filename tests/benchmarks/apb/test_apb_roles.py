@@ -21,7 +21,8 @@ import pytest
 from toolsweep.benchmarks.apb import APB
 from toolsweep.benchmarks.apb.generator import (UNSOLVABLE_TYPES, Dataset, dataset, renamed_base, twin_case,
                                                 unsolvable_eligible, unsolvable_variant)
-from toolsweep.benchmarks.apb.probe import broken_lists, extraneous_lists, twin_lists, unsolvable_lists
+from toolsweep.benchmarks.apb.probe import (broken_lists, extraneous_lists, lookalike_lists, twin_lists,
+                                            unsolvable_lists)
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.role_probe import CHANCE_MARGIN, ProbeItem, probe
@@ -234,6 +235,8 @@ def test_roles_at_another_generation_seed():
     other = dataset(1)
     pair = probe("pair", broken_lists(other, pair_only=True), salt="apb", seed=1)
     assert pair.balanced_accuracy <= pair.shuffled_balanced_accuracy + CHANCE_MARGIN, pair.top_features
+    lookalikes = probe("look-alikes", lookalike_lists(other), salt="apb", seed=1)  # .485 against .484
+    assert not lookalikes.readable, (lookalikes.balanced_accuracy, lookalikes.top_features)
     # the Unsolvable twins (visual reads 0.387 there: a donor's files are a control in their own case)
     for kinds in (("conflict",), ("info",), ("visual",), UNSOLVABLE_TYPES):
         r = probe(f"twins {kinds}", twin_lists(other, kinds), salt="apb", seed=1)
