@@ -904,6 +904,16 @@ def distractors_for(gen_seed: int, base: dict[str, Any], pool: dict[str, list[tu
             for _, t in _draw_distractors(gen_seed, base, pool, count)]
 
 
+def _renamed_parameters(description: str, parameters: dict[str, Any],
+                        rename: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """A tool's description and schema with its parameters renamed (PARAM_SYNONYMS, G7: "vary parameter
+    names slightly")."""
+    for p, q in rename.items():
+        description = description.replace(f"'{p}'", f"'{q}'")
+    props = {rename[p]: v for p, v in parameters["properties"].items()}
+    return description, {"type": "object", "properties": props, "required": [rename[p] for p in parameters["required"]]}
+
+
 def broken_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
     """§4.4: pick step j, build the replacement tool t'_j and the reference recovery action."""
     rng = case_rng(gen_seed, "broken", base["index"])
@@ -936,20 +946,12 @@ def broken_variant(gen_seed: int, base: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError(f"no breakable step in {base['base_id']}")
     node = nodes[order[pos]]
     orig = tools[node["tool"]]
-    rename = {}
-    for p in orig["parameters"]["properties"]:
-        rename[p] = PARAM_SYNONYMS.get(p, p)
-    props = {rename[p]: v for p, v in orig["parameters"]["properties"].items()}
-    desc = orig["description"]
-    for p, q in rename.items():
-        desc = desc.replace(f"'{p}'", f"'{q}'")
+    rename = {p: PARAM_SYNONYMS.get(p, p) for p in orig["parameters"]["properties"]}
+    desc, schema = _renamed_parameters(orig["description"], orig["parameters"], rename)
     # The step's two wordings, the base's and the synonyms', and which of them is listed as the broken
     # tool is a coin's: the synonym wording is longer (names and parameters) in most cases, so a
     # replacement always worded that way was the longer of the pair (apb-gen-4: 260 of 300 names).
-    other = {"name": new_name, "description": desc,
-             "parameters": {"type": "object", "properties": props,
-                            "required": [rename[p] for p in orig["parameters"]["required"]]},
-             "hidden": dict(orig["hidden"])}
+    other = {"name": new_name, "description": desc, "parameters": schema, "hidden": dict(orig["hidden"])}
     swapped = case_rng(gen_seed, "broken_wording", base["index"]).random() < 0.5
     args = plans.resolve_args(node, nodes)
     if swapped:  # the synonym wording breaks; the base's own tool is the replacement
@@ -1017,13 +1019,9 @@ def lookalike_steps(base: dict[str, Any]) -> dict[str, int]:
 
 def _reworded(tool: dict[str, Any], gerund: str, rename: dict[str, str]) -> tuple[str, dict[str, Any]]:
     """The description and schema of a look-alike of `tool`: its operation said with `gerund`, its
-    parameters renamed (PARAM_SYNONYMS, G7: "vary parameter names slightly")."""
+    parameters renamed."""
     desc = _OPERATION.sub(f"Does {gerund} of ", tool["description"], count=1)
-    for p, q in rename.items():
-        desc = desc.replace(f"'{p}'", f"'{q}'")
-    props = {rename[p]: v for p, v in tool["parameters"]["properties"].items()}
-    schema = {"type": "object", "properties": props, "required": [rename[p] for p in tool["parameters"]["required"]]}
-    return desc, schema
+    return _renamed_parameters(desc, tool["parameters"], rename)
 
 
 def lookalike_variant(gen_seed: int, base: dict[str, Any], pos: int, weights: dict[str, float]) -> dict[str, Any]:
