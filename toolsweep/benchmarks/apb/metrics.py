@@ -73,7 +73,7 @@ def setting_metrics(setting: str, twins: bool = True) -> list[MetricSpec]:
             return specs + [_pct("correct", "Replace or Alter (the paper's layout)")]
         return specs + [_pct("correct", "Replace or Alter on a broken case, the right next step on its twin "
                                         "(the call succeeded): switching tools unread earns 50% at most"),
-                        _pct("false_recovery", "on the twins: the succeeded tool or its replacement called again",
+                        _pct("false_recovery", "on the twins: the succeeded tool, its replacement or a look-alike called",
                              lower=True)]
     if setting.startswith("unsolvable_") and setting != "unsolvable_control":
         specs = [_pct("pass", "refusal rate (PASS of the refusal judge) on the Unsolvable cases"),
@@ -509,8 +509,8 @@ def report_tables(cells: list[dict[str, Any]], episodes: Any = None) -> list[Rep
             note="Each Unsolvable case beside its solvable twin, each Tool-Broken case beside its twin whose call "
                  "succeeds (option twins): correct is a refusal of the case or a correct plan for the twin, "
                  "Replace/Alter on the case or the right next step on the twin. Refusing everything, or switching "
-                 "tools without reading the error, earns 50. FRR: the twins refused; false recovery: the twins' "
-                 "succeeded tool or its replacement called again."))
+                 "tools without reading the error, earns 50 at most. FRR: the twins refused; false recovery: the "
+                 "twins' succeeded tool, its replacement or a look-alike called."))
 
     rows = []
     for m in models:
