@@ -243,8 +243,11 @@ class APB(Benchmark):
                            settings=["broken"]))
         # never reads the error: on a twin, whose call succeeded, it recovers from no fault (test_apb_twins);
         # beside look-alikes the nearest description is the replacement in about 1 case of 4 (test_apb_lookalikes)
-        found = {} if self.options.lookalikes else {"replace": 1.0}
-        unread = {**found, "false_recovery": 1.0} if self.options.twins else {**found, "correct": 1.0} if found else {}
+        unread: dict[str, float] = {} if self.options.lookalikes else {"replace": 1.0}
+        if self.options.twins:
+            unread["false_recovery"] = 1.0
+        elif unread:
+            unread["correct"] = 1.0
         out.append(bounded("blind_switch", floors=unread, ceilings={"retry": 0.0, "refuse": 0.0}, settings=["broken"]))
         # with the twins (the default) it refuses them too: `correct` is then half (test_apb_twins)
         out.append(bounded("always_refuse", floors={"pass": 1.0, "refused": 1.0} if self.options.twins
