@@ -235,7 +235,7 @@ def test_roles_at_another_generation_seed():
     other = dataset(1)
     pair = probe("pair", broken_lists(other, pair_only=True), salt="apb", seed=1)
     assert pair.balanced_accuracy <= pair.shuffled_balanced_accuracy + CHANCE_MARGIN, pair.top_features
-    lookalikes = probe("look-alikes", lookalike_lists(other), salt="apb", seed=1)  # .485 against .484
+    lookalikes = probe("look-alikes", lookalike_lists(other), salt="apb", seed=1)  # .490 against .494
     assert not lookalikes.readable, (lookalikes.balanced_accuracy, lookalikes.top_features)
     # the Unsolvable twins (visual reads 0.387 there: a donor's files are a control in their own case)
     for kinds in (("conflict",), ("info",), ("visual",), UNSOLVABLE_TYPES):

@@ -146,16 +146,19 @@ def replacement_name(words: list[str], style: str, api: str, avoid: set[str]) ->
 # the replacement among them, is its description reworded the same way, with the operation said in one
 # of these words. The replacement takes a word of its own class (the same job); each other look-alike a
 # word of another class. Every word belongs to one class only and is one gerund, so a look-alike differs
-# from the broken tool by the same number of words whichever its role.
+# from the broken tool by the same number of words whichever its role. No word shares a stem with how the
+# base's tools say its class ("retrieving" for "retrieval" was found by its stem), and a class's words
+# share about as many letter pairs with that as other classes' words do (character n-gram rules pick
+# the replacement about as often as chance).
 LOOKALIKE_OPERATIONS: dict[str, tuple[str, str]] = {
-    "calculate": ("computing", "deriving"), "compare": ("ranking", "contrasting"),
+    "calculate": ("deriving", "reckoning"), "compare": ("ranking", "ordering"),
     "round": ("quantizing", "approximating"), "adjust": ("tuning", "correcting"),
     "validate": ("verifying", "auditing"), "forecast": ("projecting", "predicting"),
     "extract": ("parsing", "pulling"), "analyze": ("assessing", "examining"),
     "normalize": ("standardizing", "harmonizing"), "score": ("rating", "grading"),
-    "fetch": ("retrieving", "downloading"), "count": ("tallying", "enumerating"),
-    "choose": ("selecting", "picking"), "classify": ("categorizing", "labeling"),
-    "detect": ("locating", "finding"), "get": ("converting", "translating"),
+    "fetch": ("obtaining", "downloading"), "count": ("tallying", "enumerating"),
+    "choose": ("picking", "handpicking"), "classify": ("categorizing", "labeling"),
+    "detect": ("locating", "finding"), "get": ("translating", "mapping"),
 }
 # Classes whose words come near each other's meaning: a look-alike never takes a word of a class that
 # shares a group with the broken tool's, so no look-alike could be read as doing the same job.
