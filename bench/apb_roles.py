@@ -59,6 +59,15 @@ def without_finish(lists: list) -> list:
     return [[replace(it, scored=False) if it.fields.get("name") == "Finish" else it for it in items] for items in lists]
 
 
+def lookalike_rows(apb_probe, ds, replace) -> list:  # noqa: ANN001 - the checkout's probe module and dataset
+    """The default layout's Tool-Broken lists (benchmark 1.8.0): the replacement among its look-alikes, and
+    among every listed tool."""
+    lists = apb_probe.lookalike_lists(ds)
+    return [("broken replacement among its look-alikes (the default layout)", lists),
+            ("broken replacement among all listed tools (the default layout)",
+             [[replace(it, scored=True) for it in items] for items in lists])]
+
+
 def paper_broken(ds) -> list:  # noqa: ANN001 - the dataset of the checkout on PYTHONPATH
     """The Tool-Broken cases of the paper's layout (before benchmark 1.8.0, the only layout)."""
     return ds.cell("broken", twins=False, lookalikes=False) if hasattr(ds, "paper") else ds.tasks["broken"]
@@ -173,10 +182,7 @@ def main() -> None:
                             apb_probe.extraneous_lists(ds, position="append"))]
                           if "position" in inspect.signature(apb_probe.extraneous_lists).parameters else []),
                         ("broken replacement, its broken tool taken out of the list", without_broken(ds, apb_probe)),
-                        *([("broken replacement among its look-alikes (the default layout)", apb_probe.lookalike_lists(ds)),
-                           ("broken replacement among all listed tools (the default layout)",
-                            [[replace(it, scored=True) for it in items] for items in apb_probe.lookalike_lists(ds)])]
-                          if hasattr(apb_probe, "lookalike_lists") else [])):
+                        *(lookalike_rows(apb_probe, ds, replace) if hasattr(apb_probe, "lookalike_lists") else [])):
         r = probe(name, lists, salt="apb", seed=args.seed)
         print(f"| {name} | {r.balanced_accuracy:.3f} | {r.shuffled_balanced_accuracy:.3f} | {r.n_test} "
               f"({r.positives}) |")

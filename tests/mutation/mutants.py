@@ -565,7 +565,8 @@ MUTANTS: list[Mutant] = [
     Mutant("apb-false-recovery-misses-the-lookalikes", APB_ENV, "APBEnv._recovers",
            '*(x["tool"]["name"] for x in self.task.get("lookalikes", ()))}',
            '}',
-           (f"{T_APB_LOOKALIKES}::test_a_lookalike_is_no_recovery_and_switching_to_one_after_a_success_is_a_false_recovery",),
+           (f"{T_APB_LOOKALIKES}::"
+            "test_a_lookalike_is_no_recovery_and_switching_to_one_after_a_success_is_a_false_recovery",),
            "a switch to a look-alike after a call that succeeded is not counted as a recovery from no fault"),
     Mutant("apb-lookalikes-not-listed", APB_ENV, "APBEnv._build",
            'tools.insert(x["at"], x["tool"])',

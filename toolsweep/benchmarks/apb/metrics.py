@@ -73,8 +73,8 @@ def setting_metrics(setting: str, twins: bool = True) -> list[MetricSpec]:
             return specs + [_pct("correct", "Replace or Alter (the paper's layout)")]
         return specs + [_pct("correct", "Replace or Alter on a broken case, the right next step on its twin "
                                         "(the call succeeded): switching tools unread earns 50% at most"),
-                        _pct("false_recovery", "on the twins: the succeeded tool, its replacement or a look-alike called",
-                             lower=True)]
+                        _pct("false_recovery",
+                             "on the twins: the succeeded tool, its replacement or a look-alike called", lower=True)]
     if setting.startswith("unsolvable_") and setting != "unsolvable_control":
         specs = [_pct("pass", "refusal rate (PASS of the refusal judge) on the Unsolvable cases"),
                  _pct("pass_strict", "PASS and the reason names what is missing")]
