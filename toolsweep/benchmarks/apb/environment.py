@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolsweep.benchmarks.apb import plans, prompts
-from toolsweep.benchmarks.apb.generator import Dataset, renamed_base, step_bin
+from toolsweep.benchmarks.apb.generator import Dataset, broken_listing, renamed_base, step_bin
 from toolsweep.benchmarks.apb.grader import FLAGS, PlanGrader, PlanResult, extract_with_prose, parse_judge_verdict
 from toolsweep.benchmarks.apb.metrics import BREAKDOWNS, domain_slug
 from toolsweep.benchmarks.apb.tools import FINISH, render_tool_line
@@ -170,11 +170,7 @@ class APBEnv:
                 rng = random.Random(f"{t['task_id']}|shuffle")
                 rng.shuffle(tools)
         if self.kind == "broken" or self.twin_of == "broken":  # the twin lists what its case lists
-            if t.get("listed_broken_tool"):  # the other wording of the step breaks (generator.broken_variant)
-                tools = [t["listed_broken_tool"] if x["name"] == t["replacement_tool"]["name"] else x for x in tools]
-            tools.insert(t["insert_at"], t["replacement_tool"])
-            for x in t.get("lookalikes", ()):  # the look-alike layout (generator.lookalike_variant)
-                tools.insert(x["at"], x["tool"])
+            tools = broken_listing(tools, t)
         if self.kind == "unsolvable":
             query, files, tools = t["query"], t["files"], list(t["tools"])
             if t["unsolvable_type"] == "visual" and self.options.unsolvable_visual == "no_file":

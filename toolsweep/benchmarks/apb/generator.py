@@ -1108,6 +1108,19 @@ def lookalike_cases(gen_seed: int, bases: list[dict[str, Any]], sample: list[int
     return [lookalike_variant(gen_seed, bases[i], steps[i][chosen[i]], broke) for i in sample]
 
 
+def broken_listing(tools: list[dict[str, Any]], case: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools a Tool-Broken case (or its twin) lists, from its base's: the wording that breaks in the
+    step's place (`broken_variant`), the replacement at `insert_at`, then each look-alike at its place
+    (`lookalike_variant`)."""
+    tools = list(tools)
+    if case.get("listed_broken_tool"):
+        tools = [case["listed_broken_tool"] if x["name"] == case["replacement_tool"]["name"] else x for x in tools]
+    tools.insert(case["insert_at"], case["replacement_tool"])
+    for x in case.get("lookalikes", ()):
+        tools.insert(x["at"], x["tool"])
+    return tools
+
+
 def variant_output(base: dict[str, Any], pos: int) -> dict[str, Any]:
     """The tool message of the reference trajectory's step `pos` (0-based)."""
     message = base["reference"]["trajectory"][2 * pos + 1]

@@ -12,8 +12,8 @@ import random
 from dataclasses import replace
 from typing import Any
 
-from toolsweep.benchmarks.apb.generator import (UNSOLVABLE_TYPES, Dataset, twin_case, unsolvable_eligible,
-                                                unsolvable_variant)
+from toolsweep.benchmarks.apb.generator import (UNSOLVABLE_TYPES, Dataset, broken_listing, twin_case,
+                                                unsolvable_eligible, unsolvable_variant)
 from toolsweep.benchmarks.apb.environment import render_files
 from toolsweep.benchmarks.apb.tools import FINISH
 from toolsweep.evaluator.role_probe import ProbeItem, ProbeResult, probe
@@ -27,14 +27,8 @@ def _tool_item(tool: dict[str, Any], label: bool, family: str) -> ProbeItem:
 
 
 def broken_tool_list(ds: Dataset, t: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tools of a Tool-Broken case as the model sees them (environment.APBEnv._build)."""
-    tools = list(ds.bases[t["base"]]["tools"])
-    if t.get("listed_broken_tool"):
-        tools = [t["listed_broken_tool"] if x["name"] == t["replacement_tool"]["name"] else x for x in tools]
-    tools.insert(t["insert_at"], t["replacement_tool"])
-    for x in t.get("lookalikes", ()):
-        tools.insert(x["at"], x["tool"])
-    return tools
+    """The tools of a Tool-Broken case as the model sees them (the environment lists the same)."""
+    return broken_listing(ds.bases[t["base"]]["tools"], t)
 
 
 def broken_lists(ds: Dataset, pair_only: bool = True) -> list[list[ProbeItem]]:
