@@ -44,28 +44,47 @@ def shared_dir() -> Path:
     return Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared"))
 
 
-# Tests that run Ray in this process (the session's embedded Ray, a `ray.cluster_utils.Cluster`) or
-# start Ray clusters of their own: under pytest-xdist (`-n auto`) they all run on one worker, so there
-# is one embedded Ray per run, not one per worker, and no two tests' clusters meet. (pytest-xdist's own
+# Tests that run Ray in this process (the worker's embedded Ray, a `ray.cluster_utils.Cluster`) or
+# start Ray clusters of their own. Under pytest-xdist (`-n auto`) each such file is one scope, run whole
+# by one worker: its tests share their module's fixtures, and a worker starts its embedded Ray once, on
+# the first test that asks for it, and keeps it for every later Ray file it is given. Every worker can
+# take Ray files, so Ray's waits (heartbeats, outages, restarts) overlap with other tests instead of
+# queueing on one worker (the default tier's wall time was that one worker's: 915 s of Ray tests beside
+# 471 s of the rest, on two cores mostly idle). Clusters do not meet: an embedded Ray is
+# `address="local"` with ports of its own, `ray start` clusters here use private temp dirs and ports,
+# and the tests that look for processes look for their own model's or port's. (pytest-xdist's own
 # `--dist loadgroup` does not group under pytest 9, whose node ids it can no longer suffix.)
 RAY_PATHS = ("tests/cluster/", "tests/k8s/test_k8s_entrypoint_local.py", "tests/models/test_models_runtime.py")
+# The browser tier runs whole on one worker too: its session fixtures (the quick start, one Chromium)
+# are then made once, also when it runs beside tier 3 (`-m "tier3 or browser"`).
+ONE_SCOPE_PATHS = ("tests/browser/",)
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit of work pytest-xdist hands a worker for a test: its Ray file, the browser tier, or the
+    test alone."""
+    for prefix in ONE_SCOPE_PATHS:
+        if nodeid.startswith(prefix):
+            return prefix
+    return nodeid.split("::", 1)[0] if nodeid.startswith(RAY_PATHS) else nodeid
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: without it installed, pytest runs as usual
 def pytest_xdist_make_scheduler(config, log):
-    """Every Ray test in one scope (one worker, in collection order); every other test on its own."""
+    """A Ray test file is one scope (one worker, in collection order), so is the browser tier; every
+    other test is its own."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class RayTestsTogether(LoadScopeScheduling):
+    class RayFilesWhole(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "ray" if nodeid.startswith(RAY_PATHS) else nodeid
+            return xdist_scope(nodeid)
 
-    return RayTestsTogether(config, log)
+    return RayFilesWhole(config, log)
 
 
 @pytest.fixture
 def ray_local():
-    """One embedded Ray for the whole session (started on first use, ~5 s). `address="local"`: a new
+    """One embedded Ray for the whole process (started on first use, ~5 s). `address="local"`: a new
     instance of its own, never the machine's latest `ray start` cluster (which a plain `ray.init()`
     joins, and then refuses num_cpus: "When connecting to an existing cluster ...")."""
     import ray

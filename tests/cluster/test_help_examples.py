@@ -114,7 +114,8 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        # `address="local"`: a Ray of its own, never a cluster another test started on the machine
+        ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield ray
 
 

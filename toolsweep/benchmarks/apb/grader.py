@@ -87,19 +87,32 @@ def extract_with_prose(text: str | None) -> tuple[Any, bool, str]:
     if not text:
         return None, False, ""
     cleaned = _FENCE.sub("", _THINK.sub("", text))  # reasoning models' <think> blocks are not the answer
+    span = _first_value_span(cleaned)
+    if span is None:
+        return None, False, cleaned
+    start, end = span
+    value = json.JSONDecoder().raw_decode(cleaned[start:end])[0]  # a fresh value: the caller may change it
+    return value, True, cleaned[:start] + "\n" + cleaned[end:]
+
+
+@functools.lru_cache(maxsize=32)
+def _first_value_span(cleaned: str) -> tuple[int, int] | None:
+    """Where the first JSON value of a cleaned reply lies, or None. Kept for the last few replies: one
+    reply is read by several graders (the step, the final grade, the refusal reading), and finding the
+    value is a pass in Python over every bracket of a reply that can hold tens of thousands."""
     decoder = json.JSONDecoder()
     roots, children = _bracket_spans(cleaned)
     queue = collections.deque((span, 0) for span in roots)
     while queue:
         (start, end), depth = queue.popleft()
         try:
-            value, stop = decoder.raw_decode(cleaned[start:end])
+            _, stop = decoder.raw_decode(cleaned[start:end])
         except (ValueError, RecursionError):
             if depth < _MAX_RETRY_DEPTH:
                 queue.extendleft((c, depth + 1) for c in reversed(children.get(start, [])))
             continue
-        return value, True, cleaned[:start] + "\n" + cleaned[start + stop:]
-    return None, False, cleaned
+        return start, start + stop
+    return None
 
 
 def _norm(s: Any) -> str:
