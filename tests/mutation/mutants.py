@@ -56,6 +56,7 @@ JUDGING = "toolsweep/evaluator/judging.py"
 VERDICT_MODEL = "toolsweep/evaluator/verdict_model.py"
 TRAJECT_ENV = "toolsweep/benchmarks/traject_bench/environment.py"
 TOOLMAZE_ENV = "toolsweep/benchmarks/toolmaze/environment.py"
+SIZING = "toolsweep/models/sizing.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
 T_TEXT_VERDICTS = ("tests/verdicts/test_verdict_corpora.py",)
@@ -426,6 +427,12 @@ MUTANTS: list[Mutant] = [
            "a guessed gold value (never obtained from a trusted call) earns credit"),
     # (`reached` is implied by `grounded` since a value counts only under the datatype it was obtained as:
     # dropping it from `correct` is an equivalent mutant; the failure category still reads it)
+    Mutant("planbench-grounded-as-any-datatype", PLANBENCH_ENV, "PlanBenchEnv._answer",
+           "grounded = self.task.target in st.grounded_as.get(norm_value(self.task.gold), ())",
+           "grounded = bool(st.grounded_as.get(norm_value(self.task.gold)))",
+           ("tests/benchmarks/planbench_xl/test_planbench_xl_adversaries.py::"
+            "test_fig11_trap_of_the_issue_is_graded_incorrect",),
+           "the gold string obtained for real as another datatype (Fig. 11's default payment method) is credited"),
     Mutant("planbench-unreached-called-wrong-answer", PLANBENCH_ENV, "PlanBenchEnv._answer",
            '"final_answer_wrong" if reached else', '"final_answer_wrong" if not reached else', T_PLANBENCH_TARGET,
            "an answer given without reaching the target datatype is filed as a wrong answer (and the reverse)"),
@@ -604,4 +611,14 @@ MUTANTS: list[Mutant] = [
            'seed = hashlib.sha256(f"{run_id}|{unit_id}|{time.time_ns()}".encode()).hexdigest()',
            ("tests/cluster/test_mlflow_repair.py::test_a_trace_written_twice_is_one_trace_with_its_spans",),
            "a trace written again after an interrupt gets a new id: a half-written export is never completed"),
+    Mutant("apb-lookalike-stands-in-for-the-broken-tool", APB_GRADER, "PlanGrader._sound_call",
+           'stands_in = name == replacement or name in self.names_for[broken_node] or bool(',
+           'stands_in = self.kind(name) in ("replacement", "lookalike") or name in self.names_for[broken_node] or bool(',
+           (f"{T_APB_LOOKALIKES}::test_a_lookalike_called_with_the_failed_calls_own_argument_names_is_no_recovery",),
+           "a look-alike is taken for the replacement (both reword the broken tool): Alter, recovery credited"),
+    Mutant("in-flight-cap-of-another-server", SIZING, "in_flight_record",
+           'server = next((s for s in sizing.values() if m.name in s.get("serves", ())), None)',
+           'server = next((s for s in sizing.values()), None)',
+           ("tests/models/test_in_flight_record.py",),
+           "every model records the first server's cap: the manifest says 48 in flight for a model capped at 6"),
 ]

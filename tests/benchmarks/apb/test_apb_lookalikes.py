@@ -136,6 +136,27 @@ def test_a_lookalike_is_no_recovery_and_switching_to_one_after_a_success_is_a_fa
             assert {k: metrics[k] for k in want} == want, (tid, name, metrics)
 
 
+def test_a_lookalike_called_with_the_failed_calls_own_argument_names_is_no_recovery(bench):
+    """The failed call's own arguments, unrenamed, fit a look-alike's node as the broken tool's do: it is
+    still Other (J5 Category 5), never Alter with recovery credit, since a look-alike has none of the broken
+    tool's capabilities; on the twin it is a false recovery."""
+    cases = bench.data.cell("broken", twins=True)
+    for case, twin in list(zip(cases[::2], cases[1::2]))[::25]:
+        renamed = case["reference_action"]["tool_calls"][0]["function"]["arguments"]
+        own_names = {old: renamed[new] for old, new in case["arg_map"].items() if new in renamed}
+        assert set(own_names) != set(renamed), case["arg_map"]  # other names than the test above tries
+        decoy = case["lookalikes"][0]["tool"]["name"]
+        for tid, want in ((case["task_id"], {"other": 1.0, "alter": 0.0, "correct": 0.0}),
+                          (twin["task_id"], {"false_recovery": 1.0, "correct": 0.0})):
+            env = bench.make_env(tid, "broken", 0)
+            env.reset()
+            env.step(Message(role="assistant", content=json.dumps({
+                "role": "assistant", "thought": "switching",
+                "tool_calls": [{"type": "function", "function": {"name": decoy, "arguments": own_names}}]})))
+            metrics = env.result()
+            assert {k: metrics[k] for k in want} == want, (tid, decoy, own_names, metrics)
+
+
 def test_the_floor_no_longer_fills_the_recovery_half(bench):
     """The floor (`heuristic`, the searched policy for Tool-Broken) on every case: Replace was 1.000 in the
     paper's layout; beside look-alikes it is what a pick among 4 gives."""
