@@ -99,6 +99,21 @@ def test_the_documented_image_override_changes_every_image_of_the_stores_and_eve
     assert OURS["toolsweep-mlflow"] in pod_images(k8s.render(tmp_path / "k8s" / "stores" / "bundled"))
 
 
+def test_the_image_override_block_stops_before_writing_when_registry_or_tag_is_unset(k8s, tmp_path):
+    """In a new shell without the build block's variables the override block says what to set and writes
+    nothing (it wrote `newName: /toolsweep` and `newTag: ""` before)."""
+    block = marked_block(guide(k8s), "image-override")
+    for unset in ("REGISTRY", "TAG"):
+        shutil.copytree(k8s.K8S, tmp_path / unset / "k8s")
+        target = tmp_path / unset / "k8s" / "components" / "images" / "kustomization.yaml"
+        before = target.read_text()
+        env = {k: v for k, v in {**os.environ, "REGISTRY": REGISTRY, "TAG": TAG}.items() if k != unset}
+        run = subprocess.run(["bash", "-c", block], cwd=tmp_path / unset, env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert run.returncode != 0 and f"set {unset}" in run.stderr, (unset, run.stderr)
+        assert target.read_text() == before
+
+
 # What outlives a sweep: deleting any of these loses results, credentials or the models' binding.
 KEPT_KINDS = {"Namespace", "PersistentVolumeClaim", "PersistentVolume", "Secret", "StatefulSet", "StorageClass"}
 
