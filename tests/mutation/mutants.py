@@ -57,6 +57,7 @@ VERDICT_MODEL = "toolsweep/evaluator/verdict_model.py"
 TRAJECT_ENV = "toolsweep/benchmarks/traject_bench/environment.py"
 TOOLMAZE_ENV = "toolsweep/benchmarks/toolmaze/environment.py"
 SIZING = "toolsweep/models/sizing.py"
+TRAJECT_JUDGE_PARSE = "toolsweep/benchmarks/traject_bench/judge.py"
 
 T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
 T_TEXT_VERDICTS = ("tests/verdicts/test_verdict_corpora.py",)
@@ -616,6 +617,13 @@ MUTANTS: list[Mutant] = [
            'stands_in = self.kind(name) in ("replacement", "lookalike") or name in self.names_for[broken_node] or bool(',
            (f"{T_APB_LOOKALIKES}::test_a_lookalike_called_with_the_failed_calls_own_argument_names_is_no_recovery",),
            "a look-alike is taken for the replacement (both reword the broken tool): Alter, recovery credited"),
+    Mutant("traject-judge-score-clamped", TRAJECT_JUDGE_PARSE, "parse_traj_score",
+           "if not math.isfinite(value) or not 0.0 <= value <= 10.0:", "if not math.isfinite(value):",
+           T_TRAJECT_JUDGE, "a score off the judge's 0-10 scale (42) is taken as a grade instead of asked again"),
+    Mutant("traject-judge-string-match-read", TRAJECT_JUDGE_PARSE, "parse_acc_verdict",
+           "return match if isinstance(match, bool) else None",
+           'return match if isinstance(match, bool) else (str(match).lower() == "true" if match else None)',
+           T_TRAJECT_JUDGE, 'a string where the protocol wants a boolean ("true") is read as a verdict'),
     Mutant("in-flight-cap-of-another-server", SIZING, "in_flight_record",
            'server = next((s for s in sizing.values() if m.name in s.get("serves", ())), None)',
            'server = next((s for s in sizing.values()), None)',

@@ -58,11 +58,15 @@ def play(bench: TrajectBench, policy: str, helpers: dict, index: int = 0):
 
 def test_verdicts_are_read_from_prose_and_fences_and_bounded():
     assert parse_acc_verdict('Sure.\n```json\n{"match": true, "reason": "same"}\n```') is True
-    assert parse_acc_verdict('{"match": "false", "reason": "x"}') is False
+    assert parse_acc_verdict('{"match": false, "reason": "x"}') is False
     assert parse_acc_verdict("they match") is None and parse_acc_verdict('{"match": 1}') is None
+    # the protocol asks for a boolean: a string is no verdict (it was read as one before)
+    assert parse_acc_verdict('{"match": "true"}') is None and parse_acc_verdict('{"match": "false"}') is None
     assert parse_traj_score('{"score": 7, "reason": "ok"}') == 7.0
-    assert parse_traj_score('{"score": "9"}') == 9.0
-    assert parse_traj_score('{"score": 15}') == 10.0 and parse_traj_score('{"score": -2}') == 0.0
+    assert parse_traj_score('{"score": 0}') == 0.0 and parse_traj_score('{"score": 10}') == 10.0
+    # off the 0-10 scale, or not a number: unreadable, never clamped (42 was read as 10 before)
+    assert parse_traj_score('{"score": 42}') is None and parse_traj_score('{"score": -2}') is None
+    assert parse_traj_score('{"score": 10.5}') is None and parse_traj_score('{"score": "9"}') is None
     assert parse_traj_score('{"score": true}') is None and parse_traj_score("nine") is None
 
 

@@ -8,9 +8,10 @@ llm:<model>`), at temperature 0 like every helper.
 - **Traj-Satisfy** (paper §4.1, spec §4.4, rubric (a)): "to what extent a predicted trajectory can solve
   the user query", with no gold. The judge sees the query and the predicted calls as tool names with
   their descriptions cut to 120 characters (not the arguments) and answers JSON `{"score": 0-10,
-  "reason": ...}` by the rubric's bands; the score is clamped to [0, 10].
+  "reason": ...}` by the rubric's bands.
 
-An unreadable verdict (prose, empty, `{"match": "maybe"}`, a judge call that raised) is asked again and
+An unreadable verdict (prose, empty, `{"match": "maybe"}`, a string where the protocol wants a boolean, a
+score off the 0-10 scale, a judge call that raised) is asked again and
 then left undefined, out of the metric's n and counted in `judge_unreadable` (evaluator.judging, the
 protocol of every judged benchmark). The rubric's scorer gives such a reply 0; that would count the
 judge's failure as the model's, so it is not followed.
@@ -106,30 +107,26 @@ def _json_object(text: str) -> dict[str, Any] | None:
 
 
 def parse_acc_verdict(text: str) -> bool | None:
-    """The judge's match verdict, or None when the reply has no readable one."""
+    """The judge's match verdict, or None when the reply has no readable one. Read as the protocol asks
+    (`"match": true or false`): a string ("true", "yes") is not that answer, and is asked again."""
     obj = _json_object(text)
     if obj is None:
         return None
     match = obj.get("match")
-    if isinstance(match, bool):
-        return match
-    if isinstance(match, str) and match.strip().lower() in ("true", "false", "yes", "no"):
-        return match.strip().lower() in ("true", "yes")
-    return None
+    return match if isinstance(match, bool) else None
 
 
 def parse_traj_score(text: str) -> float | None:
-    """The judge's score clamped to [0, 10], or None when the reply has no readable one."""
+    """The judge's score on its 0-10 scale, or None when the reply has no readable one. A score off the
+    scale (42) or not a number ("9", true) is not an answer to the protocol (`<integer 0-10>`): it is asked
+    again, never clamped to a grade the judge did not give."""
     obj = _json_object(text)
     if obj is None:
         return None
     score = obj.get("score")
-    if isinstance(score, bool):
+    if isinstance(score, bool) or not isinstance(score, (int, float)):
         return None
-    try:
-        value = float(score)
-    except (TypeError, ValueError):
+    value = float(score)
+    if not math.isfinite(value) or not 0.0 <= value <= 10.0:
         return None
-    if not math.isfinite(value):
-        return None
-    return min(10.0, max(0.0, value))
+    return value
