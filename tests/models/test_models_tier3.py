@@ -214,7 +214,8 @@ def test_smollm2_judges_and_critiques_apb_episodes(smollm2):
     # default reply budget (1,024) let SmolLM2 ramble to the limit on every ask, about 13 minutes of two
     # cores for these two episodes; what this test checks (a real model's replies go through the judge's
     # protocol, re-asks included, and the critic's review reaches the agent) does not depend on length.
-    judge = HFModelConfig(name="judge", path=str(smollm2), max_batch_size=2, num_threads=2, kv_cache_mib=512,
+    # One thread: tier 3 runs two tests at once on two cores, and a second thread only waits for a core.
+    judge = HFModelConfig(name="judge", path=str(smollm2), max_batch_size=2, num_threads=1, kv_cache_mib=512,
                           max_model_len=8192, helper_max_tokens=128)
     bench = APB(grader="llm:judge", critic="model:judge")
     sampling = Sampling(temperature=0.7, max_tokens=96)
