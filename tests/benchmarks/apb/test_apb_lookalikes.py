@@ -116,6 +116,16 @@ def test_the_replacement_is_at_chance_among_its_lookalikes_for_the_probe(bench):
     assert not r.readable, (r.balanced_accuracy, r.shuffled_balanced_accuracy, r.top_features)
 
 
+def _after_switching(bench: APB, task_id: str, name: str, args: dict) -> dict:
+    """The metrics of a Tool-Broken case (or twin) answered by one call of `name` with `args`."""
+    env = bench.make_env(task_id, "broken", 0)
+    env.reset()
+    env.step(Message(role="assistant", content=json.dumps({
+        "role": "assistant", "thought": "switching",
+        "tool_calls": [{"type": "function", "function": {"name": name, "arguments": args}}]})))
+    return env.result()
+
+
 def test_a_lookalike_is_no_recovery_and_switching_to_one_after_a_success_is_a_false_recovery(bench):
     """A look-alike called with the failed step's arguments (renamed as the replacement's) is Other on the
     case, J5 Category 5; on the twin, whose call succeeded, it is a false recovery. The replacement called
@@ -127,12 +137,7 @@ def test_a_lookalike_is_no_recovery_and_switching_to_one_after_a_success_is_a_fa
         for tid, name, want in ((case["task_id"], decoy, {"other": 1.0, "correct": 0.0}),
                                 (case["task_id"], case["replacement_tool"]["name"], {"replace": 1.0, "correct": 1.0}),
                                 (twin["task_id"], decoy, {"false_recovery": 1.0, "correct": 0.0})):
-            env = bench.make_env(tid, "broken", 0)
-            env.reset()
-            env.step(Message(role="assistant", content=json.dumps({
-                "role": "assistant", "thought": "switching",
-                "tool_calls": [{"type": "function", "function": {"name": name, "arguments": args}}]})))
-            metrics = env.result()
+            metrics = _after_switching(bench, tid, name, args)
             assert {k: metrics[k] for k in want} == want, (tid, name, metrics)
 
 
@@ -148,12 +153,7 @@ def test_a_lookalike_called_with_the_failed_calls_own_argument_names_is_no_recov
         decoy = case["lookalikes"][0]["tool"]["name"]
         for tid, want in ((case["task_id"], {"other": 1.0, "alter": 0.0, "correct": 0.0}),
                           (twin["task_id"], {"false_recovery": 1.0, "correct": 0.0})):
-            env = bench.make_env(tid, "broken", 0)
-            env.reset()
-            env.step(Message(role="assistant", content=json.dumps({
-                "role": "assistant", "thought": "switching",
-                "tool_calls": [{"type": "function", "function": {"name": decoy, "arguments": own_names}}]})))
-            metrics = env.result()
+            metrics = _after_switching(bench, tid, decoy, own_names)
             assert {k: metrics[k] for k in want} == want, (tid, decoy, own_names, metrics)
 
 
