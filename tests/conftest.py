@@ -50,7 +50,8 @@ def shared_dir() -> Path:
 # the first test that asks for it, and keeps it for every later Ray file it is given. Every worker can
 # take Ray files, so Ray's waits (heartbeats, outages, restarts) overlap with other tests instead of
 # queueing on one worker (the default tier's wall time was that one worker's: 915 s of Ray tests beside
-# 471 s of the rest, on two cores mostly idle). Clusters do not meet: an embedded Ray is
+# 471 s of the rest, 812 CPU-seconds in 938 s on two cores). With the slow tier in the same run the two
+# cores' computation, not this grouping, sets the wall time. Clusters do not meet: an embedded Ray is
 # `address="local"` with ports of its own, `ray start` clusters here use private temp dirs and ports,
 # and the tests that look for processes look for their own model's or port's. (pytest-xdist's own
 # `--dist loadgroup` does not group under pytest 9, whose node ids it can no longer suffix.)

@@ -210,11 +210,11 @@ def test_smollm2_judges_and_critiques_apb_episodes(smollm2):
     from toolsweep.models.config import HFModelConfig
     from toolsweep.models.factory import build_helpers
 
-    # A verdict is a short JSON object and the critic's review a few sentences: 128 tokens hold either. The
-    # default reply budget (1,024) let SmolLM2 ramble to the limit on every ask, about 13 minutes of two
-    # cores for these two episodes; what this test checks (a real model's replies go through the judge's
-    # protocol, re-asks included, and the critic's review reaches the agent) does not depend on length.
-    # One thread: tier 3 runs two tests at once on two cores, and a second thread only waits for a core.
+    # A verdict is a short JSON object and the critic's review a few sentences: 128 tokens hold either
+    # (the default helper budget is 1,024). What this test checks (a real model's replies go through the
+    # judge's protocol, re-asks included, and the critic's review reaches the agent) does not depend on
+    # length. One thread: tier 3 runs two tests at once on two cores. Measured: over 13 minutes before
+    # (1,024 tokens, two threads, alone); 267 s alone after.
     judge = HFModelConfig(name="judge", path=str(smollm2), max_batch_size=2, num_threads=1, kv_cache_mib=512,
                           max_model_len=8192, helper_max_tokens=128)
     bench = APB(grader="llm:judge", critic="model:judge")
