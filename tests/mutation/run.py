@@ -4,7 +4,8 @@ Each mutant in `tests/mutation/mutants.py` names a file, a function, the exact s
 the snippet's mutated form and the tests that must fail on it. For each mutant this script copies the
 tree (tracked and untracked, non-ignored files) to a temporary directory, replaces the snippet there
 (the checkout is never edited), runs the mutant's tests with that copy first on the import path, and
-records whether they failed. Before any mutant, each distinct test selection runs once on the
+records whether they failed. Each pytest run is a process forked from one that has imported the test
+tools already (`forked.py`; TOOLSWEEP_MUTATION_SUBPROCESS=1 starts a new interpreter instead). Before any mutant, each distinct test selection runs once on the
 unmutated copy: a selection that fails there would "kill" everything and prove nothing.
 
 A mutant is killed only when a test fails (pytest exit 1 with at least one FAILED test); a run that
@@ -38,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.mutation import forked  # noqa: E402
 from tests.mutation.mutants import MUTANTS, Mutant  # noqa: E402
 
 KILLED, SURVIVED, TIMEOUT, ERROR = "killed", "SURVIVED", "killed (timeout)", "ERROR"
@@ -134,7 +136,10 @@ def run_tests(root: Path, selection: list[str], timeout: float) -> tuple[int | N
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.setdefault("TOOLSWEEP_SHARED", str(Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared")).resolve()))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--no-header", "-rfE", *selection]
+    args = ["-q", "-x", "-p", "no:cacheprovider", "--no-header", "-rfE", *selection]
+    if forked.available() and not os.environ.get("TOOLSWEEP_MUTATION_SUBPROCESS"):
+        return forked.run_pytest(root, args, env, timeout)
+    cmd = [sys.executable, "-m", "pytest", *args]
     try:
         proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -4,6 +4,7 @@ named function, never to the checkout, and every declared mutant applies to toda
 from __future__ import annotations
 
 import ast
+import time
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,20 @@ def test_each_verdict_mutant_runs_the_tests_of_its_own_module():
     # a mutant's selection must be able to reach its code: the text-verdict mutants run the verdict corpora
     text = [m for m in MUTANTS if m.file == "toolsweep/evaluator/verdicts.py"]
     assert len(text) == 6 and all(m.tests == ("tests/verdicts/test_verdict_corpora.py",) for m in text)
+
+
+def test_a_forked_run_imports_the_copys_toolsweep_and_a_hung_one_is_stopped(tmp_path):
+    # each run is forked from a process that imported the test tools from the checkout's environment: the
+    # copy's own `toolsweep` must still be the one its tests import, and a hung run must end at its timeout
+    from tests.mutation.run import run_tests
+
+    (tmp_path / "toolsweep").mkdir()
+    (tmp_path / "toolsweep" / "__init__.py").write_text("WHERE = 'the copy'\n")
+    (tmp_path / "test_where.py").write_text(
+        "import time\n\nimport toolsweep\n\n\ndef test_where():\n    assert toolsweep.WHERE == 'the copy'\n\n\n"
+        "def test_hangs():\n    time.sleep(600)\n")
+    rc, out = run_tests(tmp_path, ["test_where.py::test_where"], timeout=120)
+    assert rc == 0, out
+    started = time.monotonic()
+    rc, _ = run_tests(tmp_path, ["test_where.py::test_hangs"], timeout=3)
+    assert rc is None and time.monotonic() - started < 60

@@ -201,11 +201,9 @@ def make_searched_policy(name: str, env, seed: int) -> ComposedPolicy:
 
 def score_setting(bench, spec: Spec, setting: str, task_ids: list[str]) -> dict[str, float]:
     """`correct` and `grade` of one searched policy on tasks of a setting."""
-    import asyncio
+    from toolsweep.evaluator.exploits import aggregate, play, run_sync
 
-    from toolsweep.evaluator.exploits import aggregate, play
-
-    return aggregate(bench.metrics(setting), asyncio.run(play(bench, policy_name(spec), setting, task_ids)))
+    return aggregate(bench.metrics(setting), run_sync(play(bench, policy_name(spec), setting, task_ids)))
 
 
 def setting_sample(bench, setting: str, n: int, seed: int = 0) -> list[str]:

@@ -167,11 +167,9 @@ def make_searched_policy(name: str, setting: str) -> ComposedPlanner:
 
 def score_setting(bench, spec: Spec, setting: str, task_ids: list[str], seed: int = 42) -> dict[str, float]:
     """Accuracy of one searched policy on tasks of a setting."""
-    import asyncio
+    from toolsweep.evaluator.exploits import aggregate, play, run_sync
 
-    from toolsweep.evaluator.exploits import aggregate, play
-
-    return aggregate(bench.metrics(setting), asyncio.run(play(bench, policy_name(spec), setting, task_ids,
+    return aggregate(bench.metrics(setting), run_sync(play(bench, policy_name(spec), setting, task_ids,
                                                                  seed=seed)))
 
 

@@ -19,7 +19,6 @@ scripted policy, so a searched floor can be a model of a sweep.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
@@ -29,6 +28,7 @@ from typing import Any
 from toolsweep.benchmarks.toolmaze.policies import GreedyBinderAgent, returned_fields
 from toolsweep.evaluator.adversary import POLICY_PREFIX, SearchResult, SearchSpace, Spec, search
 from toolsweep.evaluator.episode import run_episode
+from toolsweep.evaluator.exploits import run_sync
 from toolsweep.evaluator.types import AgentReply, FunctionCall, Message, ToolCall, WorkUnit
 
 PHRASES = {
@@ -175,7 +175,7 @@ def score_cell(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int 
             out.append(await run_episode(env, ComposedAgent(env, dict(spec)), unit,
                                          max_turns=bench.max_turns(setting)))
         return out
-    results = asyncio.run(go())
+    results = run_sync(go())
     out = {}
     for metric in METRICS:
         xs = [r.metrics[metric] for r in results if math.isfinite(r.metrics.get(metric, math.nan))]

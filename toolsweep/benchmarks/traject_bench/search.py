@@ -248,11 +248,9 @@ def make_searched_policy(env: TrajectEnv, name: str) -> _Scripted:
 
 def score_setting(bench, spec: Spec, setting: str, task_ids: list[str]) -> dict[str, float]:
     """Each metric of one searched policy, pooled as the report pools it, on tasks of a setting."""
-    import asyncio
+    from toolsweep.evaluator.exploits import aggregate, play, run_sync
 
-    from toolsweep.evaluator.exploits import aggregate, play
-
-    return aggregate(bench.metrics(setting), asyncio.run(play(bench, policy_name(spec), setting, task_ids)))
+    return aggregate(bench.metrics(setting), run_sync(play(bench, policy_name(spec), setting, task_ids)))
 
 
 def search_setting(bench, setting: str, n_tasks: int = 12, budget: int = 24, seed: int = 0):
