@@ -70,6 +70,19 @@ def xdist_scope(nodeid: str) -> str:
     return nodeid.split("::", 1)[0] if nodeid.startswith(RAY_PATHS) else nodeid
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `long` first, the longest (`minutes`, as measured beside another test) first, the
+    others in their order: pytest-xdist hands out its scopes in this order (after the scopes of several
+    tests), and a six-minute tier-3 test handed out last keeps one worker busy alone while the other has
+    nothing left."""
+
+    def minutes(item) -> float:
+        mark = item.get_closest_marker("long")
+        return -float(mark.kwargs.get("minutes", 1)) if mark is not None else 0.0
+
+    items.sort(key=minutes)
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: without it installed, pytest runs as usual
 def pytest_xdist_make_scheduler(config, log):
     """A Ray test file is one scope (one worker, in collection order), so is the browser tier; every

@@ -51,6 +51,7 @@ def write_lora_adapter(base: Path, out: Path, rank: int = 8, seed: int = 0) -> P
     return out
 
 
+@pytest.mark.long(minutes=3.5)
 def test_base_adapter_and_second_server_run_in_two_waves_on_cpu(smollm2, ray_local, tmp_path):
     from toolsweep.cluster.config import SweepConfig
     from toolsweep.cluster.driver import run_sweep

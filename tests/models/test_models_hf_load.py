@@ -252,6 +252,7 @@ def _three_episodes_of_three_turns(client) -> list[list[str]]:
     return asyncio.run(main())
 
 
+@pytest.mark.long(minutes=2.5)
 def test_prompts_that_start_like_a_computed_one_reuse_it_and_answer_the_same(smollm2):
     """Every turn after the first shares the tool list (and its episode's earlier turns) with a prompt
     already in the block cache: only what follows is computed, the three episodes are generated together
@@ -319,6 +320,7 @@ def test_a_cache_too_small_for_one_request_is_a_message_that_says_what_to_set(sm
         client.close()
 
 
+@pytest.mark.long(minutes=5)
 def test_sweep_completes_under_a_cpu_saturating_load(smollm2, tmp_path):
     """A real transformers-backend sweep (`toolsweep run`, embedded Ray, SmolLM2 in a rollout worker) while
     one busy loop per core saturates the machine: it slows down, but every unit is recorded, none is

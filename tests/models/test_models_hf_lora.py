@@ -55,6 +55,7 @@ def test_an_adapter_changes_the_models_replies(smollm2, adapter):
     assert replies[0] != replies[1], replies
 
 
+@pytest.mark.long(minutes=5.5)
 def test_a_lora_adapter_plays_real_toolmaze_episodes_in_a_sweep(smollm2, adapter, ray_local, tmp_path):
     from toolsweep.cluster.config import SweepConfig
     from toolsweep.cluster.driver import run_sweep

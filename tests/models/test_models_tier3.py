@@ -47,6 +47,7 @@ def test_prepared_model_loads_in_transformers_and_has_tool_template(smollm2):
     assert "<tool_call>" in (smollm2 / "chat_template.jinja").read_text()
 
 
+@pytest.mark.long(minutes=4)
 def test_hf_backend_plays_real_episodes(smollm2):
     from toolsweep.models.client import client_for
     from toolsweep.models.config import HFModelConfig
@@ -122,6 +123,7 @@ def _killer(stop: threading.Event, log: list[str], killed: list[dict]) -> None:
         time.sleep(0.5)
 
 
+@pytest.mark.long(minutes=6.5)
 def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_local, tmp_path):
     import pyarrow.parquet as pq
 
@@ -204,6 +206,7 @@ def vllm_server_processes(model_dir: Path) -> dict[str, str]:
     return found
 
 
+@pytest.mark.long(minutes=7)
 def test_smollm2_judges_and_critiques_apb_episodes(smollm2):
     """A real model as APB's LLM judge (J4) and as the Critic_R+ reviewer (P8), through transformers."""
     from toolsweep.benchmarks.apb import APB
