@@ -139,7 +139,10 @@ def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_loca
         "models": [{**smollm2_vllm_config(smollm2), "max_retries": 3}],
         "benchmarks": [
             {"name": "fake", "settings": ["small"], "tasks": {"limit": 4}},
-            {"name": "toolmaze", "settings": [TOOLMAZE_SETTING], "tasks": {"limit": 2}},
+            # One ToolMaze task: its ~6,500-token prompts are most of the sweep's work, and one episode of
+            # real tool calls through the server is what the killed replica must not lose (two took 391 s
+            # beside another tier-3 test).
+            {"name": "toolmaze", "settings": [TOOLMAZE_SETTING], "tasks": {"limit": 1}},
         ],
         "sampling": {"temperature": 0.0, "max_tokens": 96},
         "concurrency": {"workers": 1},
@@ -169,8 +172,8 @@ def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_loca
     failures = outcome.run_dir.path / "failures.jsonl"
     given_up = {json.loads(line)["unit_id"] for line in failures.read_text().splitlines()} if failures.exists() else set()
     # nothing lost: every unit is recorded, or listed for a re-run (a wall-clock expiry is never scored)
-    assert len(table) + len(given_up) == outcome.total_units == 6 and len(given_up) == outcome.gave_up
-    assert len({row["unit_id"] for row in table} | given_up) == 6  # nothing counted twice
+    assert len(table) + len(given_up) == outcome.total_units == 5 and len(given_up) == outcome.gave_up
+    assert len({row["unit_id"] for row in table} | given_up) == 5  # nothing counted twice
     assert all(row["termination"] in RESULTS for row in table), [(r["termination"], r.get("error")) for r in table]
     assert all(row["completion_tokens"] > 0 and row["prompt_tokens"] > 0 for row in table)
     assert max(row["attempts"] for row in table) >= 2  # the killed replica's episodes were requeued
