@@ -59,15 +59,19 @@ RAY_PATHS = ("tests/cluster/", "tests/k8s/test_k8s_entrypoint_local.py", "tests/
 # The browser tier runs whole on one worker too: its session fixtures (the quick start, one Chromium)
 # are then made once, also when it runs beside tier 3 (`-m "tier3 or browser"`).
 ONE_SCOPE_PATHS = ("tests/browser/",)
+# Files whose tests read one costly computation (a module-level cache): split over two workers, each
+# made it (the 4,000-sweep lognormal coverage row, ~40 s, was computed twice).
+SHARED_COMPUTATION_FILES = ("tests/evaluator/test_interval_methods.py",)
 
 
 def xdist_scope(nodeid: str) -> str:
-    """The unit of work pytest-xdist hands a worker for a test: its Ray file, the browser tier, or the
-    test alone."""
+    """The unit of work pytest-xdist hands a worker for a test: its Ray file or file of one shared
+    computation, the browser tier, or the test alone."""
     for prefix in ONE_SCOPE_PATHS:
         if nodeid.startswith(prefix):
             return prefix
-    return nodeid.split("::", 1)[0] if nodeid.startswith(RAY_PATHS) else nodeid
+    file = nodeid.split("::", 1)[0]
+    return file if nodeid.startswith(RAY_PATHS) or file in SHARED_COMPUTATION_FILES else nodeid
 
 
 def pytest_collection_modifyitems(config, items):

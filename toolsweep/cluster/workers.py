@@ -28,7 +28,7 @@ def start_workers(
     from toolsweep.cluster.scheduler import Scheduler
     from toolsweep.models.secrets import Secrets
 
-    n_workers = _worker_count(config, ray)
+    n_workers = _worker_count(config, ray, len(todo))
     cpus = config.concurrency.worker_cpus
     if ray.available_resources().get("CPU", 0) < cpus * n_workers:
         cpus = 0  # a cluster whose CPUs are held by model servers still runs environments
@@ -127,9 +127,13 @@ def kill_quietly(ray: Any, worker: Any) -> None:
         pass
 
 
-def _worker_count(config: SweepConfig, ray: Any) -> int:
+def _worker_count(config: SweepConfig, ray: Any, units: int) -> int:
+    """The workers asked for; "auto": one per free CPU, and no more than the units to play when the sweep
+    does not grow (`stop_when` adds rounds of units later): a worker with no unit is a process, Ray's
+    import and a build of every benchmark, for nothing."""
     if config.concurrency.workers != "auto":
         return int(config.concurrency.workers)
     cpus = ray.available_resources().get("CPU", 1)
     per = config.concurrency.worker_cpus or 1
-    return max(1, int(cpus // per))
+    by_cpu = max(1, int(cpus // per))
+    return by_cpu if config.stop_when is not None else max(1, min(by_cpu, units))
