@@ -39,6 +39,15 @@ def session_mlflow_uri() -> str:
     return f"sqlite:///{_MLFLOW_DIR[0]}/mlflow.db"
 
 
+def interruptible() -> None:
+    """A child's `preexec_fn`: Ctrl-C (SIGINT) at its default, as a terminal gives it. A process started
+    with SIGINT ignored (a background job of a script: `.ci/run ... &`, `nohup`) passes that on, and a
+    CLI started from it would finish its run through a test's Ctrl-C and exit 0."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def shared_dir() -> Path:
     """The reference material beside the checkout (TOOLSWEEP_SHARED overrides)."""
     return Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_TARGET, FAKES
+from conftest import FAKE_TARGET, FAKES, interruptible
 from toolsweep.cluster.driver import run_sweep
 from toolsweep.evaluator.rundir import RunDirectory
 
@@ -85,7 +85,7 @@ def _sweep_yaml(tmp_path, name, delay_s, tracking_uri):
 def _start_and_stop_when(cmd, env, cwd, at_rows, sig, tmp_path):
     """Start the CLI, wait until `at_rows` episodes are on disk, send `sig`; returns the exit code."""
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=interruptible)
     try:
         deadline = time.time() + 180
         while time.time() < deadline:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKE_TARGET, FAKES
+from conftest import FAKE_TARGET, FAKES, interruptible
 from toolsweep.actors.traces import pick_episodes
 from toolsweep.evaluator.rundir import RunDirectory
 
@@ -55,7 +55,7 @@ def _interrupt_in_mlflow_phase(cmd: list[str], cwd: Path, runs: Path) -> int:
     """Start the CLI and send Ctrl-C as soon as summary.json is written: the episodes are all recorded
     and summarised, the final MLflow state is being written."""
     proc = subprocess.Popen(cmd, env=_env(), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=interruptible)
     try:
         deadline = time.time() + 300
         while not list(runs.rglob("summary.json")):
