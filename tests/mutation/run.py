@@ -5,8 +5,9 @@ the snippet's mutated form and the tests that must fail on it. For each mutant t
 tree (tracked and untracked, non-ignored files) to a temporary directory, replaces the snippet there
 (the checkout is never edited), runs the mutant's tests with that copy first on the import path, and
 records whether they failed. Each pytest run is a process forked from one that has imported the test
-tools already (`forked.py`; TOOLSWEEP_MUTATION_SUBPROCESS=1 starts a new interpreter instead). Before any mutant, each distinct test selection runs once on the
-unmutated copy: a selection that fails there would "kill" everything and prove nothing.
+tools already (`forked.py`; TOOLSWEEP_MUTATION_SUBPROCESS=1 starts a new interpreter instead). Before
+any mutant, each distinct test selection runs once on the unmutated copy: a selection that fails there
+would "kill" everything and prove nothing.
 
 A mutant is killed only when a test fails (pytest exit 1 with at least one FAILED test); a run that
 ends in errors alone (collection, a fixture, Ray's start-up; exit 1 with only ERROR lines, or exit

@@ -4,7 +4,6 @@ named function, never to the checkout, and every declared mutant applies to toda
 from __future__ import annotations
 
 import ast
-import time
 from pathlib import Path
 
 import pytest
@@ -128,6 +127,5 @@ def test_a_forked_run_imports_the_copys_toolsweep_and_a_hung_one_is_stopped(tmp_
         "def test_hangs():\n    time.sleep(600)\n")
     rc, out = run_tests(tmp_path, ["test_where.py::test_where"], timeout=120)
     assert rc == 0, out
-    started = time.monotonic()
     rc, _ = run_tests(tmp_path, ["test_where.py::test_hangs"], timeout=3)
-    assert rc is None and time.monotonic() - started < 60
+    assert rc is None  # stopped at its timeout (the test sleeps 600 s), never read as a pass or a kill
