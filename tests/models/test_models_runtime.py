@@ -109,6 +109,14 @@ def test_missing_model_path_says_how_to_prepare(tmp_path):
     assert server.proc is None
 
 
+def test_a_server_not_started_answers_unhealthy_and_no_capacity(model_dir, fake_python):
+    """Asked before its start (a watcher polling a replica being restarted), a server has no port: it
+    answers 'not healthy, capacity unknown' instead of failing on a URL with port None."""
+    server = VLLMServer(vllm_config(model_dir, fake_python))
+    assert server.port is None
+    assert server.kv_capacity() is None and not server.healthy() and server._get("/metrics") == (0, "")
+
+
 def test_cpu_server_env_sets_kv_cache_space(model_dir, fake_python):
     env = VLLMServer(vllm_config(model_dir, fake_python)).environment()
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["HF_HUB_OFFLINE"] == "1"

@@ -130,13 +130,16 @@ def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_loca
     from toolsweep.cluster.config import SweepConfig
     from toolsweep.cluster.driver import run_sweep
 
-    servers_before = vllm_server_processes(smollm2)
+    # Every process this test's servers start carries this mark in its environment: tier 3 runs two tests at
+    # once, and another test's server of the same model (the waves test's) is none of this test's business.
+    owner = f"{os.getpid()}-{tmp_path.name}"
+    shipped = smollm2_vllm_config(smollm2)
     config = SweepConfig.model_validate({
         "name": "t3-vllm",
         "seeds": [0],
-        # The shipped config, unchanged but for the path: the same engine arguments share vLLM's
-        # compile cache with every other start of this model on the machine.
-        "models": [{**smollm2_vllm_config(smollm2), "max_retries": 3}],
+        # The shipped config, unchanged but for the path and a variable vLLM does not read: the same
+        # engine arguments share vLLM's compile cache with every other start of this model on the machine.
+        "models": [{**shipped, "env": {**shipped.get("env", {}), OWNER_VARIABLE: owner}, "max_retries": 3}],
         "benchmarks": [
             {"name": "fake", "settings": ["small"], "tasks": {"limit": 4}},
             # One ToolMaze task: its ~6,500-token prompts are most of the sweep's work, and one episode of
@@ -191,20 +194,25 @@ def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_loca
     # Nothing left behind: no server process of this model, no segment of the dead replica.
     assert not any(os.path.exists(p) for p in killed[0]["shm"])
     # Only processes this test started count: another SmolLM2 server on the machine (a developer's, a
-    # parallel run's) is none of its business.
-    leftovers = {pid: cmd for pid, cmd in vllm_server_processes(smollm2).items() if pid not in servers_before}
-    assert not leftovers
+    # parallel test's) is none of its business.
+    assert vllm_server_processes(owner) == {}
 
 
-def vllm_server_processes(model_dir: Path) -> dict[str, str]:
-    """pid -> command line of every vLLM server process of this model (and engine core) on the machine."""
+OWNER_VARIABLE = "TOOLSWEEP_TEST_OWNER"
+
+
+def vllm_server_processes(owner: str) -> dict[str, str]:
+    """pid -> command line of every process (supervisor, server, engine core) whose environment carries
+    `owner` in OWNER_VARIABLE: the processes one test's servers started, and no other's."""
+    mark = f"{OWNER_VARIABLE}={owner}".encode()
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if ("vllm.entrypoints.openai.api_server" in cmd and str(model_dir) in cmd) or cmd.startswith("VLLM::"):
+        if mark in environ:
             found[pid] = cmd
     return found
 

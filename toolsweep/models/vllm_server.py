@@ -320,6 +320,8 @@ class VLLMServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
     def _get(self, path: str, timeout: float = 5.0) -> tuple[int, str]:
+        if self.port is None:  # not started (or between a replica's death and its restart): nothing to ask
+            return 0, ""
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         request = urllib.request.Request(f"http://{host}:{self.port}{path}")
         if self._api_key:
