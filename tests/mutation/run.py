@@ -4,7 +4,9 @@ Each mutant in `tests/mutation/mutants.py` names a file, a function, the exact s
 the snippet's mutated form and the tests that must fail on it. For each mutant this script copies the
 tree (tracked and untracked, non-ignored files) to a temporary directory, replaces the snippet there
 (the checkout is never edited), runs the mutant's tests with that copy first on the import path, and
-records whether they failed. Each pytest run is a process forked from one that has imported the test
+records whether they failed. The tests that killed a mutant last time (`killers.json`, rewritten by
+`--record-killers`) run first within its selection, so a run that still kills it ends at its first test;
+the rest of the selection runs when they no longer do. Each pytest run is a process forked from one that has imported the test
 tools already (`forked.py`; TOOLSWEEP_MUTATION_SUBPROCESS=1 starts a new interpreter instead). Before
 any mutant, each distinct test selection runs once on the unmutated copy: a selection that fails there
 would "kill" everything and prove nothing.
@@ -20,6 +22,7 @@ prints its run time.
     python -m tests.mutation.run --only id1 id2  # some
     python -m tests.mutation.run --list          # the list, without running
     python -m tests.mutation.run --selections-passed  # after the tiers passed: no unmutated runs
+    python -m tests.mutation.run --record-killers     # and keep each mutant's killing test in killers.json
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures as cf
+import json
 import os
 import re
 import shutil
@@ -34,13 +38,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+KILLERS = Path(__file__).resolve().with_name("killers.json")
 sys.path.insert(0, str(REPO))
 
 from tests.mutation import forked  # noqa: E402
+from tests.mutation.first import TESTS_FIRST  # noqa: E402
 from tests.mutation.mutants import MUTANTS, Mutant  # noqa: E402
 
 KILLED, SURVIVED, TIMEOUT, ERROR = "killed", "SURVIVED", "killed (timeout)", "ERROR"
@@ -52,6 +58,7 @@ class Outcome:
     status: str
     seconds: float
     detail: str = ""
+    killers: list[str] = field(default_factory=list)  # the tests that failed, when killed
 
 
 def function_span(source: str, function: str) -> tuple[int, int] | None:
@@ -132,12 +139,16 @@ def make_copy(files: list[str], base: Path) -> Path:
     return root
 
 
-def run_tests(root: Path, selection: list[str], timeout: float) -> tuple[int | None, str]:
+def run_tests(root: Path, selection: list[str], timeout: float, first: list[str] = ()) -> tuple[int | None, str]:
+    """pytest on `selection` in the copy at `root`, the node ids in `first` ahead of the rest; stops at
+    the first failure."""
     env = dict(os.environ)
+    env[TESTS_FIRST] = "\n".join(first)
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.setdefault("TOOLSWEEP_SHARED", str(Path(os.environ.get("TOOLSWEEP_SHARED", REPO.parent / "shared")).resolve()))
-    args = ["-q", "-x", "-p", "no:cacheprovider", "--no-header", "-rfE", *selection]
+    plugin = ["-p", "tests.mutation.first"] if first else []
+    args = ["-q", "-x", "-p", "no:cacheprovider", *plugin, "--no-header", "-rfE", *selection]
     if forked.available() and not os.environ.get("TOOLSWEEP_MUTATION_SUBPROCESS"):
         return forked.run_pytest(root, args, env, timeout)
     cmd = [sys.executable, "-m", "pytest", *args]
@@ -150,6 +161,22 @@ def run_tests(root: Path, selection: list[str], timeout: float) -> tuple[int | N
 
 def failed_tests(output: str) -> list[str]:
     return re.findall(r"^(?:FAILED|ERROR) (\S+)", output, flags=re.M)
+
+
+def load_killers(path: Path = KILLERS) -> dict[str, list[str]]:
+    """Mutant id -> the tests that failed on it when the killers were last recorded."""
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def record_killers(outcomes: list[Outcome], path: Path = KILLERS) -> None:
+    """Keep the killing tests of the mutants just run (the others' entries stay as they were)."""
+    killers = load_killers(path)
+    for o in outcomes:
+        if o.status == KILLED and o.killers:
+            killers[o.mutant.id] = o.killers
+        elif o.status in (SURVIVED, ERROR):
+            killers.pop(o.mutant.id, None)
+    path.write_text(json.dumps(dict(sorted(killers.items())), indent=1) + "\n")
 
 
 def verdict(rc: int | None, output: str) -> str:
@@ -190,20 +217,21 @@ def baseline(selection: tuple[str, ...], files: list[str], timeout: float) -> tu
     return selection, f"rc={rc}: {summary_line(out)}; failing: {failed_tests(out)[:5]}"
 
 
-def run_mutant(mutant: Mutant, files: list[str], timeout: float) -> Outcome:
+def run_mutant(mutant: Mutant, files: list[str], timeout: float, first: list[str] = ()) -> Outcome:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="toolsweep-mutation-") as tmp:
         root = make_copy(files, Path(tmp))
         problem = apply(mutant, root)
         if problem:
             return Outcome(mutant, ERROR, time.monotonic() - t0, problem)
-        rc, out = run_tests(root, list(mutant.tests), timeout)
+        rc, out = run_tests(root, list(mutant.tests), timeout, first)
     took = time.monotonic() - t0
     status = verdict(rc, out)
     if status == TIMEOUT:
         return Outcome(mutant, TIMEOUT, took, f"the tests ran past {timeout:.0f} s")
     if status == KILLED:
-        return Outcome(mutant, KILLED, took, ", ".join(re.findall(r"^FAILED (\S+)", out, flags=re.M)[:3]))
+        killers = re.findall(r"^FAILED (\S+)", out, flags=re.M)
+        return Outcome(mutant, KILLED, took, ", ".join(killers[:3]), killers)
     if status == SURVIVED:
         return Outcome(mutant, SURVIVED, took, summary_line(out))
     return Outcome(mutant, ERROR, took, f"pytest exited {rc} with no test failed (an error, not a kill): "
@@ -216,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the mutant list and exit")
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("TOOLSWEEP_MUTATION_JOBS", "1")))
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per pytest run")
+    ap.add_argument("--record-killers", action="store_true",
+                    help=f"write each killed mutant's failing tests to {KILLERS.name} (they run first next time)")
     ap.add_argument("--selections-passed", action="store_true",
                     help="skip the unmutated run of each selection: only where the same checkout's test tiers "
                          "have just passed (CI runs them first and stops on a failure)")
@@ -252,10 +282,13 @@ def main(argv: list[str] | None = None) -> int:
         for s, why in broken:
             print(f"selection fails without a mutant: {' '.join(s)}\n    {why}")
         outcomes = []
-        for o in pool.map(lambda m: run_mutant(m, files, args.timeout), chosen):
+        killers = load_killers()
+        for o in pool.map(lambda m: run_mutant(m, files, args.timeout, killers.get(m.id, [])), chosen):
             outcomes.append(o)
             print(f"  {o.status:16s} {o.mutant.id:40s} {o.seconds:6.1f} s  {o.detail[:150]}", flush=True)
 
+    if args.record_killers:
+        record_killers(outcomes)
     bad = [o for o in outcomes if o.status in (SURVIVED, ERROR)]
     took = time.monotonic() - t0
     for o in bad:

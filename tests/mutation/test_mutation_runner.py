@@ -129,3 +129,37 @@ def test_a_forked_run_imports_the_copys_toolsweep_and_a_hung_one_is_stopped(tmp_
     assert rc == 0, out
     rc, _ = run_tests(tmp_path, ["test_where.py::test_hangs"], timeout=3)
     assert rc is None  # stopped at its timeout (the test sleeps 600 s), never read as a pass or a kill
+
+
+def test_the_tests_that_killed_a_mutant_last_run_first_and_end_the_run(tmp_path):
+    # a run stops at its first failure (-x): the recorded killer, named first, must run ahead of the tests
+    # before it in its file, and the rest of the selection still runs when it no longer fails
+    from tests.mutation.run import KILLED, SURVIVED, run_tests, verdict
+
+    (tmp_path / "toolsweep").mkdir()
+    (tmp_path / "toolsweep" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "mutation").mkdir(parents=True)
+    (tmp_path / "tests" / "mutation" / "first.py").write_text((REPO / "tests" / "mutation" / "first.py").read_text())
+    (tmp_path / "test_order.py").write_text(
+        "def test_slow_and_passing():\n    pass\n\n\ndef test_fails_first():\n    assert 0\n\n\n"
+        "def test_killer():\n    assert 0\n")
+    rc, out = run_tests(tmp_path, ["test_order.py"], timeout=120)
+    assert verdict(rc, out) == KILLED and failed_tests(out) == ["test_order.py::test_fails_first"], out
+    assert summary_line(out).startswith("1 failed, 1 passed")
+    rc, out = run_tests(tmp_path, ["test_order.py"], timeout=120, first=["test_order.py::test_killer"])
+    assert verdict(rc, out) == KILLED and failed_tests(out) == ["test_order.py::test_killer"], out
+    assert summary_line(out).startswith("1 failed") and "passed" not in summary_line(out), out  # nothing before it
+    (tmp_path / "test_order.py").write_text("def test_passes():\n    pass\n\n\ndef test_killer():\n    pass\n")
+    rc, out = run_tests(tmp_path, ["test_order.py"], timeout=120, first=["test_order.py::test_killer"])
+    assert verdict(rc, out) == SURVIVED and summary_line(out).startswith("2 passed"), out
+
+
+def test_recorded_killers_are_kept_per_mutant_and_dropped_when_it_survives(tmp_path):
+    from tests.mutation.run import ERROR, KILLED, SURVIVED, Outcome, load_killers, record_killers
+
+    path = tmp_path / "killers.json"
+    a, b, c = (Mutant(i, "m.py", "grade", "c", "d", ("t",), "why") for i in ("a", "b", "c"))
+    record_killers([Outcome(a, KILLED, 1.0, "", ["t.py::x"]), Outcome(b, KILLED, 1.0, "", ["t.py::y"])], path)
+    assert load_killers(path) == {"a": ["t.py::x"], "b": ["t.py::y"]}
+    record_killers([Outcome(a, SURVIVED, 1.0), Outcome(c, ERROR, 1.0)], path)
+    assert load_killers(path) == {"b": ["t.py::y"]}  # b was not run: kept

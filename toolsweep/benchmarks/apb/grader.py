@@ -86,13 +86,21 @@ def extract_with_prose(text: str | None) -> tuple[Any, bool, str]:
     outside its JSON (the whole cleaned reply when there is no value)."""
     if not text:
         return None, False, ""
-    cleaned = _FENCE.sub("", _THINK.sub("", text))  # reasoning models' <think> blocks are not the answer
+    cleaned = _cleaned(text)
     span = _first_value_span(cleaned)
     if span is None:
         return None, False, cleaned
     start, end = span
     value = json.JSONDecoder().raw_decode(cleaned[start:end])[0]  # a fresh value: the caller may change it
     return value, True, cleaned[:start] + "\n" + cleaned[end:]
+
+
+@functools.lru_cache(maxsize=32)
+def _cleaned(text: str) -> str:
+    """A reply without fences and reasoning models' <think> blocks (not the answer). Kept for the last few
+    replies, like the value's span: the regular expressions visit every character of a reply that can hold
+    tens of thousands, once per grader that reads it."""
+    return _FENCE.sub("", _THINK.sub("", text))
 
 
 @functools.lru_cache(maxsize=32)
