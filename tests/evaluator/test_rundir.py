@@ -114,23 +114,27 @@ def test_a_part_holds_exactly_the_rows_the_log_holds(tmp_path, monkeypatch):
     w.close()
 
 
-def _hold_parts(monkeypatch):
-    """Part conversions wait until the returned event is set (as a slow disk would keep them)."""
+@pytest.fixture
+def held_parts(monkeypatch):
+    """Part conversions wait until the yielded event is set (as a slow disk would keep them); set at the
+    end of the test however it ends. A part held 10 s fails: only a writer that waits on a held part
+    (the tests set the event themselves once they have looked) waits that long."""
     release = threading.Event()
     convert = rundir._seal_into_part
 
     def held(sealed, part):
-        assert release.wait(30)
+        assert release.wait(10)
         convert(sealed, part)
 
     monkeypatch.setattr(rundir, "_seal_into_part", held)
-    return release
+    yield release
+    release.set()
 
 
-def test_a_background_part_never_holds_up_append_and_loses_nothing(tmp_path, monkeypatch):
+def test_a_background_part_never_holds_up_append_and_loses_nothing(tmp_path, held_parts):
     """With `background`, a full log is sealed and the next results go to a new log at once, while its
     part is still being written; readers and the once-only guard see every row throughout."""
-    release = _hold_parts(monkeypatch)
+    release = held_parts
     rd = RunDirectory(tmp_path / "run")
     w = EpisodeWriter(rd, part_rows=3, background=True)
     res = _results(8)
@@ -150,9 +154,9 @@ def test_a_background_part_never_holds_up_append_and_loses_nothing(tmp_path, mon
     assert sorted(ids) == sorted(r.unit_id for r in res)  # each unit in exactly one part
 
 
-def test_append_waits_for_the_oldest_part_beyond_max_sealed(tmp_path, monkeypatch):
+def test_append_waits_for_the_oldest_part_beyond_max_sealed(tmp_path, held_parts):
     """Parts that cannot keep up hold the writer back rather than piling up sealed logs."""
-    release = _hold_parts(monkeypatch)
+    release = held_parts
     rd = RunDirectory(tmp_path / "run")
     w = EpisodeWriter(rd, part_rows=1, background=True)
     res = _results(EpisodeWriter.MAX_SEALED + 2)
