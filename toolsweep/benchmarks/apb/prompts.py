@@ -28,6 +28,7 @@ J9_RAW = '• Awareness of Efficiency: The user is attempting to solve tasks wit
 
 # fmt: on
 
+import functools  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 from typing import Any  # noqa: E402
@@ -57,6 +58,7 @@ _LABELS = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=64)  # called on the same few templates for every episode's first prompt
 def line_breaks(text: str) -> str:
     """The spec's rendering rule: a newline before each section label, '- ' bullet and numbered rule."""
     return _LABELS.sub("\n", text)
