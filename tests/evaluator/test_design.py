@@ -215,3 +215,26 @@ def test_the_summary_carries_the_design_and_the_adjusted_decisions():
     adjust_paired(rows)
     assert [r["holm"] for r in rows] == [True, False, False, True]  # its own family of one: 0.04 <= 0.05
     assert [r["family"] for r in rows] == [3, 3, 3, 1]
+
+
+def test_one_tasks_spread_between_tasks_is_undefined_never_zero():
+    """A cell of one task (a degenerate cell: every other task left the metric undefined) has no spread
+    between tasks to read: NaN, written as null and shown as n/a, not 0.0 (which reads as "the tasks
+    agree"), and no intra-class correlation; a power plan from such a pilot says why it assumes the most."""
+    import json
+
+    from toolsweep.cluster.power import guarded
+    from toolsweep.evaluator.design import cell_variance
+    from toolsweep.evaluator.rundir import strict_json
+
+    vc = variance_components(["t1", "t1", "t1"], np.array([1.0, 0.0, 1.0]))
+    assert vc.n_tasks == 1 and math.isnan(vc.var_task) and vc.var_within == pytest.approx(1 / 3)
+    assert vc.icc is None and vc.design_effect is None and vc.effective_n is None
+    single = variance_components(["t1"], np.array([1.0]))
+    assert math.isnan(single.var_task) and single.var_within is None and single.icc is None
+    written = json.loads(strict_json(cell_variance(["t1", "t2"], {"m": np.array([1.0, math.nan])},
+                                                   [MetricSpec(name="m")])))
+    assert written["m"]["var_task"] is None and written["m"]["icc"] is None and written["m"]["n_tasks"] == 1
+    planned, note = guarded(vc)
+    assert planned.var_task == pytest.approx(0.25) and "one task" in note
+    assert guarded(variance_components(["a", "b"], np.array([0.0, 1.0])))[1] == ""  # a spread to plan with

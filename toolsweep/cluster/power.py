@@ -10,6 +10,8 @@ the tasks needed to detect the target difference.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import replace
 from typing import Any
 
@@ -32,9 +34,14 @@ def guarded(vc: VarianceComponents) -> tuple[VarianceComponents, str]:
     """A pilot in which the metric never varied (every episode 0, or every one 1) says nothing about
     the variance a longer run meets: plan with the rule of three instead (a rate up to 3 / tasks is
     consistent with zero events, 95%), all of it between tasks, the conservative choice."""
-    if vc.n_tasks == 0 or vc.var_task + (vc.var_within or 0.0) > 0:
+    if vc.n_tasks == 0:
         return vc, ""
     p = min(0.5, 3.0 / vc.n_tasks)
+    if not math.isfinite(vc.var_task):  # one task: the spread between tasks is unknown, so the largest
+        return (replace(vc, var_task=p * (1 - p), var_within=vc.var_within or 0.0),
+                "one task in the pilot: its spread between tasks is unknown; rule of three")
+    if vc.var_task + (vc.var_within or 0.0) > 0:
+        return vc, ""
     return replace(vc, var_task=p * (1 - p), var_within=0.0), "no variation in the pilot: rule of three"
 
 

@@ -38,13 +38,13 @@ class VarianceComponents:
     n_episodes: int
     n_tasks: int
     mean_seeds: float  # episodes per task, on average
-    var_task: float
+    var_task: float  # NaN: one task, so the spread between tasks is not identifiable
     var_within: float | None  # None: every task has one episode, so it is not identifiable
 
     @property
     def icc(self) -> float | None:
         """Intra-class correlation: the share of the variance that is between tasks."""
-        if self.var_within is None:
+        if self.var_within is None or not math.isfinite(self.var_task):
             return None
         total = self.var_task + self.var_within
         return self.var_task / total if total > 0 else 0.0
@@ -113,9 +113,9 @@ def variance_components(task_ids: Sequence[str] | np.ndarray, y: np.ndarray) -> 
     counts = np.bincount(task, minlength=k).astype(float)
     means = np.bincount(task, weights=y, minlength=k) / counts
     grand = y.mean()
-    if k < 2:
+    if k < 2:  # one task: no spread between tasks to read (NaN, never a 0 that reads as "no spread")
         within = float(((y - means[task]) ** 2).sum() / (n - k)) if n > k else None
-        return VarianceComponents(n, k, n / max(k, 1), 0.0, within)
+        return VarianceComponents(n, k, n / max(k, 1), math.nan, within)
     msb = float((counts * (means - grand) ** 2).sum() / (k - 1))
     if n == k:  # one episode per task: the total variance, all of it attributed to tasks
         return VarianceComponents(n, k, 1.0, msb, None)
