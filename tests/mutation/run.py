@@ -159,8 +159,13 @@ def run_tests(root: Path, selection: list[str], timeout: float, first: list[str]
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def failed_tests(output: str) -> list[str]:
-    return re.findall(r"^(?:FAILED|ERROR) (\S+)", output, flags=re.M)
+# A node id runs to its first space, or to its parameters' closing bracket (an id there may hold spaces);
+# pytest's short summary puts " - <message>" after it.
+_NODE = r"(\S+?(?:\[[^\]\n]*\])?)(?= - |$)"
+
+
+def failed_tests(output: str, kinds: str = "FAILED|ERROR") -> list[str]:
+    return re.findall(rf"^(?:{kinds}) {_NODE}", output, flags=re.M)
 
 
 def load_killers(path: Path = KILLERS) -> dict[str, list[str]]:
@@ -230,7 +235,7 @@ def run_mutant(mutant: Mutant, files: list[str], timeout: float, first: list[str
     if status == TIMEOUT:
         return Outcome(mutant, TIMEOUT, took, f"the tests ran past {timeout:.0f} s")
     if status == KILLED:
-        killers = re.findall(r"^FAILED (\S+)", out, flags=re.M)
+        killers = failed_tests(out, "FAILED")
         return Outcome(mutant, KILLED, took, ", ".join(killers[:3]), killers)
     if status == SURVIVED:
         return Outcome(mutant, SURVIVED, took, summary_line(out))

@@ -68,6 +68,9 @@ def test_every_declared_mutant_applies_to_todays_code(tmp_path):
 def test_the_report_names_failing_tests_and_the_summary():
     out = "....F\nFAILED tests/a.py::test_x - assert 1 == 2\nERROR tests/b.py::test_y\n=== 1 failed, 4 passed in 2.0s ==="
     assert failed_tests(out) == ["tests/a.py::test_x", "tests/b.py::test_y"]
+    # a parameter id with spaces is kept whole (it is what killers.json names for the next run)
+    spaced = "FAILED tests/c.py::test_z[I can't - do that] - AssertionError: x\nFAILED tests/c.py::test_w"
+    assert failed_tests(spaced, "FAILED") == ["tests/c.py::test_z[I can't - do that]", "tests/c.py::test_w"]
     assert summary_line(out) == "1 failed, 4 passed in 2.0s"
 
 

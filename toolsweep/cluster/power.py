@@ -11,7 +11,6 @@ the tasks needed to detect the target difference.
 from __future__ import annotations
 
 import math
-
 from dataclasses import replace
 from typing import Any
 
@@ -33,7 +32,8 @@ SEED_OPTIONS = (1, 2, 3, 5)
 def guarded(vc: VarianceComponents) -> tuple[VarianceComponents, str]:
     """A pilot in which the metric never varied (every episode 0, or every one 1) says nothing about
     the variance a longer run meets: plan with the rule of three instead (a rate up to 3 / tasks is
-    consistent with zero events, 95%), all of it between tasks, the conservative choice."""
+    consistent with zero events, 95%), all of it between tasks, the conservative choice. So does a pilot
+    of one task, whose spread between tasks is undefined (NaN)."""
     if vc.n_tasks == 0:
         return vc, ""
     p = min(0.5, 3.0 / vc.n_tasks)
