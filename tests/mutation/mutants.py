@@ -76,6 +76,7 @@ T_EXPLOITS = ("tests/evaluator/test_exploits.py",)
 T_TOOLMAZE = ("tests/benchmarks/toolmaze/test_toolmaze_metric_edges.py",)
 T_TOOLMAZE_BLIND = ("tests/benchmarks/toolmaze/test_toolmaze_blind_recovery.py",
                     "-k", "credited_and_the_same_retry or same_action_twice")
+T_TOOLMAZE_ABORT = ("tests/benchmarks/toolmaze/test_toolmaze_exploits.py", "-k", "side_effect_earns_no_wise_abort")
 T_TOOLMAZE_BINDING = ("tests/benchmarks/toolmaze/test_toolmaze_fault_binding.py", "-k", "call_order_cannot_move")
 T_TOOLMAZE_MET = (
     "tests/benchmarks/toolmaze/test_toolmaze_exploits.py::test_a_retry_counts_from_the_step_after_the_fault_not_the_same_step",
@@ -327,6 +328,9 @@ MUTANTS: list[Mutant] = [
     Mutant("toolmaze-double-action-allowed", TOOLMAZE, "judge",
            "and not repeats_a_success(executed_actions))", "and True)", T_TOOLMAZE_BLIND,
            "the same Action run twice (a second booking) still counts as success"),
+    Mutant("toolmaze-abort-after-side-effect", TOOLMAZE, "judge",
+           "and not any(c.tool in downstream for c in after_k) and actions_ok", "and not any(c.tool in downstream for c in after_k)",
+           T_TOOLMAZE_ABORT, "a stop after the task's Action (or a stray one) already ran is credited as a wise abort"),
     Mutant("toolmaze-fault-follows-first-call", TOOLMAZE_FAULTS, "Rule.fault_tools",
            "return (self.victim,) if self.victim is not None else self.members", "return self.members",
            T_TOOLMAZE_BINDING, "the fault goes to whichever group member is called first, not the bound tool"),

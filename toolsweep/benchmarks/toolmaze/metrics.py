@@ -314,11 +314,14 @@ def judge(task: Task, profile: Profile, engine: Engine, calls: list[CallRecord],
                 ok = rerouted(task, rules[rule_id], assigned, fault, sats, by_idx) or aborted_ok
             else:
                 # a wise abort: the agent reached the fault on the task's own path (every step the faulty
-                # tool depends on done first), then stopped without calling anything downstream
+                # tool depends on done first), then stopped without calling anything downstream, and no
+                # Action of its ran but its path's own (the task's Action called ahead of its inputs, or
+                # a stray one: once the harm is done, stopping is not wise)
                 after_k = [c for c in calls if c.idx > fault.idx]
                 reached = all(t in sats[task.default_index] and min(sats[task.default_index][t]) < fault.idx
                               for t in task.ancestors(assigned, task.default_index))
-                ok = answered and reached and not any(c.tool in downstream for c in after_k) and ack_ok
+                ok = (answered and reached and not any(c.tool in downstream for c in after_k) and actions_ok
+                      and ack_ok)
             recovered = recovered and ok
 
     c = c_star = 0
