@@ -346,7 +346,9 @@ def test_sweep_completes_under_a_cpu_saturating_load(smollm2, tmp_path):
                     "max_model_len": 8192, "tool_parser": "hermes", "num_threads": 1,
                     "max_in_flight": 16}],
         "benchmarks": [{"name": "toolmaze", "settings": ["C1-P0-std"], "tasks": {"limit": units}}],
-        "sampling": {"temperature": 0.0, "max_tokens": 128},
+        # The reply's length is not what starved: the first turn's prompt is (one turn of 6,365 prompt and 128
+        # reply tokens took 221 s beside the loops); a short reply keeps the time under load to the prompt's.
+        "sampling": {"temperature": 0.0, "max_tokens": 32},
         "concurrency": {"workers": 1},
         "episode_timeout_s": 300,  # the shipped SmolLM2 sweep's guard (configs/sweeps/smollm2_cpu.yaml)
         "output_dir": str(tmp_path / "runs"),

@@ -47,7 +47,7 @@ def test_prepared_model_loads_in_transformers_and_has_tool_template(smollm2):
     assert "<tool_call>" in (smollm2 / "chat_template.jinja").read_text()
 
 
-@pytest.mark.long(minutes=4)
+@pytest.mark.long(minutes=1)
 def test_hf_backend_plays_real_episodes(smollm2):
     from toolsweep.models.client import client_for
     from toolsweep.models.config import HFModelConfig
@@ -57,7 +57,10 @@ def test_hf_backend_plays_real_episodes(smollm2):
                           kv_cache_mib=512)
     sampling = Sampling(temperature=0.0, max_tokens=96)
     fake = get_benchmark("fake")
-    toolmaze = get_benchmark("toolmaze")
+    # ToolMaze with only the task's tools in view: a real ToolMaze episode (its tools, its judge) whose
+    # prompt is ~1,000 tokens, not the ~6,500 of its default view, which cost a minute of a core a first
+    # turn and are nothing this test checks (the long-prompt path has its own tests in test_models_hf_load.py).
+    toolmaze = get_benchmark("toolmaze", {"tool_view": "task"})
     jobs = [(fake, "small", f"t{i}") for i in range(3)]
     jobs.append((toolmaze, TOOLMAZE_SETTING, toolmaze.tasks(TOOLMAZE_SETTING)[0]))
 
@@ -123,7 +126,7 @@ def _killer(stop: threading.Event, log: list[str], killed: list[dict]) -> None:
         time.sleep(0.5)
 
 
-@pytest.mark.long(minutes=6.5)
+@pytest.mark.long(minutes=4)
 def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_local, tmp_path):
     import pyarrow.parquet as pq
 
@@ -142,10 +145,12 @@ def test_vllm_cpu_sweep_in_ray_actor_survives_a_killed_replica(smollm2, ray_loca
         "models": [{**shipped, "env": {**shipped.get("env", {}), OWNER_VARIABLE: owner}, "max_retries": 3}],
         "benchmarks": [
             {"name": "fake", "settings": ["small"], "tasks": {"limit": 4}},
-            # One ToolMaze task: its ~6,500-token prompts are most of the sweep's work, and one episode of
-            # real tool calls through the server is what the killed replica must not lose (two took 391 s
-            # beside another tier-3 test).
-            {"name": "toolmaze", "settings": [TOOLMAZE_SETTING], "tasks": {"limit": 1}},
+            # One ToolMaze task, one episode of real tool calls through the server that the killed replica
+            # must not lose. Only the task's tools in view: its prompts are ~1,000 tokens instead of the
+            # default view's ~6,500, which were most of the sweep's work and nothing the replica's lifecycle
+            # needs (two default-view tasks took 391 s beside another tier-3 test).
+            {"name": "toolmaze", "settings": [TOOLMAZE_SETTING], "tasks": {"limit": 1},
+             "options": {"tool_view": "task"}},
         ],
         "sampling": {"temperature": 0.0, "max_tokens": 96},
         "concurrency": {"workers": 1},
