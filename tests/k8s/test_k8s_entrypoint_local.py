@@ -163,6 +163,37 @@ def http_status(url: str, headers: dict[str, str] | None = None, body: dict | No
 # -- Ray ---------------------------------------------------------------------------------------------
 
 
+# Ray gives a node's raylet a fixed 30 s to register with its GCS (ray/_private/node.py, not configurable)
+# and exits with this line when it does not: the machine's load, not the code under test. A node start
+# that ends so is made once more; any other exit fails the test at once.
+RAY_STARTUP_TIMED_OUT = "The current node timed out during startup"
+
+
+def start_ray_nodes(procs: Processes, start, log: Path, ready: str, what: str, attempts: int = 2) -> subprocess.Popen:
+    """Calls `start` (which starts a process logging to `log`) until `ready` appears in the log, within
+    180 s a try; a start that Ray's own startup timeout ended is retried, its leftovers stopped first."""
+    for attempt in range(1, attempts + 1):
+        proc = start()
+        deadline = time.time() + 180
+        while ready not in log.read_text(errors="replace") and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        text = log.read_text(errors="replace")
+        if ready in text:
+            return proc
+        if proc.poll() is None:
+            pytest.fail(f"timed out after 180s waiting for {what}:\n{procs.logs()}")
+        if RAY_STARTUP_TIMED_OUT not in text or attempt == attempts:
+            pytest.fail(f"{log.name} exited with {proc.returncode} while waiting for {what}:\n{procs.logs()}")
+        print(f"{what}: Ray's node startup timed out (attempt {attempt} of {attempts}); starting it again")
+        procs.procs.remove((proc, log))
+        for pid in procs._pids_naming(procs.markers):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    raise AssertionError("unreachable")
+
+
 def start_ray_head(procs: Processes, tmp: Path, argv: list[str]) -> Path:
     """Starts `argv` (a `ray start --head ...` command) plus the flags that keep a test node private:
     loopback only, its own ports and a small object store, and --block so that the node lives exactly
@@ -185,8 +216,8 @@ def start_ray_head(procs: Processes, tmp: Path, argv: list[str]) -> Path:
         "--disable-usage-stats",
         "--block",
     ]
-    procs.start(argv + flags, log, env={**base_env(), "RAY_TMPDIR": str(private)})
-    wait_for(lambda: "Ray runtime started" in log.read_text(errors="replace"), 180, "the Ray head", procs)
+    env = {**base_env(), "RAY_TMPDIR": str(private)}
+    start_ray_nodes(procs, lambda: procs.start(argv + flags, log, env=env), log, "Ray runtime started", "the Ray head")
     return private
 
 
@@ -220,9 +251,9 @@ def start_multi_node_cluster(procs: Processes, tmp: Path) -> str:
     gpu = {**common, "num_gpus": 1}  # a fake GPU: Ray only counts it
     log = tmp / "ray-cluster.log"
     env = {**base_env(), "RAY_TMPDIR": str(temp_dir), **NO_AUTH}  # RAY_TMPDIR: Ray's address file stays ours
-    proc = procs.start([sys.executable, "-c", CLUSTER_SCRIPT, *(json.dumps(a) for a in (head, cpu, gpu))],
-                       log, env=env, stdin=subprocess.PIPE)
-    wait_for(lambda: "CLUSTER_READY" in log.read_text(errors="replace"), 180, "the Ray cluster", procs)
+    argv = [sys.executable, "-c", CLUSTER_SCRIPT, *(json.dumps(a) for a in (head, cpu, gpu))]
+    proc = start_ray_nodes(procs, lambda: procs.start(argv, log, env=env, stdin=subprocess.PIPE), log,
+                           "CLUSTER_READY", "the Ray cluster")
     if proc.poll() is not None:
         pytest.fail(f"the Ray cluster exited:\n{procs.logs()}")
     return log.read_text().split("CLUSTER_READY", 1)[1].split()[0]

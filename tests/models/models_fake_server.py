@@ -43,6 +43,10 @@ def tool_reply(name: str, arguments: str, call_id: str = "call_abc") -> dict[str
     }
 
 
+# How long a caller waits for the server's event loop to start, stop or restart listening: seconds when
+# idle, but the loop shares two cores with whole test runs in CI (10 s once ran out in a come_back).
+LOOP_WAIT_S = 60
+
 class FakeOpenAIServer:
     """Answers POST /v1/chat/completions from a queue of scripted responses.
 
@@ -105,20 +109,20 @@ class FakeOpenAIServer:
 
     def __enter__(self) -> "FakeOpenAIServer":
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(LOOP_WAIT_S)
         return self
 
     def go_down(self) -> None:
         """Stop listening (an outage: connections are refused) until `come_back`."""
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(LOOP_WAIT_S)
         self._runner = None
 
     def come_back(self) -> None:
         """Listen again on the same port."""
-        asyncio.run_coroutine_threadsafe(self._start(self.port), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._start(self.port), self._loop).result(LOOP_WAIT_S)
 
     def __exit__(self, *exc: Any) -> None:
         if self._runner is not None:
-            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(LOOP_WAIT_S)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
