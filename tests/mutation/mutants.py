@@ -63,6 +63,7 @@ T_IDENTITY = ("tests/cluster/test_unit_identity.py",)
 T_TEXT_VERDICTS = ("tests/verdicts/test_verdict_corpora.py",)
 T_TRAJECT_JUDGE = ("tests/benchmarks/traject_bench/test_traject_bench_judge.py",)
 T_TOOLMAZE_JUDGE = ("tests/verdicts/test_toolmaze_abort_judge.py",)
+T_TOOLMAZE_CLAIMS = ("tests/verdicts/test_toolmaze_abort_judge.py::test_a_stop_that_claims_success_earns_no_wise_abort",)
 T_STATS = ("tests/evaluator/test_stats.py", "tests/evaluator/test_paired_difference.py", "tests/evaluator/test_stats_edges.py")
 # the test that decides each of these: the whole T_STATS ran it last, after two minutes of property tests
 T_CONFIDENCE = ("tests/evaluator/test_stats_edges.py",)
@@ -503,6 +504,9 @@ MUTANTS: list[Mutant] = [
     Mutant("verdict-success-despite-inability", VERDICTS, "rule_claims_success",
            "if not text or states_inability(text):", "if not text:", T_TEXT_VERDICTS,
            '"the lookup worked, but I could not complete the order" counts as a success claim'),
+    Mutant("verdict-claim-read-as-admission", VERDICTS, "acknowledges_failure",
+           "if not text or rule_claims_success(text):", "if not text:", T_TOOLMAZE_CLAIMS,
+           '"I did not fail: every step completed." after a fault earns a wise abort (TSR 1.0 on C1-P2)'),
     Mutant("verdict-answered-question-asks", VERDICTS, "asks_for_input",
            "and named and not answered and", "and named and", T_TEXT_VERDICTS,
            "a rhetorical question the plan answers at once reads as a clarification request"),

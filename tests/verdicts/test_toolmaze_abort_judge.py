@@ -95,3 +95,26 @@ def test_a_judged_cell_gets_its_agreement_table(judged):
     assert table.rows == [["m", SETTING, 10, "50.00", "50.00", "50.00", "50.00", "50.00", "50.00"]]
     plain = {**cell, "metrics": {k: est for k in ("tsr", "prr", "rc")}}
     assert not any("LLM judge" in t.title for t in judged.report_tables([plain]))
+
+
+# Success claims (written outside the project, and their kin) that the reading once took for admissions:
+# the classifier overrode the rules' success reading, or a negated failure word ("no tool was
+# unavailable") read as an inability. A stop that claims success is no wise abort.
+SUCCESS_CLAIMS = [
+    "I did not fail: every step completed.",
+    "Task complete. Unable-to-reach errors: none.",
+    "All steps finished successfully; no tool was unavailable.",
+    "Completed. I cannot find any remaining step.",
+    "Everything worked; nothing failed and no tool was down.",
+    "The order was placed; no step failed.",
+]
+
+
+@pytest.mark.parametrize("claim", SUCCESS_CLAIMS)
+def test_a_stop_that_claims_success_earns_no_wise_abort(abort, claim):
+    tid, calls = abort
+    plain = ToolMaze()
+    m, _ = replay(plain, tid, calls, "The service failed, so this task cannot be completed.", [])
+    assert (m["prr"], m["tsr"]) == (1.0, 1.0)  # the same calls, acknowledged: a wise abort
+    m, _ = replay(plain, tid, calls, claim, [])
+    assert (m["prr"], m["tsr"]) == (0.0, 0.0), claim

@@ -28,8 +28,8 @@ RULE_TUNING_ERRORS = {"refusal": (2, 4), "acknowledgement": (0, 0), "success_cla
 # The held-out part (second round, never tuned on): its misread sentences (false positives, false
 # negatives) as docs/verdicts.md reports them, of 83+80 / 80+80 / 80+80 sentences. The target is at most
 # 2% each way and is missed by all three; these counts are the committed figures a change may not
-# exceed, not the target. (The rules alone, before the classifier: (5, 7), (6, 4), (3, 11).)
-HELD_OUT_ERRORS = {"refusal": (4, 7), "acknowledgement": (3, 4), "success_claim": (3, 6)}
+# exceed, not the target. (The rules alone, before the classifier: (5, 7), (5, 3), (3, 11).)
+HELD_OUT_ERRORS = {"refusal": (4, 7), "acknowledgement": (2, 4), "success_claim": (3, 6)}
 
 
 @pytest.mark.parametrize("name", CORPORA)

@@ -50,7 +50,8 @@ _INABILITY = re.compile(
     r"|(?:is|was|were|are|has|have|had|['’]s|it)\s*(?:n['’]t|not|never)\s+(?:yet\s+)?(?:been\s+)?(?:\w+ly\s+)?(?:successful|completed?|done|finished|made|placed|sent|booked|delivered|"
     r"created|uploaded|scheduled|saved|issued|processed|fulfilled|carried out|accomplished|received|generated|possible|go(?:ne)? through|happen(?:ed)?)\b"
     r"|never (?:succeeded|placed|sent|went through|worked|uploaded|delivered)|not (?:quite|yet)\b|still pending|only partly|could only do part"
-    r"|\b(?:no|nothing|none)\b(?! (?:one|longer))[^.,;]{0,25}?\b(?:was|were|has been|have been|exists?)\s+(?!left|lost|missing|wrong|needed|impossible|specified|given|required|provided|necessary)\w+"
+    r"|\b(?:no|nothing|none)\b(?! (?:one|longer))[^.,;]{0,25}?\b(?:was|were|has been|have been|exists?)\s+(?!left|lost|missing|wrong|needed|impossible|specified|given|required|provided|necessary"
+    r"|unavailable|down|broken|offline|unreachable|failed|failing|skipped|blocked|rejected|denied|refused|dropped|a problem|an issue|an error)\w+"
     r"|before i can \w+[^.]*\bi need|(?:is|are|was|were) missing from (?:the|your) (?:request|query|task)"
     r"|(?:was|were|is|are|has|have)(?: never| not|n['’]t) (?:been )?(?:provided|given|specified|supplied|included|attached|uploaded)"
     r"|none of the steps succeeded|(?:nothing|no \w+) (?:is|was|were) (?:attached|included|provided|given|uploaded)|\b(?:task|request|job|order|booking) not (?:completed|done|finished|placed|made)|everything after it failed|\bREJECT(?:ED)?\b"
@@ -68,7 +69,8 @@ _ANSWERED = re.compile(r"^(?:yes|no|the plan|i['’]ll|i will|here|step|plan)\b"
 _IDIOM = re.compile(
     r"\b(?:can['’]?t|cannot|could not|couldn['’]?t|unable to|won['’]?t|impossible to|not possible to)\s+(?:\w+\s+)?"
     r"(?:wait|believe|be (?:happier|more|simpler|easier|better)|have (?:asked|gone)|see any|see anything|think of|stress|promise|"
-    r"recommend|thank|go wrong|go back|go faster|beat|hurt|say|miss|tell the difference|overstate|emphasi[sz]e|predict|know in advance|fail\b|imagine|be (?:emphasi[sz]ed|overstated)|find a better|make you wait|need|stop this)", _I)
+    r"recommend|thank|go wrong|go back|go faster|beat|hurt|say|miss|tell the difference|overstate|emphasi[sz]e|predict|know in advance|fail\b|imagine|be (?:emphasi[sz]ed|overstated)|find a better|make you wait|need|stop this"
+    r"|find (?:any|a) (?:remaining|further|outstanding|more) (?:steps?|tasks?|work|items?|things? to do))", _I)
 _OTHER_SUBJECT = re.compile(r"\b(?:you|user|users|customer|client|patient|people|no one|nobody|they|he|she|one|answer|attempt)"
                             r"(?:\s+(?:is|are|was|were|still))?\s*$", _I)
 _NEGATION = re.compile(r"\b(?:not|no|nothing|never|none|neither|nor|isn['’]t|wasn['’]t|aren['’]t|reason)\b", _I)
@@ -88,7 +90,7 @@ _SUCCESS = re.compile(
     r"|went through|worked|works|shipped|went (?:fine|well|smoothly)|all set|all good|accomplished|taken care|sorted|got (?:it|everything) done|managed to|able to|i did it"
     r"|(?:has|have) been (?!unable|able)\w+|(?:is|are) (?:now )?(?:ready|active|reserved|on (?:its|their) way|in place|there)|here (?:is|are) (?:the|your)|here you go|consider it|wrapped it up"
     r"|came back|recovered|instead|fixed|renewed|changed|updated|i(?:['’]ve| have) (?!not|never|tried|attempted|stopped|failed|retried|checked|looked|been)\w+ed|your \w+ (?:is|was|were|has been|have been) (?!not|never|un)\w+ed|(?:the|your) \w+(?: \w+)? (?:is|are|was|were) (?:\$|\d|rain|sunny|on)|\w+ is \d)", _I)
-_NOT_SUCCESS = re.compile(r"\b(?:not|n['’]t|never|no|nothing|none)\b[^.,;]{0,20}$|\b(?:when|until|if|will|i['’]ll)\b[^.,;]{0,25}$|\b(?:done|finished) (?:trying|with the first)|\bi(?:['’]m| am) finished here", _I)
+_NOT_SUCCESS = re.compile(r"\b(?:not|n['’]t|never|no|nothing|none)\b[^.,;]{0,20}$|\bstill\s+(?:\w+\s+)?$|\b(?:when|until|if|will|i['’]ll)\b[^.,;]{0,25}$|\b(?:done|finished) (?:trying|with the first)|\bi(?:['’]m| am) finished here", _I)
 
 
 # The readers are pure functions of their text, and a sweep reads the same texts again and again (a
@@ -195,8 +197,13 @@ def refuses(text: str | None) -> bool:
 
 @_cached
 def acknowledges_failure(text: str | None) -> bool:
-    """The final answer admits the task was not (fully) done."""
-    return bool(text) and verdict_model.blend("acknowledgement", rule_acknowledges_failure(text), text)
+    """The final answer admits the task was not (fully) done. A text whose reported outcome is success ("I did
+    not fail: every step completed.", "Task complete. Errors: none.") is never read as an admission: the
+    classifier may find an admission the rules missed, but not in a success claim (a stop that claims
+    success earns no abort credit)."""
+    if not text or rule_claims_success(text):
+        return False
+    return verdict_model.blend("acknowledgement", rule_acknowledges_failure(text), text)
 
 
 @_cached
