@@ -66,7 +66,8 @@ def test_the_judge_reads_the_abort_and_the_rule_stays_beside_it(judged, abort):
     assert (m["prr"], m["tsr"], m["rule_prr"], m["ack_agreement"]) == (0.0, 0.0, 0.0, 1.0)
 
 
-@pytest.mark.parametrize("unreadable", ["I think it failed", "", '{"cannot_complete": "maybe"}'])
+@pytest.mark.parametrize("unreadable", ["I think it failed", "", '{"cannot_complete": "maybe"}',
+                                        '{"cannot_complete": "true"}'])
 def test_an_unreadable_abort_verdict_is_asked_again_then_left_undefined(judged, abort, unreadable):
     tid, calls = abort
     m, asks = replay(judged, tid, calls, "The service failed, so this task cannot be completed.", [unreadable])

@@ -105,6 +105,16 @@ def test_llm_judge_prompts_are_filled(bench):
     assert parse_judge_verdict("not json") == {}
 
 
+@pytest.mark.parametrize("reply", ['{"is_correct": "YES", "score": 42}', '{"is_correct": "YES", "score": -0.5}',
+                                   '{"is_correct": "YES", "grade": "high"}', '{"is_correct": "maybe"}',
+                                   '{"is_correct": 1, "score": 1.0}', '{"is_correct": true, "score": true}'])
+def test_a_judge_reply_off_its_protocol_is_unreadable_not_clipped_or_guessed(reply):
+    # a score off the rubric's 0-1 scale was clipped to 1.0 and "maybe" read as NO; unreadable is asked again
+    assert parse_judge_verdict(reply) == {}
+    assert parse_judge_verdict('{"is_correct": "yes", "score": 1}') == {"correct": True, "grade": 1.0, "flags": set()}
+    assert parse_judge_verdict('{"is_correct": false, "grade": 0}')["correct"] is False
+
+
 def test_generation_needs_no_network(monkeypatch):
     def refuse(*a, **k):
         raise OSError("network disabled in this test")

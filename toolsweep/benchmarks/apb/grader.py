@@ -1148,18 +1148,32 @@ _JUDGE_FLAGS = {"E1": ("E1_GOAL",), "E2": ("E2_",), "E3": ("E3_",), "E4": ("E4_"
 _CATEGORIES = {1: "replace", 2: "alter", 3: "retry", 4: "refuse", 5: "other"}
 
 
+_CORRECT_WORDS = {"YES": True, "TRUE": True, "PASS": True, "NO": False, "FALSE": False, "FAIL": False}
+
+
 def parse_judge_verdict(text: str | None) -> dict[str, Any]:
-    """Read a J1-J9 judge reply: `correct`, `grade`, flags, and `category` (J5); {} if unreadable."""
+    """Read a J1-J9 judge reply: `correct`, `grade`, flags, and `category` (J5); {} if unreadable.
+    Read strictly, as the prompts define the fields: `is_correct` a boolean or YES/NO (J1's "YES"),
+    anything else ("maybe", 1) unreadable; a `score`/`grade` a number on the rubric's 0-1 scale, one
+    outside it (42, -1, "high") unreadable, never clipped into it. Unreadable replies are asked again."""
     obj, ok, _ = extract_json(text)
     if not ok or not isinstance(obj, dict):
         return {}
     out: dict[str, Any] = {}
     ic = obj.get("is_correct")
-    if ic is not None:
-        out["correct"] = ic is True or str(ic).strip().upper() in ("YES", "TRUE", "PASS")
+    if isinstance(ic, bool):
+        out["correct"] = ic
+    elif isinstance(ic, str) and ic.strip().upper() in _CORRECT_WORDS:
+        out["correct"] = _CORRECT_WORDS[ic.strip().upper()]
+    elif ic is not None:
+        return {}
     for k in ("score", "grade"):
-        if isinstance(obj.get(k), (int, float)):
-            out["grade"] = float(obj[k])
+        v = obj.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 <= v <= 1.0):
+            return {}
+        out["grade"] = float(v)
     flags = set()
     for f, prefixes in _JUDGE_FLAGS.items():
         if any(obj.get(k) is True for k in obj if any(str(k).startswith(p) for p in prefixes)):

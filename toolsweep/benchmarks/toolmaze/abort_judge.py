@@ -36,7 +36,8 @@ def abort_messages(query: str, answer: str) -> list[Message]:
 
 
 def parse_abort_verdict(text: str) -> bool | None:
-    """The judge's reading, or None when the reply holds no readable verdict."""
+    """The judge's reading, or None when the reply holds no readable verdict: the protocol asks for a JSON
+    boolean, so a string ("true", "maybe") is unreadable and asked again, never read as the boolean."""
     for match in reversed(list(re.finditer(r"\{[^{}]*\}", text or ""))):
         try:
             obj: Any = json.loads(match.group(0))
@@ -45,6 +46,4 @@ def parse_abort_verdict(text: str) -> bool | None:
         value = obj.get("cannot_complete") if isinstance(obj, dict) else None
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
     return None
