@@ -65,6 +65,34 @@ def test_an_outage_within_the_budget_costs_no_unit(ray_local, tmp_path):
     assert served_after > 10  # the server was used again after it came back
 
 
+def test_a_5xx_storm_on_chat_while_the_server_answers_is_an_outage_that_costs_no_unit(ray_local, tmp_path):
+    """The server keeps listening (its other routes answer) while every chat request gets a 503 for 6 s, as
+    when an engine dies behind its API front: the probe asks chat too, so the units wait instead of spending
+    their attempts (before: read as up, and units were given up as infra_error within seconds)."""
+    lines: list[str] = []
+    storm = threading.Event()
+    with FakeOpenAIServer(delay_s=0.05) as server:
+        server.default = lambda body: (503, {"error": {"message": "engine dead"}}) if storm.is_set() else adder(body)
+
+        def weather() -> None:
+            while len(server.requests) < 10:
+                time.sleep(0.01)
+            storm.set()
+            time.sleep(6.0)
+            storm.clear()
+
+        thread = threading.Thread(target=weather, daemon=True)
+        thread.start()
+        cfg = config(tmp_path, server.base_url, budget_s=120)
+        out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lines.append)
+        thread.join()
+        probes = [b for b in server.requests if b["messages"] == [{"role": "user", "content": "ping"}]]
+    assert out.done == N_TASKS and out.gave_up == 0, lines
+    assert not (cfg.run_path() / "failures.jsonl").exists() or not (cfg.run_path() / "failures.jsonl").read_text()
+    assert any("/chat/completions answers HTTP 503" in line for line in lines), lines
+    assert probes and all(b["model"] == "m" and b["max_tokens"] == 1 for b in probes)
+
+
 def test_an_outage_past_the_budget_gives_up_with_the_endpoint_named(ray_local, tmp_path):
     lines: list[str] = []
     with FakeOpenAIServer(delay_s=0.05) as server:

@@ -9,6 +9,7 @@ healthy model means the unit's model is given up, not that the unit spends an at
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -18,13 +19,25 @@ from toolsweep.cluster.endpoint_health import probe_http, wait_for_endpoints
 
 
 class StatusServer:
-    """Answers GET /v1/models with the next status of `script` (the last one repeats)."""
+    """Answers GET /v1/models with the next status of `script` (the last one repeats), and POST
+    /v1/chat/completions with the next of `chat` (the last one repeats; 200 when not given)."""
 
-    def __init__(self, *script: int) -> None:
+    def __init__(self, *script: int, chat: tuple[int, ...] = (200,)) -> None:
         self.script, self.served = list(script), 0
+        self.chat, self.chats = list(chat), []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server hook
+                outer.chats.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+                code = outer.chat[min(len(outer.chats) - 1, len(outer.chat) - 1)]
+                body = b'{"choices": []}'
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def do_GET(self) -> None:  # noqa: N802 - the http.server hook
                 code = outer.script[min(outer.served, len(outer.script) - 1)]
                 outer.served += 1
@@ -86,6 +99,32 @@ def test_a_closed_port_is_not_up_and_one_answering_replica_is_enough():
         assert probe_http([dead, bad.base_url, good.base_url]) is None
 
 
+@pytest.mark.parametrize("chat", [500, 502, 503])
+def test_models_answering_while_every_chat_request_gets_a_5xx_is_down(chat):
+    # a judge whose engine died behind its API front once read as up: 16 units spent 3 attempts each
+    with StatusServer(200, chat=(chat,)) as s:
+        why = probe_http([s.base_url], chat_model="judge-model")
+        assert why is not None and f"/chat/completions answers HTTP {chat}" in why and s.base_url in why
+        path, body = s.chats[0]
+        assert path == "/v1/chat/completions" and body["model"] == "judge-model" and body["max_tokens"] == 1
+        assert probe_http([s.base_url]) is None  # without a model to ask, /models alone decides, as before
+
+
+@pytest.mark.parametrize("chat", [200, 400, 404, 429])
+def test_a_chat_probe_answered_below_500_is_up(chat):
+    with StatusServer(200, chat=(chat,)) as s:
+        assert probe_http([s.base_url], chat_model="m") is None and len(s.chats) == 1
+
+
+def test_a_chat_5xx_storm_of_a_judge_is_an_outage_that_recovers():
+    # the judge's endpoint lists its models throughout; its chat answers 503 twice, then 200
+    with StatusServer(200) as agent, StatusServer(200, chat=(503, 503, 200)) as judge:
+        runtime = Runtime({"agent": agent.base_url, "judge": judge.base_url}, model="served")
+        verdict = wait_for_endpoints(runtime, ["agent", "judge"], budget_s=30, log=lambda line: None)
+    assert verdict.state == "recovered" and verdict.where.startswith("judge at ") and len(judge.chats) == 3
+    assert "/chat/completions answers HTTP 503" in verdict.last_error
+
+
 # ---------------------------------------------------------------- the verdict over a model and its helpers
 
 # how an endpoint behaves while it is probed: up at once; down at first, then back; down for the whole budget
@@ -97,11 +136,11 @@ SEVERITY = {"up": 0, "recovered": 1, "exhausted": 2}
 class Runtime:
     """What `wait_for_endpoints` reads of the models' runtime: each model's endpoint spec."""
 
-    def __init__(self, urls: dict[str, str]) -> None:
-        self.urls = urls
+    def __init__(self, urls: dict[str, str], model: str = "") -> None:
+        self.urls, self.model = urls, model
 
     def endpoints(self) -> dict[str, dict]:
-        return {name: {"kind": "openai", "base_urls": [url]} for name, url in self.urls.items()}
+        return {name: {"kind": "openai", "base_urls": [url], "model": self.model} for name, url in self.urls.items()}
 
 
 @pytest.mark.parametrize("states", list(itertools.product(STATES, repeat=3)), ids="-".join)

@@ -105,6 +105,7 @@ T_ENDPOINT_VERDICTS = ("tests/cluster/test_endpoint_verdicts.py::test_the_worst_
 T_APB_ROLES = ("tests/benchmarks/apb/test_apb_roles.py",)
 T_APB_TWINS = "tests/benchmarks/apb/test_apb_twins.py"
 T_APB_LOOKALIKES = "tests/benchmarks/apb/test_apb_lookalikes.py"
+T_PROBE_CHAT = ("tests/cluster/test_endpoint_verdicts.py::test_models_answering_while_every_chat_request_gets_a_5xx_is_down",)
 T_PROBE = ("tests/cluster/test_endpoint_verdicts.py::test_a_5xx_answer_is_not_up_and_names_the_status",
            "tests/cluster/test_endpoint_verdicts.py::test_an_answer_below_500_is_up")
 T_TOKENS = ("tests/evaluator/test_token_sums.py",)
@@ -266,11 +267,14 @@ MUTANTS: list[Mutant] = [
     Mutant("verdict-best-of-model-and-helpers", HEALTH, "wait_for_endpoints",
            "return min(verdicts, key=lambda v: order[v.state])", "return max(verdicts, key=lambda v: order[v.state])",
            T_ENDPOINT_VERDICTS, "a judge down for the whole budget beside a healthy model reads up: units spend attempts"),
+    Mutant("probe-chat-5xx-up", HEALTH, "probe_http",
+           "if isinstance(chat, int) and chat >= 500:", "if isinstance(chat, int) and chat >= 600:", T_PROBE_CHAT,
+           "a server listing its models while every chat request gets a 503 reads up: units spend their attempts"),
     Mutant("probe-any-answer-up", HEALTH, "probe_http",
-           "if exc.code < 500:", "if exc.code < 600:", T_PROBE,
+           "if isinstance(status, str) or status >= 500:", "if isinstance(status, str) or status >= 600:", T_PROBE,
            "an endpoint answering 503 to the probe counts as healthy"),
     Mutant("probe-4xx-down", HEALTH, "probe_http",
-           "if exc.code < 500:", "if exc.code < 400:", T_PROBE,
+           "if isinstance(status, str) or status >= 500:", "if isinstance(status, str) or status >= 400:", T_PROBE,
            "a 401 or 404 (the configuration's problem) reads as an outage: units wait out the budget"),
     # ------------------------------------------------------------------ token counts
     Mutant("tokens-row-last-step-only", RUNDIR, "outcome_columns",

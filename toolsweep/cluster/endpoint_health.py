@@ -11,13 +11,16 @@ outage budget runs out. The verdict decides who pays:
   naming the endpoint and the outage (other models keep running).
 
 Any HTTP answer below 500 counts as up: a 401 or 404 is the configuration's problem, which the
-request path already reports as such (a run stops at the first: `EndpointMisconfigured`).
+request path already reports as such (a run stops at the first: `EndpointMisconfigured`). Where the
+endpoint names its model, a one-token chat request is probed too: a server that lists its models while
+answering every chat request with a 5xx is down (its units, a judge's included, spend no attempt).
 
 The scheduler's side of it: `wait_for_endpoints` probes a unit's model and the helpers its benchmark
 consults, and the worst verdict decides; `heal_endpoints` restarts their dead replicas."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import urllib.error
@@ -40,25 +43,44 @@ class OutageVerdict:
 
 
 def probe_http(base_urls: list[str], api_key: str | None = None,
-               timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
-    """None if any replica answers below 500, else why none did."""
+               timeout_s: float = PROBE_TIMEOUT_S, chat_model: str | None = None) -> str | None:
+    """None if any replica answers below 500, else why none did. With `chat_model`, a replica whose
+    `/models` answers must also answer a one-token chat request below 500: a server that lists its
+    models while every chat request gets a 5xx (an engine that died behind its API front) is down for
+    the calls that matter. Only a 5xx counts there: a slow (timed-out) or refused chat probe is read as
+    up, as before, so a loaded server is never taken for an outage."""
     if not base_urls:
         return None  # nothing served over HTTP (in-process or scripted): nothing to probe
     errors = []
     for url in base_urls:
-        request = urllib.request.Request(url.rstrip("/") + "/models")
-        if api_key:
-            request.add_header("Authorization", f"Bearer {api_key}")
-        try:
-            with urllib.request.urlopen(request, timeout=timeout_s):
-                return None
-        except urllib.error.HTTPError as exc:
-            if exc.code < 500:
-                return None
-            errors.append(f"{url}: HTTP {exc.code}")
-        except Exception as exc:  # noqa: BLE001 - refused, reset, timed out, DNS: all mean "not answering"
-            errors.append(f"{url}: {type(exc).__name__}: {str(getattr(exc, 'reason', exc))[:120]}")
+        status = _http_status(urllib.request.Request(url.rstrip("/") + "/models"), api_key, timeout_s)
+        if isinstance(status, str) or status >= 500:
+            errors.append(f"{url}: {status if isinstance(status, str) else f'HTTP {status}'}")
+            continue
+        if chat_model:
+            body = json.dumps({"model": chat_model, "messages": [{"role": "user", "content": "ping"}],
+                               "max_tokens": 1}).encode()
+            chat = _http_status(urllib.request.Request(url.rstrip("/") + "/chat/completions", data=body,
+                                                       headers={"Content-Type": "application/json"}),
+                                api_key, timeout_s)
+            if isinstance(chat, int) and chat >= 500:
+                errors.append(f"{url}: /models answers but /chat/completions answers HTTP {chat}")
+                continue
+        return None
     return "; ".join(errors)
+
+
+def _http_status(request: urllib.request.Request, api_key: str | None, timeout_s: float) -> int | str:
+    """The request's HTTP status, or why nothing answered (refused, reset, timed out, DNS)."""
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except Exception as exc:  # noqa: BLE001 - refused, reset, timed out, DNS: all mean "not answering"
+        return f"{type(exc).__name__}: {str(getattr(exc, 'reason', exc))[:120]}"
 
 
 def wait_for_endpoint(
@@ -118,7 +140,8 @@ def wait_for_endpoints(runtime: Any, models: list[str], budget_s: float, log: Ca
         key = spec.get("api_key") or (os.environ.get(key_env) if key_env else None)  # a started server's sweep key
         where = ", ".join(urls)
         verdicts.append(wait_for_endpoint(
-            lambda urls=urls, key=key: probe_http(urls, key), budget_s, where=f"{name} at {where}",
+            lambda urls=urls, key=key, model=spec.get("model"): probe_http(urls, key, chat_model=model),
+            budget_s, where=f"{name} at {where}",
             on_down=lambda error, name=name: _on_down(log, on_down,
                 f"model {name}: its endpoint does not answer ({error[:200]}); its units wait (no attempt "
                 f"spent) while it is probed, for up to {budget_s:.0f} s (outage_budget_s)"),
