@@ -51,6 +51,28 @@ def test_refusal_is_the_same_decision_for_holistic_control_and_unsolvable(bench)
         assert uns.grader.unsolvable(text, "tool", [])[0] == explicit
 
 
+def test_a_plain_text_reply_is_one_decision_for_the_unsolvable_pass_and_refused(bench):
+    """Every plain-text reply of the refusal corpora (both classes, every round) and the replies on which the two
+    readings once disagreed (10 of 47 plain-text replies): the Unsolvable pass read the rules alone while
+    `refused` and the false-refusal count read the blended verdict."""
+    from tests.verdicts.corpus import load_all
+    from toolsweep.benchmarks.apb.grader import extract_with_prose
+
+    uns, ctrl = env_of(bench, "unsolvable_tool"), env_of(bench, "unsolvable_control")
+    texts = [e.text for e in load_all("refusal")] + [
+        "Without the video, there is nothing I can plan here.",  # passed no Unsolvable setting
+        "I refuse to overcomplicate this. Here is the plan: search the listings, then book the cheapest.",
+    ]
+    plain = [t for t in texts if not extract_with_prose(t)[1]]
+    assert len(plain) > 300
+    for text in plain:
+        refused, asks, _ = uns.grader.stated_refusal(None, False, text, "")
+        assert (refused or asks) == ctrl.grader.refused(text) == text_refuses(text), text
+        assert uns.grader.unsolvable(text, "tool", [])[0] == (refused and text_refuses(text)), text
+    assert uns.grader.unsolvable(texts[-2], "visual", [])[0] and ctrl.grader.refused(texts[-2])
+    assert not uns.grader.unsolvable(texts[-1], "tool", [])[0] and not ctrl.grader.refused(texts[-1])
+
+
 def test_deeply_nested_json_does_not_crash_the_grader(bench):
     env = env_of(bench, "holistic")
     for text in ('{"a":' * 6000, "[" * 6000 + "]" * 6000, '{"plan": "x", "tool_chain": ' + "[" * 5000 + "]" * 5000 + "}"):

@@ -1055,9 +1055,16 @@ class PlanGrader:
         case-insensitive), then what the
         answer says in words (its prose, `reason`, `plan`, `thought`, or the whole reply without JSON):
         a stated inability, or a request for the missing value. A termination-only chain that says
-        neither ("Summarize and deliver the result.") refuses nothing, and a bare "?" asks for nothing."""
+        neither ("Summarize and deliver the result.") refuses nothing, and a bare "?" asks for nothing.
+        A reply without JSON is read once, by `text_refuses` (the blended reading `refused` uses too, so the
+        Unsolvable pass and the false-refusal count cannot disagree on it); the rules then say only which
+        kind it is: a request for the missing value, or a refusal (a stated inability, or what the
+        classifier read as one)."""
         if not ok:
-            return "tool_chain" not in raw and verdicts.states_inability(raw), verdicts.asks_for_input(raw), raw
+            if not text_refuses(raw):
+                return False, False, raw
+            asks = verdicts.asks_for_input(raw)
+            return not asks or verdicts.states_inability(raw), asks, raw
         items = [x for x in (obj if isinstance(obj, list) else [obj]) if isinstance(x, dict)]
         statuses = {str(x.get("status", "")).strip().upper() for x in items}
         said = " \n".join([prose] + [str(x[k]) for x in items for k in ("reason", "plan", "thought") if x.get(k)])
