@@ -76,10 +76,19 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-def test_unreachable_judge_is_refused_before_any_unit_runs(ray_local, tmp_path, capsys):
+def test_unreachable_judge_is_refused_before_any_unit_runs(ray_local, tmp_path, capsys, monkeypatch):
     cfg = _config(tmp_path, f"http://127.0.0.1:{_closed_port()}/v1", "refused")
-    with pytest.raises(HelpersUnreachable, match="helper 'judge' did not answer"):
-        run_sweep(cfg, progress=False, log=lambda m: None)
+    import toolsweep.cluster.driver as driver
+
+    # an endpoint outside the cluster is checked before Ray (and any server) is started: it was found only
+    # after Ray's start, 24.5 s into the run
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started before the external judge was checked")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(driver, "connect_ray", no_ray)
+        with pytest.raises(HelpersUnreachable, match="helper 'judge' did not answer"):
+            run_sweep(cfg, progress=False, log=lambda m: None)
     assert not list((tmp_path / "runs").rglob("*.parquet"))
     path = tmp_path / "refused.yaml"
     path.write_text(json.dumps(cfg.model_dump(mode="json")))  # JSON is YAML

@@ -300,6 +300,7 @@ def provisioned(plan: SweepPlan, log: Log) -> Iterator[Models]:
     from toolsweep.cluster.models_runtime import ModelRuntime
 
     config = plan.config
+    _check_external_endpoints(config, log)
     sigterm = signal.getsignal(signal.SIGTERM)
     started_ray = connect_ray(config.ray_address, log, config.ray_start_timeout_s)
     if callable(sigterm) and threading.current_thread() is threading.main_thread():
@@ -350,18 +351,48 @@ def _episode_tokens(config: SweepConfig, log: Log) -> dict[str, int]:
         return {}
 
 
+def _external(model: Any) -> bool:
+    """An endpoint the sweep does not start (`kind: openai`, a base_url): reachable, or not, before Ray is."""
+    return getattr(model, "kind", "") == "openai"
+
+
+def _check_external_endpoints(config: SweepConfig, log: Log) -> None:
+    """The preflight of what runs at endpoints the sweep does not start (helpers answer, models' replies
+    parse), before Ray and any server are started: a judge or model that refuses connections stops the run
+    in seconds, not after Ray's start (exit 3, the same message)."""
+    helpers = [h for h in config.helpers if _external(h)]
+    models = [m for m in config.models if _external(m)]
+    if not config.preflight or not (helpers or models):
+        return
+    from toolsweep.cluster.preflight import HelpersUnreachable, check_helpers, require_preflight
+
+    if helpers:
+        log("preflight: checking that every helper model at an external endpoint answers (before Ray starts)")
+        unreachable = check_helpers(helpers, {})
+        if unreachable:
+            raise HelpersUnreachable(unreachable)
+    if models:
+        log("preflight: checking that the replies of every model at an external endpoint parse into valid actions "
+            "(before Ray starts)")
+        require_preflight(models, list(config.benchmarks), {}, on_result=lambda r: log(r.line()))
+
+
 def _preflight(config: SweepConfig, endpoints: dict[str, Any], log: Log, models: list[Any] | None = None,
                helpers: bool = True) -> None:
     """Every helper answers and every model's replies parse into valid actions, before any unit (in a
-    sweep that runs in waves: before each wave's first unit, for the models of that wave)."""
+    sweep that runs in waves: before each wave's first unit, for the models of that wave). Helpers at
+    external endpoints were checked before Ray started (`_check_external_endpoints`), and so were
+    the models there."""
     models = list(config.models) if models is None else models
-    if config.preflight and helpers and config.helpers:
+    served_helpers = [h for h in config.helpers if not _external(h)]
+    if config.preflight and helpers and served_helpers:
         from toolsweep.cluster.preflight import HelpersUnreachable, check_helpers
 
         log("preflight: checking that every helper model answers")
-        unreachable = check_helpers(list(config.helpers), endpoints)
+        unreachable = check_helpers(served_helpers, endpoints)
         if unreachable:
             raise HelpersUnreachable(unreachable)
+    models = [m for m in models if not _external(m)]
     if config.preflight and any(m.kind != "scripted" for m in models):
         from toolsweep.cluster.preflight import require_preflight
 
