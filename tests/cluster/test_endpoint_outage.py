@@ -93,6 +93,37 @@ def test_a_5xx_storm_on_chat_while_the_server_answers_is_an_outage_that_costs_no
     assert probes and all(b["model"] == "m" and b["max_tokens"] == 1 for b in probes)
 
 
+def test_rate_limiting_past_the_budget_pauses_the_units_and_spends_no_attempt(ray_local, tmp_path):
+    """Every chat request gets a 429 for 7 s, longer than the 5-s budget a request waits out 429s: the requests
+    then fail, and the probe (a chat request, still 429) reads the endpoint as down, so the units wait as in
+    an outage and run again when it passes (before: /models answered, read as up, and every running unit
+    spent an attempt)."""
+    lines: list[str] = []
+    storm = threading.Event()
+    with FakeOpenAIServer(delay_s=0.05) as server:
+        server.default = (lambda body: (429, {"error": {"message": "slow down"}}, {"Retry-After": "0.2"})
+                          if storm.is_set() else adder(body))
+
+        def weather() -> None:
+            while len(server.requests) < 10:
+                time.sleep(0.01)
+            storm.set()
+            time.sleep(7.0)
+            storm.clear()
+
+        thread = threading.Thread(target=weather, daemon=True)
+        thread.start()
+        cfg = config(tmp_path, server.base_url, budget_s=5)
+        out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lines.append)
+        thread.join()
+    from toolsweep.evaluator.rundir import RunDirectory
+
+    assert out.done == N_TASKS and out.gave_up == 0, lines
+    attempts = RunDirectory(cfg.run_path()).read_table(columns=["attempts"]).to_pydict()["attempts"]
+    assert attempts == [1] * N_TASKS, attempts
+    assert any("rate limited (HTTP 429)" in line for line in lines), lines  # the units did meet the storm's end
+
+
 def test_an_outage_past_the_budget_gives_up_with_the_endpoint_named(ray_local, tmp_path):
     lines: list[str] = []
     with FakeOpenAIServer(delay_s=0.05) as server:

@@ -110,7 +110,13 @@ def test_models_answering_while_every_chat_request_gets_a_5xx_is_down(chat):
         assert probe_http([s.base_url]) is None  # without a model to ask, /models alone decides, as before
 
 
-@pytest.mark.parametrize("chat", [200, 400, 404, 429])
+def test_a_chat_probe_still_rate_limited_is_down():
+    with StatusServer(200, chat=(429,)) as s:
+        why = probe_http([s.base_url], chat_model="m")
+        assert why is not None and "rate limited (HTTP 429)" in why
+
+
+@pytest.mark.parametrize("chat", [200, 400, 404, 422])
 def test_a_chat_probe_answered_below_500_is_up(chat):
     with StatusServer(200, chat=(chat,)) as s:
         assert probe_http([s.base_url], chat_model="m") is None and len(s.chats) == 1

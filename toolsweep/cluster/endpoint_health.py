@@ -13,7 +13,8 @@ outage budget runs out. The verdict decides who pays:
 Any HTTP answer below 500 counts as up: a 401 or 404 is the configuration's problem, which the
 request path already reports as such (a run stops at the first: `EndpointMisconfigured`). Where the
 endpoint names its model, a one-token chat request is probed too: a server that lists its models while
-answering every chat request with a 5xx is down (its units, a judge's included, spend no attempt).
+answering every chat request with a 5xx, or still with 429, is down (its units, a judge's included,
+spend no attempt).
 
 The scheduler's side of it: `wait_for_endpoints` probes a unit's model and the helpers its benchmark
 consults, and the worst verdict decides; `heal_endpoints` restarts their dead replicas."""
@@ -47,8 +48,10 @@ def probe_http(base_urls: list[str], api_key: str | None = None,
     """None if any replica answers below 500, else why none did. With `chat_model`, a replica whose
     `/models` answers must also answer a one-token chat request below 500: a server that lists its
     models while every chat request gets a 5xx (an engine that died behind its API front) is down for
-    the calls that matter. Only a 5xx counts there: a slow (timed-out) or refused chat probe is read as
-    up, as before, so a loaded server is never taken for an outage."""
+    the calls that matter, and so is one that still answers chat with 429 (a unit whose request was
+    rate limited past `outage_budget_s` then waits as in an outage: being rate limited is never the
+    unit's fault). Only those count there: a slow (timed-out) chat probe is read as up, as before, so a
+    loaded server is never taken for an outage."""
     if not base_urls:
         return None  # nothing served over HTTP (in-process or scripted): nothing to probe
     errors = []
@@ -63,8 +66,9 @@ def probe_http(base_urls: list[str], api_key: str | None = None,
             chat = _http_status(urllib.request.Request(url.rstrip("/") + "/chat/completions", data=body,
                                                        headers={"Content-Type": "application/json"}),
                                 api_key, timeout_s)
-            if isinstance(chat, int) and chat >= 500:
-                errors.append(f"{url}: /models answers but /chat/completions answers HTTP {chat}")
+            if isinstance(chat, int) and (chat >= 500 or chat == 429):
+                why = "rate limited (HTTP 429)" if chat == 429 else f"HTTP {chat}"
+                errors.append(f"{url}: /models answers but /chat/completions answers {why}")
                 continue
         return None
     return "; ".join(errors)
