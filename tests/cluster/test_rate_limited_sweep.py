@@ -41,4 +41,8 @@ def test_a_sweep_over_a_rate_limited_endpoint_records_every_unit(ray_local, tmp_
         rejected = sum(1 for _ in server.requests) - 2 * N_TASKS  # each episode: a tool call, then the answer
     assert out.done == N_TASKS and out.gave_up == 0, lines
     assert rejected > 0  # the server did rate-limit the sweep
+    # each change of the model's requests in flight reaches the run's own output (it was only in a worker's
+    # .err file in Ray's session folder), with the worker, the model, the new and old limit and the cause
+    changes = [line for line in lines if "model hosted:" in line and "requests in flight (was" in line]
+    assert any(line.startswith("worker-0") and "rate limited (429)" in line for line in changes), lines
     assert not (cfg.run_path() / "failures.jsonl").exists() or not (cfg.run_path() / "failures.jsonl").read_text()

@@ -27,7 +27,7 @@ from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.protocols import EndpointConfigError, InfraError
 from toolsweep.evaluator.registry import get_benchmark, register_benchmark
 from toolsweep.evaluator.types import EpisodeResult, TerminationReason, WorkUnit
-from toolsweep.models.client import on_unreachable
+from toolsweep.models.client import on_notice, on_unreachable
 from toolsweep.models.factory import build_helpers, build_policy
 from toolsweep.models.secrets import Secrets
 
@@ -125,6 +125,8 @@ class RolloutWorker:
         self._running: dict[str, tuple[str, asyncio.Task]] = {}  # unit id -> (model, its episode's task)
         self._unreachable: set[str] = set()  # models whose endpoint a request found silent since `collect`
         on_unreachable(self._note_unreachable)
+        self._notices: list[str] = []  # lines for the driver's log since `collect` (rate-limit changes)
+        on_notice(self._notices.append)
 
     async def _benchmark(self, name: str):
         # The first build of a benchmark can take seconds (a world, a dataset): do it once, off the
@@ -294,6 +296,8 @@ class RolloutWorker:
         if self._unreachable:
             done.unreachable = tuple(sorted(self._unreachable))
             self._unreachable.clear()
+        if self._notices:
+            done.notices, self._notices[:] = tuple(f"{self.worker_id}: {line}" for line in self._notices), []
         return done
 
     async def run(self, unit: WorkUnit, row: EpisodeRow | None = None) -> EpisodeResult:

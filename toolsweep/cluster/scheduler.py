@@ -264,6 +264,8 @@ class Scheduler:
                     self._top_up_polls(polls, w)
                     for model in getattr(raw, "unreachable", ()):
                         self._on_unreachable(model, pending, in_flight, slots)
+                    for line in getattr(raw, "notices", ()):
+                        self.log(line)  # e.g. a model's requests in flight changed by its rate limit
                     for result in raw:  # EncodedResult: the row as the worker encoded it
                         if result.started is not None:  # a spare took this episode's slot at the worker
                             unit_id = result.started.rpartition("@")[0]

@@ -66,9 +66,11 @@ class EncodedBatch(list):
 
     `unreachable`: the models a request found nothing answering for since the last `collect`
     (`models.client.on_unreachable`), so the driver checks their endpoints without waiting for an episode
-    to fail."""
+    to fail. `notices`: lines for the run's own output the worker's clients reported meanwhile (a model's
+    requests in flight changed by its rate limit: `models.client.on_notice`)."""
 
     unreachable: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
 
     def __reduce__(self) -> Any:
         columns = (
@@ -76,7 +78,8 @@ class EncodedBatch(list):
             [r.metrics for r in self], [r.tokens for r in self], [r.row_json for r in self], [r.attempts for r in self],
             [r.started for r in self],
         )
-        return (_rebuild_batch, columns, {"unreachable": self.unreachable} if self.unreachable else None)
+        state = {k: v for k, v in (("unreachable", self.unreachable), ("notices", self.notices)) if v}
+        return (_rebuild_batch, columns, state or None)
 
 
 def _rebuild_batch(*columns: list[Any]) -> EncodedBatch:

@@ -208,6 +208,23 @@ def _stderr(line: str) -> None:
 
 
 _UNREACHABLE_LISTENER: list[Callable[[str], Any]] = []
+_NOTICE_LISTENER: list[Callable[[str], Any]] = []
+
+
+def on_notice(listener: Callable[[str], Any] | None) -> None:
+    """Have `listener(line)` called with each line the clients report for the run's own output (a change of
+    an endpoint's requests in flight, and why): a rollout worker hands them to the driver, which logs them.
+    The line goes to stderr as well. None: stderr only."""
+    _NOTICE_LISTENER[:] = [listener] if listener is not None else []
+
+
+def _notice(line: str) -> None:
+    _stderr(line)
+    for listener in _NOTICE_LISTENER:
+        try:
+            listener(line)
+        except Exception:  # noqa: BLE001 - a report that failed never fails the request
+            pass
 
 
 def on_unreachable(listener: Callable[[str], Any] | None) -> None:
@@ -269,7 +286,7 @@ class OpenAIClient:
             entry = self._per_loop.get(id(loop))
             if entry is None or entry[0] is not loop or entry[1].closed:
                 pool = ConnectionPool(max_idle=self.endpoint.max_in_flight + 4)
-                entry = (loop, pool, AdaptiveLimit(self.endpoint.max_in_flight, log=_stderr, name=self.endpoint.name))
+                entry = (loop, pool, AdaptiveLimit(self.endpoint.max_in_flight, log=_notice, name=self.endpoint.name))
                 self._per_loop[id(loop)] = entry
             return entry[1], entry[2]
 
