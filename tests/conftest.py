@@ -169,7 +169,17 @@ def screenshots(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def quickstart(tmp_path_factory) -> dict:
-    """The README's quick start, run from the command line into a fresh directory."""
+    """The README's quick start, run from the command line into a fresh directory; or, where
+    TOOLSWEEP_QUICKSTART_DIR names a directory it has just been run into with `--output-dir DIR/runs
+    --tracking-uri sqlite:///DIR/mlflow.db` (`.ci/run`'s README step), that run, read as it is."""
+    given = os.environ.get("TOOLSWEEP_QUICKSTART_DIR")
+    if given:
+        work = Path(given)
+        run_dir = work / "runs" / "quickstart" / "main"
+        missing = [p for p in (run_dir / "report.html", work / "mlflow.db") if not p.exists()]
+        assert not missing, (f"TOOLSWEEP_QUICKSTART_DIR={given} holds no finished quick start (no {missing[0]}): "
+                             "unset it to run one here, or run the README's command with those two options")
+        return {"work": work, "uri": f"sqlite:///{work / 'mlflow.db'}", "run_dir": run_dir}
     work = tmp_path_factory.mktemp("quickstart")
     uri = f"sqlite:///{work / 'mlflow.db'}"
     exe = Path(sys.executable).parent / "toolsweep"
