@@ -20,6 +20,28 @@ RAY_OWN_WAIT_S = 30
 """How long one `ray.init` waits for its raylet before it gives up (fixed in Ray 2.60)."""
 
 
+CLOUD_METADATA_HOSTS = ("169.254.169.254", "metadata.google.internal")
+"""Where Ray's dashboard asks which cloud it runs on (`ray/_common/usage/usage_lib.py`)."""
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def quiet_environment(environ: dict[str, str] | None = None) -> None:
+    """What the Ray this process starts (its GCS, dashboard and workers inherit this environment) must not
+    send anywhere but the sweep's endpoints. Ray's dashboard, started even without one (its usage-stats
+    module: `ray/_private/services.py`), asks the cloud metadata services which cloud it runs on before it
+    reads whether usage stats are on; through a configured HTTP(S) proxy those requests left the machine
+    (three a run). With a proxy variable set the metadata hosts are added to NO_PROXY and no_proxy (they
+    then go direct: a link-local address, or nothing off a cloud); usage stats are off unless
+    RAY_USAGE_STATS_ENABLED says otherwise."""
+    env = os.environ if environ is None else environ
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not any(env.get(k) for k in _PROXY_VARIABLES):
+        return
+    for key in ("NO_PROXY", "no_proxy"):
+        hosts = [h.strip() for h in env.get(key, "").split(",") if h.strip()]
+        env[key] = ",".join(hosts + [h for h in CLOUD_METADATA_HOSTS if h not in hosts])
+
+
 class RayStartFailed(RuntimeError):
     """Ray could not be started or joined: nothing ran; the message says what to try."""
 
@@ -47,6 +69,7 @@ def start_embedded_ray(timeout_s: float, log: Callable[[str], None], *,
     not passed since the first try; returns the number of tries. Raises `RayStartFailed` naming
     every try's cause and what to do."""
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    quiet_environment()
     first = clock()
     causes: list[str] = []
     while True:
