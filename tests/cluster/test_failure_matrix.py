@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
 from conftest import FAKE_TARGET  # noqa: E402
 from models_fake_server import FakeOpenAIServer, text_reply  # noqa: E402
+from toolsweep.cluster.endpoint_health import CHAT_PROBE  # noqa: E402
 from test_llm_sweep import adder  # noqa: E402
 from toolsweep.cluster.cli import main  # noqa: E402
 from toolsweep.cluster.config import SweepConfig  # noqa: E402
@@ -27,7 +28,7 @@ KEY = "sk-test-4f9a1c77e2"
 
 
 def config(tmp_path: Path, base_url: str, **model: object) -> SweepConfig:
-    overrides = {k: model.pop(k) for k in ("episode_timeout_s", "sampling") if k in model}
+    overrides = {k: model.pop(k) for k in ("episode_timeout_s", "sampling", "outage_budget_s") if k in model}
     return SweepConfig.model_validate({
         "name": "faults", "seeds": 1,
         "models": [{"name": "served", "kind": "openai", "base_url": base_url, "model": "m", "max_retries": 1,
@@ -81,7 +82,9 @@ def test_a_refused_configuration_stops_the_run_scores_nothing_and_a_fixed_rerun_
 def test_transient_failures_go_to_failures_jsonl_never_to_episodes(ray_local, tmp_path, reply):
     with FakeOpenAIServer() as server:
         server.default = lambda body: reply
-        cfg = config(tmp_path, server.base_url)
+        # an endpoint whose every chat request gets a 5xx is down (its health probe asks chat too): its units
+        # wait out the outage budget, here 1 s, then are given up as the others' are after their attempts
+        cfg = config(tmp_path, server.base_url, outage_budget_s=1)
         out = sweep(cfg)
         assert out.gave_up == N_TASKS and episodes(cfg) == []
         assert len(failures(cfg)) == N_TASKS and all("infra" in f["termination"] for f in failures(cfg))
@@ -110,7 +113,7 @@ def test_a_hung_endpoint_costs_a_bounded_time_and_is_never_scored(ray_local, tmp
     with FakeOpenAIServer(delay_s=3) as server:
         cfg = config(tmp_path, server.base_url, timeout_s=0.5)
         out = sweep(cfg)
-        sent = len(server.requests)
+        sent = sum(1 for b in server.requests if b["messages"] != CHAT_PROBE["messages"])  # not the health probe's
     # the cost is bounded in work: per unit at most 2 hung requests (then it is given up as hung), x 2 attempts
     assert out.gave_up == N_TASKS and episodes(cfg) == []
     assert N_TASKS <= sent <= N_TASKS * 2 * 2, sent
@@ -155,7 +158,10 @@ def test_a_reply_past_max_tokens_is_cut_and_scored(ray_local, tmp_path):
 def test_an_error_body_that_echoes_the_key_is_redacted(ray_local, tmp_path, monkeypatch):
     monkeypatch.setenv("TS_FAULTS_KEY", KEY)
     with FakeOpenAIServer() as server:
-        server.default = lambda body: (500, {"error": f"upstream rejected Authorization: Bearer {KEY}"})
+        # the episodes' requests (they offer tools) get the echo; the endpoint answers otherwise (its health
+        # probe too), so the failures are the units' own and their errors reach failures.jsonl
+        server.default = lambda body: ((500, {"error": f"upstream rejected Authorization: Bearer {KEY}"})
+                                       if body.get("tools") else text_reply("ok"))
         cfg = config(tmp_path, server.base_url, api_key_env="TS_FAULTS_KEY")
         out = sweep(cfg)
     assert out.gave_up == N_TASKS

@@ -14,6 +14,7 @@ from models_fake_server import FakeOpenAIServer  # noqa: E402
 from test_llm_sweep import adder  # noqa: E402
 from toolsweep.cluster.config import SweepConfig  # noqa: E402
 from toolsweep.cluster.driver import run_sweep  # noqa: E402
+from toolsweep.cluster.endpoint_health import CHAT_PROBE  # noqa: E402
 
 N_TASKS = 24
 QUOTA = 2
@@ -38,7 +39,8 @@ def test_a_sweep_over_a_rate_limited_endpoint_records_every_unit(ray_local, tmp_
             "output_dir": str(tmp_path / "runs"), "mlflow": False, "preflight": False, "max_attempts": 1,
         })
         out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lines.append)
-        rejected = sum(1 for _ in server.requests) - 2 * N_TASKS  # each episode: a tool call, then the answer
+        # each episode: a tool call, then the answer (a health probe's request, were there one, is not counted)
+        rejected = sum(1 for b in server.requests if b["messages"] != CHAT_PROBE["messages"]) - 2 * N_TASKS
     assert out.done == N_TASKS and out.gave_up == 0, lines
     assert rejected > 0  # the server did rate-limit the sweep
     # each change of the model's requests in flight reaches the run's own output (it was only in a worker's

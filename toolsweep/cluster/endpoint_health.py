@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 PROBE_TIMEOUT_S = 5.0
+CHAT_PROBE: dict[str, Any] = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+"""The body of the health probe's chat request (with the endpoint's model): one token, the cheapest answer."""
 BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)
 """Waits between probes; the last repeats (an endpoint back up is noticed within 15 s)."""
 
@@ -61,8 +63,7 @@ def probe_http(base_urls: list[str], api_key: str | None = None,
             errors.append(f"{url}: {status if isinstance(status, str) else f'HTTP {status}'}")
             continue
         if chat_model:
-            body = json.dumps({"model": chat_model, "messages": [{"role": "user", "content": "ping"}],
-                               "max_tokens": 1}).encode()
+            body = json.dumps({"model": chat_model, **CHAT_PROBE}).encode()
             chat = _http_status(urllib.request.Request(url.rstrip("/") + "/chat/completions", data=body,
                                                        headers={"Content-Type": "application/json"}),
                                 api_key, timeout_s)
