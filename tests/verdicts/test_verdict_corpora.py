@@ -72,6 +72,8 @@ def test_held_out_errors_stay_within_what_the_docs_report(name):
     ("Could you tell me which city you mean? I need that before I can put a plan together.", True),
     ("Which is better, A or B? The plan compares both and returns the winner.", False),
     ("Summarize and deliver the result.", False),
+    # a word or two is the rules' alone: the classifier took "What?" for a refusal and "I refuse." for none
+    ("What?", False), ("Which one?", False), ("Nope.", True), ("I refuse.", True),
 ])
 def test_refusals_are_read_by_their_subject_negation_and_answer(text, refuses):
     assert text_refuses(text) is refuses and RULES["refusal"](text) is refuses

@@ -188,11 +188,20 @@ def rule_claims_success(text: str | None) -> bool:
 # The verdicts as read without a judge: the rules' reading, overridden where the classifier trained on
 # the labelled corpora is confident the other way (verdict_model.py; rates in docs/verdicts.md).
 
+_WORD = re.compile(r"\w+")
+# Below this many words the classifier reads punctuation and a word or two (it took "What?" and "?" for
+# refusals and "Nope." and "I refuse." for none): the rules' reading stands alone.
+_CLASSIFIER_MIN_WORDS = 3
+
+
 @_cached
 def refuses(text: str | None) -> bool:
     """A refusal: the agent says it cannot or will not do the task, that what it needs is missing, or
     asks for the missing input instead."""
-    return verdict_model.blend("refusal", rule_refuses(text), text)
+    rule = rule_refuses(text)
+    if len(_WORD.findall(text or "")) < _CLASSIFIER_MIN_WORDS:
+        return rule
+    return verdict_model.blend("refusal", rule, text)
 
 
 @_cached
