@@ -19,7 +19,7 @@ from models_fake_server import FakeOpenAIServer  # noqa: E402
 from test_llm_sweep import adder  # noqa: E402
 from toolsweep.cluster.config import SweepConfig  # noqa: E402
 from toolsweep.cluster.driver import run_sweep  # noqa: E402
-from toolsweep.cluster.endpoint_health import OutageVerdict, wait_for_endpoint  # noqa: E402
+from toolsweep.cluster.endpoint_health import CHAT_PROBE, OutageVerdict, wait_for_endpoint  # noqa: E402
 
 N_TASKS = 24
 
@@ -65,28 +65,35 @@ def test_an_outage_within_the_budget_costs_no_unit(ray_local, tmp_path):
     assert served_after > 10  # the server was used again after it came back
 
 
+def storm_during(server: FakeOpenAIServer, reply: tuple, storm_s: float, after_requests: int) -> threading.Thread:
+    """The server keeps listening, but answers every chat request with `reply` for `storm_s` seconds once it
+    has served `after_requests` (the episodes' requests go to `adder` otherwise)."""
+    storm = threading.Event()
+    server.default = lambda body: reply if storm.is_set() else adder(body)
+
+    def weather() -> None:
+        while len(server.requests) < after_requests:
+            time.sleep(0.01)
+        storm.set()
+        time.sleep(storm_s)
+        storm.clear()
+
+    thread = threading.Thread(target=weather, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_a_5xx_storm_on_chat_while_the_server_answers_is_an_outage_that_costs_no_unit(ray_local, tmp_path):
     """The server keeps listening (its other routes answer) while every chat request gets a 503 for 6 s, as
     when an engine dies behind its API front: the probe asks chat too, so the units wait instead of spending
     their attempts (before: read as up, and units were given up as infra_error within seconds)."""
     lines: list[str] = []
-    storm = threading.Event()
     with FakeOpenAIServer(delay_s=0.05) as server:
-        server.default = lambda body: (503, {"error": {"message": "engine dead"}}) if storm.is_set() else adder(body)
-
-        def weather() -> None:
-            while len(server.requests) < 10:
-                time.sleep(0.01)
-            storm.set()
-            time.sleep(6.0)
-            storm.clear()
-
-        thread = threading.Thread(target=weather, daemon=True)
-        thread.start()
+        storm = storm_during(server, (503, {"error": {"message": "engine dead"}}), 6.0, after_requests=10)
         cfg = config(tmp_path, server.base_url, budget_s=120)
         out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lines.append)
-        thread.join()
-        probes = [b for b in server.requests if b["messages"] == [{"role": "user", "content": "ping"}]]
+        storm.join()
+        probes = [b for b in server.requests if b["messages"] == CHAT_PROBE["messages"]]
     assert out.done == N_TASKS and out.gave_up == 0, lines
     assert not (cfg.run_path() / "failures.jsonl").exists() or not (cfg.run_path() / "failures.jsonl").read_text()
     assert any("/chat/completions answers HTTP 503" in line for line in lines), lines
@@ -98,26 +105,15 @@ def test_rate_limiting_past_the_budget_pauses_the_units_and_spends_no_attempt(ra
     then fail, and the probe (a chat request, still 429) reads the endpoint as down, so the units wait as in
     an outage and run again when it passes (before: /models answered, read as up, and every running unit
     spent an attempt)."""
-    lines: list[str] = []
-    storm = threading.Event()
-    with FakeOpenAIServer(delay_s=0.05) as server:
-        server.default = (lambda body: (429, {"error": {"message": "slow down"}}, {"Retry-After": "0.2"})
-                          if storm.is_set() else adder(body))
-
-        def weather() -> None:
-            while len(server.requests) < 10:
-                time.sleep(0.01)
-            storm.set()
-            time.sleep(7.0)
-            storm.clear()
-
-        thread = threading.Thread(target=weather, daemon=True)
-        thread.start()
-        cfg = config(tmp_path, server.base_url, budget_s=5)
-        out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lines.append)
-        thread.join()
     from toolsweep.evaluator.rundir import RunDirectory
 
+    lines: list[str] = []
+    with FakeOpenAIServer(delay_s=0.05) as server:
+        storm = storm_during(server, (429, {"error": {"message": "slow down"}}, {"Retry-After": "0.2"}), 7.0,
+                             after_requests=10)
+        cfg = config(tmp_path, server.base_url, budget_s=5)
+        out = run_sweep(cfg, progress=False, extra_benchmarks={"fake": FAKE_TARGET}, log=lines.append)
+        storm.join()
     assert out.done == N_TASKS and out.gave_up == 0, lines
     attempts = RunDirectory(cfg.run_path()).read_table(columns=["attempts"]).to_pydict()["attempts"]
     assert attempts == [1] * N_TASKS, attempts

@@ -30,18 +30,14 @@ class StatusServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the http.server hook
                 outer.chats.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
-                code = outer.chat[min(len(outer.chats) - 1, len(outer.chat) - 1)]
-                body = b'{"choices": []}'
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self._answer(outer.chat[min(len(outer.chats) - 1, len(outer.chat) - 1)], b'{"choices": []}')
 
             def do_GET(self) -> None:  # noqa: N802 - the http.server hook
                 code = outer.script[min(outer.served, len(outer.script) - 1)]
                 outer.served += 1
-                body = b'{"data": []}'
+                self._answer(code, b'{"data": []}')
+
+            def _answer(self, code: int, body: bytes) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
