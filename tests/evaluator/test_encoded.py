@@ -204,6 +204,6 @@ def test_a_batch_crosses_processes_as_columns_and_arrives_as_the_same_results():
     assert all(r.unit is None for r in back) and back[0].termination is TerminationReason.ANSWERED
     assert pickle.loads(pickle.dumps(EncodedBatch())) == []
     # the side channels cross too: the models found unreachable, and the lines for the driver's log
-    batch.unreachable, batch.notices = ("m",), ("worker-0: model m: 4 requests in flight (was 8; rate limited (429))",)
+    batch.unreachable, batch.notices = ("m",), ("worker-0: model m: 4 requests in flight (was 8; most requests rate limited (429))",)
     back = pickle.loads(pickle.dumps(batch))
     assert back.unreachable == ("m",) and back.notices == batch.notices

@@ -343,7 +343,7 @@ class OpenAIClient:
                     failure: _Retryable | None = exc
                 else:
                     failure = None
-                    limit.succeeded()
+                    limit.succeeded(started)
             if failure is None:
                 return self._response(data, url, time.monotonic() - start, attempt + limited + 1, sampling.max_tokens)
             last, last_cause = f"{url}: {failure}", failure.cause
