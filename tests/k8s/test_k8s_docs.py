@@ -215,3 +215,41 @@ def test_every_object_the_guides_kubectl_commands_name_exists(k8s):
                 assert (ALIASES.get(kind, kind), name) in objects, f"{shlex.join(argv)}: no {ref} in the manifests"
                 checked += 1
     assert checked >= 10
+
+
+BASH_WORDS = set("""if then else elif fi for in do done while until case esac function select time
+    export read local declare set unset shift source cd echo printf test true false exit return eval exec
+    wait trap type command builtin let alias pwd""".split())
+
+
+def test_every_block_of_the_guide_sets_or_guards_what_it_reads_in_a_fresh_shell(k8s, tmp_path):
+    """Each ```bash block of docs/deploy.md, run alone in a new shell (`bash -u`, an empty environment,
+    every other command a stub that does nothing): a variable another block sets is either set again or
+    guarded with `${NAME:?what to do}`, never read unset (the override block wrote `newName: /toolsweep`
+    and `newTag: ""` that way); and each block parses (the API key block's guard message had an
+    apostrophe that bash read as an open quote)."""
+    text = guide(k8s)
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    assert len(blocks) >= 10
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    read_somewhere = 0
+    for i, block in enumerate(blocks):
+        for word in set(re.findall(r"(?<![\w$/.-])([a-z][a-z0-9_.-]*)", block)) - BASH_WORDS:
+            stub = stubs / word
+            if not stub.exists():
+                stub.write_text("#!/bin/sh\nexit 0\n")
+                stub.chmod(0o755)
+        work = tmp_path / f"block-{i}"
+        work.mkdir()
+        bash = shutil.which("bash") or "/bin/bash"
+        parsed = subprocess.run([bash, "-n", "-c", block], capture_output=True, text=True, timeout=60)
+        assert parsed.returncode == 0, f"block {i} of docs/deploy.md does not parse:\n{block}\n{parsed.stderr}"
+        run = subprocess.run([bash, "-u", "-c", block], cwd=work, env={"PATH": str(stubs), "HOME": str(work)},
+                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        assert "unbound variable" not in run.stderr, f"block {i} of docs/deploy.md:\n{block}\n{run.stderr}"
+        guarded = re.findall(r"\$\{(\w+):\?", block)
+        if guarded:  # run with nothing set, it stops at its guard, naming what to set
+            read_somewhere += 1
+            assert run.returncode != 0 and guarded[0] in run.stderr, (block, run.stderr)
+    assert read_somewhere >= 2  # the image override and the model API key blocks
