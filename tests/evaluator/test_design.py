@@ -54,6 +54,22 @@ def test_components_recover_the_simulated_ones():
     assert vc.var_within == 0 and vc.icc == 1.0 and vc.effective_n == pytest.approx(2.0)
 
 
+def test_a_metric_every_episode_scores_alike_has_no_intra_class_correlation():
+    # A degenerate cell (a drift that never reappears under a random policy: 0 on every episode) has no
+    # variance to split between tasks and seeds: its ICC, design effect and effective n are undefined
+    # (null, shown as a dash), not 0, 1 and every episode.
+    import json
+
+    from toolsweep.evaluator.design import cell_variance
+    from toolsweep.evaluator.rundir import strict_json
+
+    vc = variance_components(["a", "a", "b", "b", "c", "c"], np.zeros(6))
+    assert vc.var_task == 0 and vc.var_within == 0
+    assert vc.icc is None and vc.design_effect is None and vc.effective_n is None
+    written = json.loads(strict_json(cell_variance(["a", "a", "b", "b"], {"m": np.ones(4)}, [MetricSpec(name="m")])))
+    assert written["m"]["icc"] is None and written["m"]["effective_n"] is None and written["m"]["var_task"] == 0
+
+
 def test_ratio_metrics_are_linearised():
     spec = MetricSpec(name="prec", kind="ratio", numerator="hit", denominator="tried")
     values = {"hit": np.array([1.0, 0, 2, 2]), "tried": np.array([1.0, 1, 2, 4])}

@@ -206,6 +206,10 @@ MUTANTS: list[Mutant] = [
            "if self.var_within is None or not math.isfinite(self.var_task):", "if self.var_within is None:",
            ("tests/evaluator/test_design.py::test_one_tasks_spread_between_tasks_is_undefined_never_zero",),
            "a one-task cell gets an intra-class correlation (0.0, from a NaN total) it does not have"),
+    Mutant("variance-constant-metric-icc-zero", DESIGN, "VarianceComponents.icc",
+           "return self.var_task / total if total > 0 else None", "return self.var_task / total if total > 0 else 0.0",
+           ("tests/evaluator/test_design.py::test_a_metric_every_episode_scores_alike_has_no_intra_class_correlation",),
+           "a metric every episode scores alike gets ICC 0, design effect 1 and every episode as its effective n"),
     # ------------------------------------------------------------------ cell summaries
     Mutant("summary-unscored-enter-metrics", SUMMARY, "CellEpisodes.add",
            "return  # infrastructure failures never enter a metric", "pass", T_SUMMARY,

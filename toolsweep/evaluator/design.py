@@ -43,11 +43,13 @@ class VarianceComponents:
 
     @property
     def icc(self) -> float | None:
-        """Intra-class correlation: the share of the variance that is between tasks."""
+        """Intra-class correlation: the share of the variance that is between tasks. None where it is
+        undefined: a part not identifiable, or no variance at all (a metric every episode scores alike has
+        no share to split; 0 would read as "the tasks agree and the seeds differ")."""
         if self.var_within is None or not math.isfinite(self.var_task):
             return None
         total = self.var_task + self.var_within
-        return self.var_task / total if total > 0 else 0.0
+        return self.var_task / total if total > 0 else None
 
     @property
     def design_effect(self) -> float | None:
