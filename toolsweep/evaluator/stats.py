@@ -81,9 +81,10 @@ the BCa interval, its p-value the larger of theirs (so the two still agree). Two
 same tasks and seeds share most of their luck: where one episode's outcome decides both (a common random
 number), most per-task differences are exactly 0 and the few that are not make the difference's
 bootstrap distribution a skewed count, on which the studentized interval is too short on the upper side
-(40 tasks x 2 seeds, true difference .05: 86.8% covered) while BCa holds (94.7%); drawn independently, BCa
-is the one that runs short (30 tasks x 3 seeds: 92.6-94.2%) and the studentized one holds. The hull
-covered 94.9-97.5% in both (`bench/paired_coverage.py`). Where too few episodes differ
+(40 tasks x 2 seeds, true difference .05: 88.9% covered) while BCa holds (96.2%); drawn independently, BCa
+is the one that runs short (30 tasks x 3 seeds: 92.1-92.6%) and the studentized one holds. The hull
+covered 93.0-98.1% on shared draws where at least three episodes are expected to differ, 94.0-96.5% on
+independent ones (`bench/paired_coverage.py`, 1,000 sweeps a design). Where too few episodes differ
 (fewer than about four expected) no bootstrap interval can cover: every resample of a difference seen
 nowhere is 0."""
 INTERVALS: tuple[str, ...] = get_args(Interval)
@@ -857,7 +858,7 @@ def paired_difference(
     on exactly the same episodes. The bootstrap resamples cells jointly (the same tasks, and under
     "tasks_then_seeds" the same seeds, for A and B), which is what makes the difference paired.
     `n` counts the cells that entered. The interval is the "hull" of the studentized and BCa ones (see
-    `Interval`: with shared seeds the studentized one alone covered 86.8%). `p_value` (of no difference)
+    `Interval`: with shared seeds the studentized one alone covered 88.9%). `p_value` (of no difference)
     comes from the same resamples as the interval, so the two agree; on fewer tasks than `min_tasks_for_interval` both are withheld (NaN).
     """
     _check_options(n_resamples, confidence)
