@@ -36,17 +36,22 @@ def config(tmp_path: Path, base_url: str, budget_s: float) -> SweepConfig:
     })
 
 
-def outage_during(server: FakeOpenAIServer, down_s: float, after_requests: int) -> threading.Thread:
+def for_a_while(server: FakeOpenAIServer, after_requests: int, seconds: float, begin, end) -> threading.Thread:
+    """A thread that calls `begin` once the server has served `after_requests`, then `end` `seconds` later."""
     def run() -> None:
         while len(server.requests) < after_requests:
             time.sleep(0.01)
-        server.go_down()
-        time.sleep(down_s)
-        server.come_back()
+        begin()
+        time.sleep(seconds)
+        end()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
+
+
+def outage_during(server: FakeOpenAIServer, down_s: float, after_requests: int) -> threading.Thread:
+    return for_a_while(server, after_requests, down_s, server.go_down, server.come_back)
 
 
 def test_an_outage_within_the_budget_costs_no_unit(ray_local, tmp_path):
@@ -70,17 +75,7 @@ def storm_during(server: FakeOpenAIServer, reply: tuple, storm_s: float, after_r
     has served `after_requests` (the episodes' requests go to `adder` otherwise)."""
     storm = threading.Event()
     server.default = lambda body: reply if storm.is_set() else adder(body)
-
-    def weather() -> None:
-        while len(server.requests) < after_requests:
-            time.sleep(0.01)
-        storm.set()
-        time.sleep(storm_s)
-        storm.clear()
-
-    thread = threading.Thread(target=weather, daemon=True)
-    thread.start()
-    return thread
+    return for_a_while(server, after_requests, storm_s, storm.set, storm.clear)
 
 
 def test_a_5xx_storm_on_chat_while_the_server_answers_is_an_outage_that_costs_no_unit(ray_local, tmp_path):
