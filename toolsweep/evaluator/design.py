@@ -46,9 +46,10 @@ class VarianceComponents:
         """Intra-class correlation: the share of the variance that is between tasks. None where it is
         undefined: a part not identifiable, or no variance at all (a metric every episode scores alike has
         no share to split; 0 would read as "the tasks agree and the seeds differ")."""
-        if self.var_within is None or not math.isfinite(self.var_task):
+        if self.var_within is None:
             return None
         total = self.var_task + self.var_within
+        # `total > 0` fails both for NaN (one task: no spread between tasks) and for 0 (no variance at all)
         return self.var_task / total if total > 0 else None
 
     @property
