@@ -34,6 +34,7 @@ TOOLMAZE = "toolsweep/benchmarks/toolmaze/metrics.py"
 TOOLMAZE_FAULTS = "toolsweep/benchmarks/toolmaze/perturbation.py"
 ADVERSARY = "toolsweep/evaluator/adversary.py"
 APB_GRADER = "toolsweep/benchmarks/apb/grader.py"
+T_APB_FIELD_REFUSAL = ("tests/benchmarks/apb/test_apb_judged_rules.py::test_a_refusal_inside_a_field_of_the_plan_is_a_refusal",)
 APB_METRICS = "toolsweep/benchmarks/apb/metrics.py"
 APB_ENV = "toolsweep/benchmarks/apb/environment.py"
 APB_GEN = "toolsweep/benchmarks/apb/generator.py"
@@ -447,6 +448,14 @@ MUTANTS: list[Mutant] = [
     Mutant("apb-refusal-status-case-sensitive", APB_GRADER, "PlanGrader.refusal",
            'str(x.get("status", "")).upper() in _STATUS_REFUSALS', 'str(x.get("status", "")) in _STATUS_REFUSALS',
            T_APB_STATUS, 'a lowercase "reject" status stops counting as a refusal'),
+    Mutant("apb-refusal-in-a-field-ignored", APB_GRADER, "PlanGrader.refusal",
+           "if states_refusal(prose) or any(states_refusal(words) for words in said_in_fields(obj)):",
+           "if states_refusal(prose):", T_APB_FIELD_REFUSAL,
+           '"I cannot complete this task" in a plan\'s `plan` or `reason` field beside a full chain is a correct plan'),
+    Mutant("apb-arguments-read-as-words", APB_GRADER, "said_in_fields",
+           "if str(key).lower() not in _NOT_WORDS:",
+           'if str(key).lower() not in _NOT_WORDS - {"arguments", "parameter_description"}:',
+           T_APB_FIELD_REFUSAL, "a tool argument whose value says \"I cannot\" is read as the agent refusing"),
     Mutant("apb-judged-efficiency-rule-verdict", APB_ENV, "APBEnv._judged_efficiency",
            "solved = correct == 1.0", "solved = m[\"correct\"] == 1.0", T_APB_JUDGE,
            "C_pass and the optimal rate follow the rule grade while the judge grades"),

@@ -200,6 +200,30 @@ def test_a_reject_beside_the_next_steps_is_a_refusal_in_stepwise(bench, setting)
         assert m["correct"] == 0.0 and m["false_refusal"] == 1.0 and m["grade"] == 0.0
 
 
+@pytest.mark.parametrize("field", ("plan", "reason", "thought", "note"))
+@pytest.mark.parametrize("setting", SOLVABLE)
+def test_a_refusal_inside_a_field_of_the_plan_is_a_refusal(bench, setting, field):
+    """A refusal is a refusal wherever it stands: "I cannot complete this task" in `plan`, `reason` or any
+    other field in the answer's own words, beside the full reference chain, is no correct plan (before: 1.0
+    on every solvable control). A tool's argument saying the same is the task's content, not a refusal."""
+    refusal = "I cannot complete this task: the tool is unavailable."
+    for env in envs(bench, setting, 6):
+        ref = json.loads(env.reference_answer())
+        steps = ref if isinstance(ref, list) else [ref]
+        said = [{**s, field: refusal} for s in steps]
+        m = graded(env, json.dumps(said[0] if len(said) == 1 else said))
+        assert m["correct"] == 0.0, (env.task["task_id"], field)
+        assert m["refused" if setting == "unsolvable_control" else "false_refusal"] == 1.0
+        # the same words as a tool's argument value refuse nothing
+        argued = json.loads(env.reference_answer())
+        first = (argued if isinstance(argued, list) else [argued])[0]
+        call = (first.get("tool_chain") or [{}])[0] or (first.get("tool_calls") or [{}])[0].get("function", {})
+        for key in ("parameter_description", "arguments"):
+            if isinstance(call.get(key), dict) and call[key]:
+                call[key][next(iter(call[key]))] = refusal
+        assert env.grader.refused(json.dumps(argued)) is False, env.task["task_id"]
+
+
 @pytest.mark.parametrize(("prose", "refuses"), [
     ("I cannot complete this task.", True),
     ("I am unable to fulfil your request because the file is missing.", True),

@@ -198,6 +198,34 @@ _REFUSE_WORDS = re.compile(r"REJECT|unable|cannot|can['’]t|give_up|give up|not
 _STATUS_REFUSALS = ("REJECT", "CLARIFY", "NEED_INFO")
 
 
+# Keys whose values are not the answer's own words: names, statuses, and the arguments a tool is given (a
+# message argument "I cannot attend" is the task's content, not the agent declining).
+_NOT_WORDS = frozenset({"name", "tool", "tool_name", "type", "role", "status", "id", "arguments",
+                        "parameter_description", "parameters", "args", "input"})
+
+
+def said_in_fields(obj: Any) -> list[str]:
+    """Every string an answer's JSON holds in its own words, at any depth: `plan`, `reason`, `thought`, a
+    step's `description` or any other field, but no tool name, status or argument value. A refusal is a
+    refusal wherever it stands: "I cannot do this" in `plan` beside a full chain still says so."""
+    out: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            if value.strip():
+                out.append(value)
+        elif isinstance(value, dict):
+            for key, inner in value.items():
+                if str(key).lower() not in _NOT_WORDS:
+                    walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    walk(obj)
+    return out
+
+
 def text_refuses(text: str) -> bool:
     """§6.4's raw-text rule for a reply that holds no JSON, read as the paper's judges read it (J8: "Explicit
     refusal or clarification request"): a stated inability or refusal of the task, or a request for
@@ -1053,7 +1081,8 @@ class PlanGrader:
         """(refused, asks for the missing input, what the answer says) for J8's "Explicit Refusal": the
         structured status read first (REJECT, or a Finish step with mode give_up; CLARIFY or NEED_INFO,
         case-insensitive), then what the
-        answer says in words (its prose, `reason`, `plan`, `thought`, or the whole reply without JSON):
+        answer says in words (its prose, every field in its own words (`said_in_fields`), or the whole
+        reply without JSON):
         a stated inability, or a request for the missing value. A termination-only chain that says
         neither ("Summarize and deliver the result.") refuses nothing, and a bare "?" asks for nothing.
         A reply without JSON is read once, by `text_refuses` (the blended reading `refused` uses too, so the
@@ -1067,7 +1096,7 @@ class PlanGrader:
             return not asks or verdicts.states_inability(raw), asks, raw
         items = [x for x in (obj if isinstance(obj, list) else [obj]) if isinstance(x, dict)]
         statuses = {str(x.get("status", "")).strip().upper() for x in items}
-        said = " \n".join([prose] + [str(x[k]) for x in items for k in ("reason", "plan", "thought") if x.get(k)])
+        said = " \n".join([prose] + said_in_fields(items))
         gives_up = any(isinstance(step, dict) and step.get("name") == FINISH
                        and str((step.get("parameter_description") or {}).get("mode", "")).lower() == "give_up"
                        for x in items if isinstance(x.get("tool_chain"), list) for step in x["tool_chain"])
@@ -1102,15 +1131,16 @@ class PlanGrader:
 
     def refusal(self, obj: Any, ok: bool, text: str, prose: str = "") -> bool:
         """The one definition of a stated refusal, for every APB setting (§6.4, J5, J8): status REJECT (or a
-        clarification request) on the answer or on any of its steps; prose around the JSON that states a
-        refusal of the task (`states_refusal`); a tool_chain that is empty or holds only termination/
+        clarification request) on the answer or on any of its steps; prose around the JSON, or any field of
+        it in the answer's own words (`said_in_fields`), that states a refusal of the task
+        (`states_refusal`); a tool_chain that is empty or holds only termination/
         reporting steps (as objects: a list of bare names is a chain, not a refusal); or, for a reply
         without JSON, the raw-text rule of `text_refuses`. Whether the refusal also terminates is
         `executes`: a refusal that executes is a refusal on a solvable case and blind execution on an
         unsolvable one (J8)."""
         if not ok:
             return text_refuses(text)
-        if states_refusal(prose):
+        if states_refusal(prose) or any(states_refusal(words) for words in said_in_fields(obj)):
             return True
         items = obj if isinstance(obj, list) else [obj]
         if any(isinstance(x, dict) and str(x.get("status", "")).upper() in _STATUS_REFUSALS for x in items):
