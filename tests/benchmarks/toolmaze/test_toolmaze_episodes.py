@@ -207,7 +207,7 @@ def test_case_study_failures_are_judged_as_failures(bench):
     task = bench.data.task("C3_task_040")
     first = task.default_path[:1]
     exp = task.expected[task.default_index]
-    block_tool = task.groups[0].members[0][0]
+    block_tool = bench.make_env(task.task_id, "C3-P2-std", 0).profile.rules[0].victim  # the faulted tool of s*
     stuck = [Message(role="assistant", tool_calls=[_tc(0, first[0], exp[first[0]]["args"])])]
     stuck += [Message(role="assistant", tool_calls=[_tc(i, block_tool, {})]) for i in range(1, 30)]
     env, r = run_cell(bench, lambda env: _Script(list(stuck)), "C3-P2-std", [task.task_id])[0]

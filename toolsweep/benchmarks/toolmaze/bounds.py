@@ -39,14 +39,19 @@ CEILINGS: dict[str, dict[str, dict[str, float]]] = {
         **_same(_cells((4,), ("P3", "P4")), {"prr": 0.1, "tsr": 0.05}),
         **_same(_cells(LEVELS, ("P0",)), {"tsr": 0.05}),
     },
-    # knows the groups; on C2 explicit faults its trajectory is a reroute's (s*'s member holds the
-    # fault and is called first, the next member is the switch): bounded where it differs
+    # knows the groups and calls their members in name order; on C2 explicit faults, where s*'s member
+    # (which holds the fault) comes first, its trajectory is a reroute's (the next member is the switch):
+    # bounded where it differs. s* is a seeded draw among the shortest paths, so the faulted member is
+    # first in name order about as often as chance (C2-P1 PRR .55; 1.00 when ties went alphabetically).
+    # Where the faulted member comes after the one whose output it binds, its corruption is never read
+    # (C3-P3/P4 TSR .13).
     "call_all_members": {
         **_same(_cells((1,)), {"prr": 0.0, "tsr": 0.0}),
-        **_same(_cells((2,), ("P3", "P4")), {"prr": 0.3, "tsr": 0.3}),
-        **_same(_cells((3,), ("P1", "P2")), {"prr": 0.35, "tsr": 0.75}),
-        **_same(_cells((4,), ("P1", "P2")), {"prr": 0.15}),
-        **_same(_cells((3, 4), ("P3", "P4")), {"prr": 0.0, "tsr": 0.0}),
+        **_same(_cells((2,), ("P3", "P4")), {"prr": 0.15, "tsr": 0.3}),
+        **_same(_cells((3,), ("P1", "P2")), {"prr": 0.2, "tsr": 0.9}),
+        **_same(_cells((4,), ("P1", "P2")), {"prr": 0.1}),
+        **_same(_cells((3,), ("P3", "P4")), {"prr": 0.0, "tsr": 0.15}),
+        **_same(_cells((4,), ("P3", "P4")), {"prr": 0.0, "tsr": 0.0}),
     },
     # calls each group's look-alikes before s*'s member, never reading them (issue 42): the fault is
     # bound to s*'s tool when the task is made, so the sacrifice is no reroute; it succeeds only
@@ -103,7 +108,8 @@ def settings_of(cells: list[str]) -> list[str]:
 
 
 # cell -> metric -> the strongest policy bench/toolmaze_search.py found (8 seeded tasks per cell,
-# budget 16 policies, seed 0), its score and the greedy binder's on the same tasks
+# budget 16 policies, seed 0), its score and the greedy binder's on the same tasks (s* a seeded draw
+# among the shortest paths)
 SEARCHED: dict[str, dict[str, dict[str, Any]]] = {
     "C1-P0": {
         "tsr": {"searched": 0.0, "greedy": 0.0,
@@ -116,7 +122,7 @@ SEARCHED: dict[str, dict[str, dict[str, Any]]] = {
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C1-P2": {
-        "prr": {"searched": 0.5, "greedy": 0.0,
+        "prr": {"searched": 0.25, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=abort,final=success,calls=25"},
         "tsr": {"searched": 0.125, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=abort,final=success,calls=25"},
@@ -138,27 +144,27 @@ SEARCHED: dict[str, dict[str, dict[str, Any]]] = {
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C2-P1": {
-        "prr": {"searched": 1.0, "greedy": 0.2,
-                 "policy": "search:order=list,lookalikes=all,bind=name,repeat=once,on_error=ignore,final=success,calls=25"},
+        "prr": {"searched": 1.0, "greedy": 0.0,
+                 "policy": "search:order=name,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C2-P2": {
-        "prr": {"searched": 1.0, "greedy": 0.167,
-                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=4"},
+        "prr": {"searched": 0.714, "greedy": 0.0,
+                 "policy": "search:order=reverse,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C2-P3": {
-        "prr": {"searched": 0.5, "greedy": 0.0,
-                 "policy": "search:order=list,lookalikes=all,bind=name,repeat=once,on_error=ignore,final=success,calls=25"},
+        "prr": {"searched": 0.167, "greedy": 0.0,
+                 "policy": "search:order=short_description,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C2-P4": {
         "prr": {"searched": 0.5, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=4"},
-        "tsr": {"searched": 0.0, "greedy": 0.0,
+        "tsr": {"searched": 0.125, "greedy": 0.125,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C3-P0": {
@@ -166,8 +172,8 @@ SEARCHED: dict[str, dict[str, dict[str, Any]]] = {
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C3-P1": {
-        "prr": {"searched": 0.333, "greedy": 0.0,
-                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=retry,final=success,calls=25"},
+        "prr": {"searched": 0.5, "greedy": 0.5,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
@@ -178,14 +184,14 @@ SEARCHED: dict[str, dict[str, dict[str, Any]]] = {
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C3-P3": {
-        "prr": {"searched": 1.0, "greedy": 0.333,
-                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=abort,final=success,calls=25"},
+        "prr": {"searched": 1.0, "greedy": 0.5,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=twice,on_error=ignore,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C3-P4": {
-        "prr": {"searched": 0.333, "greedy": 0.25,
-                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=twice,on_error=ignore,final=success,calls=25"},
+        "prr": {"searched": 0.25, "greedy": 0.2,
+                 "policy": "search:order=list,lookalikes=all,bind=type,repeat=once,on_error=ignore,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
@@ -194,26 +200,26 @@ SEARCHED: dict[str, dict[str, dict[str, Any]]] = {
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C4-P1": {
-        "prr": {"searched": 0.6, "greedy": 0.4,
+        "prr": {"searched": 0.833, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=retry,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C4-P2": {
-        "prr": {"searched": 0.2, "greedy": 0.0,
-                 "policy": "search:order=name,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+        "prr": {"searched": 0.333, "greedy": 0.0,
+                 "policy": "search:order=short_description,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C4-P3": {
-        "prr": {"searched": 0.167, "greedy": 0.0,
-                 "policy": "search:order=overlap,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+        "prr": {"searched": 0.25, "greedy": 0.0,
+                 "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=twice,on_error=ignore,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
     "C4-P4": {
         "prr": {"searched": 0.2, "greedy": 0.0,
-                 "policy": "search:order=overlap,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
+                 "policy": "search:order=few_params,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
         "tsr": {"searched": 0.0, "greedy": 0.0,
                  "policy": "search:order=list,lookalikes=all,bind=name_or_type,repeat=once,on_error=ignore,final=success,calls=25"},
     },
