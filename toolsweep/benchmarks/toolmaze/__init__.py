@@ -230,8 +230,9 @@ class ToolMaze(Benchmark):
         return out
 
     def baseline_policy(self) -> str:
-        """The searched floor: per cell, the strongest policy ToolMaze's adversary search found
-        (search.py, the table in bounds.SEARCHED) where it beats the greedy argument binder, else the
+        """The searched floor: per cell, the strongest policy ToolMaze's adversary search found on the
+        cell's tuning half (search.py, the table in bounds.SEARCHED, which reports it on the held-out
+        half) where it beats the greedy argument binder, else the
         greedy binder. Both use no model and read only what an agent reads (query, tool schemas,
         responses). Its per-cell scores are ToolMaze's floor."""
         return "searched_floor"

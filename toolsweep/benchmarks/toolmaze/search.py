@@ -161,8 +161,8 @@ def make_floor_policy(env) -> ComposedAgent:
     return make_searched_policy(floor_policy_of(cell), env)
 
 
-def score_cell(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int = 0) -> dict[str, float]:
-    """Mean TSR, PRR (over exposed episodes) and RC of one searched policy on tasks of a std cell."""
+def play_cell(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int = 0) -> list:
+    """One searched policy's episodes on tasks of a std cell."""
     setting = f"{cell}-std"
     name = policy_name(spec)
 
@@ -175,7 +175,12 @@ def score_cell(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int 
             out.append(await run_episode(env, ComposedAgent(env, dict(spec)), unit,
                                          max_turns=bench.max_turns(setting)))
         return out
-    results = run_sync(go())
+    return run_sync(go())
+
+
+def score_cell(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int = 0) -> dict[str, float]:
+    """Mean TSR, PRR (over exposed episodes) and RC of one searched policy on tasks of a std cell."""
+    results = play_cell(bench, spec, cell, task_ids, seed)
     out = {}
     for metric in METRICS:
         xs = [r.metrics[metric] for r in results if math.isfinite(r.metrics.get(metric, math.nan))]
@@ -184,10 +189,42 @@ def score_cell(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int 
 
 
 def cell_sample(bench, cell: str, n: int = 8, seed: int = 0) -> list[str]:
-    """The seeded draw of a std cell's tasks that the declared table (bounds.SEARCHED) was searched on."""
+    """A seeded draw of n of a std cell's tasks (a quick look; the declared table uses `cell_halves`)."""
     import random
 
     return sorted(random.Random(f"search/{cell}/{seed}").sample(bench.tasks(f"{cell}-std"), n))
+
+
+def cell_halves(bench, cell: str, seed: int = 0) -> tuple[list[str], list[str]]:
+    """A seeded split of a std cell's tasks into a tuning half, which the search picks its policies on,
+    and a held-out half, on which the picked policy's score is reported: a policy picked as the best
+    of many on the tasks it is scored on reads high by the luck of the pick (on 8 tasks a cell, ToolMaze's
+    C3-P3 floor once read 1.000 for a policy that played .067 on the whole cell)."""
+    import random
+
+    ids = list(bench.tasks(f"{cell}-std"))
+    random.Random(f"search-halves/{cell}/{seed}").shuffle(ids)
+    half = len(ids) // 2
+    return sorted(ids[:half]), sorted(ids[half:])
+
+
+def held_out_score(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int = 0
+                   ) -> dict[str, tuple[float, float, float, int]]:
+    """Per metric, (mean, low, high, n) of one policy on held-out tasks: the mean over the episodes the
+    metric is defined on (PRR: the exposed ones) and its 95% Wilson interval (each episode scores 0 or 1)."""
+    from scipy.stats import binomtest
+
+    results = play_cell(bench, spec, cell, task_ids, seed)
+    out = {}
+    for metric in METRICS if not cell.endswith("P0") else {"tsr": True}:
+        xs = [r.metrics[metric] for r in results if math.isfinite(r.metrics.get(metric, math.nan))]
+        if not xs:
+            out[metric] = (math.nan, math.nan, math.nan, 0)
+            continue
+        k = round(sum(xs))
+        ci = binomtest(k, len(xs)).proportion_ci(confidence_level=0.95, method="wilson")
+        out[metric] = (sum(xs) / len(xs), float(ci.low), float(ci.high), len(xs))
+    return out
 
 
 def search_cell(bench, cell: str, task_ids: Sequence[str], budget: int = 24, seed: int = 0) -> SearchResult:
