@@ -1,10 +1,10 @@
 """ToolMaze's adversary search, per cell, on whole cells: the search picks each metric's strongest policy
-on a seeded tuning half of the std cell's tasks (budget 16 policies), and the picked policy and the greedy
+on a seeded tuning half of the std cell's tasks (budget 24 policies), and the picked policy and the greedy
 binder (the hand-picked baseline) are then played on the other half, the figure reported, with its 95%
 Wilson interval. The table behind `bounds.SEARCHED` (`--json` writes it) and docs/toolmaze.md
 (`--markdown` prints it).
 
-    OMP_NUM_THREADS=1 python bench/toolmaze_search.py [--cells C1-P1 C2-P2] [--budget 16]
+    OMP_NUM_THREADS=1 python bench/toolmaze_search.py [--cells C1-P1 C2-P2] [--budget 24]
         [--json searched.json] [--markdown]
 """
 
@@ -26,7 +26,7 @@ def _fmt(row) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cells", nargs="*", default=None, help="e.g. C2-P2; default all 20")
-    ap.add_argument("--budget", type=int, default=16, help="policies tried per cell")
+    ap.add_argument("--budget", type=int, default=24, help="policies tried per cell")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="write the table (bounds.SEARCHED's form) to this file")
     ap.add_argument("--markdown", action="store_true", help="print the table as docs/toolmaze.md shows it")

@@ -57,6 +57,11 @@ JUDGING = "toolsweep/evaluator/judging.py"
 VERDICT_MODEL = "toolsweep/evaluator/verdict_model.py"
 TRAJECT_ENV = "toolsweep/benchmarks/traject_bench/environment.py"
 TOOLMAZE_ENV = "toolsweep/benchmarks/toolmaze/environment.py"
+TOOLMAZE_SEARCH = "toolsweep/benchmarks/toolmaze/search.py"
+T_TOOLMAZE_MEMORY = (
+    "tests/benchmarks/toolmaze/test_toolmaze_search.py::test_memory_passes_over_a_tool_that_only_failed_and_tries_one_that_answered_first",
+    "tests/benchmarks/toolmaze/test_toolmaze_search.py::test_memory_is_learned_on_the_tuning_half_and_each_held_out_episode_starts_from_it",
+)
 SIZING = "toolsweep/models/sizing.py"
 TRAJECT_JUDGE_PARSE = "toolsweep/benchmarks/traject_bench/judge.py"
 
@@ -649,6 +654,14 @@ MUTANTS: list[Mutant] = [
            'm = {"correct": 1.0 - m["refused"], "refused": m["refused"],',
            ("tests/benchmarks/test_exploit_suite.py::test_exploit_policy_stays_within_its_bounds[apb-string_chain]",),
            "a solvable twin is correct whenever it is not refused: an answer with no plan earns half a setting"),
+    Mutant("toolmaze-memory-shared-across-held-out", TOOLMAZE_SEARCH, "play_cell",
+           "episode_memory = copy.deepcopy(memory) if frozen else memory", "episode_memory = memory",
+           T_TOOLMAZE_MEMORY,
+           "a held-out episode learns from the held-out episodes played before it: the floor moves with the order"),
+    Mutant("toolmaze-memory-keeps-failed-tools", TOOLMAZE_SEARCH, "ComposedAgent._ordered",
+           "only_failed = self.memory.failed - self.memory.worked", "only_failed = set()",
+           T_TOOLMAZE_MEMORY,
+           "memory across a cell's episodes never passes over a tool that only ever failed"),
     # ------------------------------------------------------------------ tables and the MLflow record
     Mutant("toolmaze-average-partial-only-if-all", TOOLMAZE_TABLES, "_partial",
            "return any(is_partial(cells.get((model, s)) or {}) for s in settings)",

@@ -27,7 +27,7 @@ from toolsweep.benchmarks.toolmaze.search import (
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.types import WorkUnit
 
-BUDGET = 16  # what bench/toolmaze_search.py measured the table with, on each cell's tuning half
+BUDGET = 24  # what bench/toolmaze_search.py measured the table with, on each cell's tuning half
 PRINTED = 5e-4 + 1e-9  # the table holds the bench's three printed decimals (.3125 rounds to .312)
 CELLS = sorted(SEARCHED)
 # A search on a cell's tuning half is 16 policies on 50 tasks (~20 s a cell): one cell in the default
@@ -133,3 +133,43 @@ def test_the_floor_plays_the_searched_policy_where_it_beats_the_greedy_binder(be
     flat = [c for c in CELLS if not c.endswith("P0") and SEARCHED[c]["prr"]["searched"] <= SEARCHED[c]["prr"]["greedy"]]
     for c in flat:
         assert floor_policy_of(c) == policy_name(SPACE.baseline)
+
+
+# ----------------------------------------------------------------------------- memory across a cell's episodes
+
+def _memory_spec(**options):
+    base = dict(SPACE.baseline) | {"memory": "cell"} | options
+    return tuple((primitive, base[primitive]) for primitive, _ in SPACE.primitives)
+
+
+def test_memory_passes_over_a_tool_that_only_failed_and_tries_one_that_answered_first(bench):
+    from toolsweep.benchmarks.toolmaze.search import CellMemory, ComposedAgent
+
+    env = bench.make_env(bench.tasks("C1-P2-std")[0], "C1-P2-std", 0)
+    names = [t["function"]["name"] for t in env.schemas]
+    failed, flaky, worked = names[0], names[1], names[-1]
+    memory = CellMemory(failed={failed, flaky}, worked={flaky, worked})
+    ordered = [t["function"]["name"] for t in ComposedAgent(env, dict(_memory_spec()), memory)._ordered(env.schemas)]
+    assert failed not in ordered and flaky in ordered  # a tool that also answered (a transient fault) stays
+    assert ordered[:2] == [flaky, worked] and sorted(ordered) == sorted(set(names) - {failed})
+    without = ComposedAgent(env, dict(_memory_spec(memory="none")), memory)._ordered(env.schemas)
+    assert [t["function"]["name"] for t in without] == names  # memory=none keeps the list as shown
+
+
+def test_memory_is_learned_on_the_tuning_half_and_each_held_out_episode_starts_from_it(bench):
+    """The held-out figure (and the floor in a sweep) does not depend on the order the episodes are
+    played in: each starts from what the tuning half taught, never from another held-out episode."""
+    from toolsweep.benchmarks.toolmaze.search import CellMemory, learned_memory, play_cell
+
+    cell, spec = "C1-P2", _memory_spec()
+    tuning, held = cell_halves(bench, cell)
+    learned = learned_memory(bench, spec, cell)
+    assert learned.failed  # C1-P2's faults are permanent errors: the tuning half teaches which tools fail
+    assert learned is learned_memory(bench, spec, cell)  # played once per process
+    ids = held[:12]
+    forward = play_cell(bench, spec, cell, ids, memory=learned, frozen=True)
+    backward = play_cell(bench, spec, cell, ids[::-1], memory=learned, frozen=True)[::-1]
+    assert [r.trajectory.messages for r in forward] == [r.trajectory.messages for r in backward]
+    # what the tuning half taught changes how the held-out episodes are played
+    unlearned = play_cell(bench, spec, cell, ids, memory=CellMemory(), frozen=True)
+    assert [r.trajectory.messages for r in unlearned] != [r.trajectory.messages for r in forward]

@@ -240,7 +240,7 @@ class ToolMaze(Benchmark):
     def make_scripted_policy(self, name: str, env: Environment, seed: int) -> Policy:
         if not isinstance(env, ToolMazeEnv):
             raise TypeError("toolmaze scripted policies need a ToolMaze environment")
-        return make_policy(name, env, seed)
+        return make_policy(name, env, seed, bench=self)
 
     def fingerprint(self) -> dict[str, Any]:
         ts = self.data

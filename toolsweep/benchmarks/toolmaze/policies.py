@@ -336,10 +336,10 @@ class BlindPathAgent:
         return AgentReply(message=Message(role="assistant", content=None, tool_calls=[tc]))
 
 
-def make_policy(name: str, env: ToolMazeEnv, seed: int):
+def make_policy(name: str, env: ToolMazeEnv, seed: int, bench=None):
     if name.startswith("search:") or name == "searched_floor":
         from toolsweep.benchmarks.toolmaze.search import make_floor_policy, make_searched_policy
-        return make_floor_policy(env) if name == "searched_floor" else make_searched_policy(name, env)
+        return make_floor_policy(env, bench) if name == "searched_floor" else make_searched_policy(name, env)
     if name in ("lookalike_first", "blind_repeat"):
         return BlindPathAgent(env, name)
     if name == "random":

@@ -11,7 +11,11 @@ Primitives (the first option of each is the greedy binder, the hand-picked basel
 - repeat: each call once, or twice in a row whatever came back;
 - on_error: ignore an error, retry that call once, or stop at once;
 - final: the closing text from a phrase bank (success, failure, refusal, question);
-- calls: at most 25 calls, or 4.
+- calls: at most 25 calls, or 4;
+- memory: none, or memory across the cell's episodes (issue 56): a tool that only ever returned an error
+  in the cell is passed over, one that answered is tried first. Searched online over the tuning half
+  (each episode remembers the ones before it); on the held-out half and in a sweep each episode starts
+  from what the tuning half taught (`learned_memory`), so the floor does not depend on the schedule.
 
 A policy is named `search:<primitive>=<option>,...` and runs through `make_scripted_policy` like any
 scripted policy, so a searched floor can be a model of a sweep.
@@ -19,10 +23,13 @@ scripted policy, so a searched floor can be a model of a sweep.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
+import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolsweep.benchmarks.toolmaze.policies import GreedyBinderAgent, returned_fields
@@ -46,6 +53,7 @@ SPACE = SearchSpace.of({
     "on_error": ("ignore", "retry", "abort"),
     "final": ("success", "failure", "refusal", "question"),
     "calls": ("25", "4"),
+    "memory": ("none", "cell"),
 })
 PREFIX = POLICY_PREFIX
 METRICS = {"tsr": True, "prr": True}  # what a floor is judged on; higher is better (RC rewards avoiding a fault)
@@ -64,12 +72,23 @@ def _words(text: str) -> set[str]:
     return set(re.findall(r"[a-z]+", text.lower()))
 
 
+@dataclass
+class CellMemory:
+    """What a policy remembers across the episodes of one cell: the tools that returned an error and the
+    tools that answered cleanly (an outsider's table of which look-alike to trust, learned as it plays)."""
+
+    failed: set[str] = field(default_factory=set)
+    worked: set[str] = field(default_factory=set)
+
+
 class ComposedAgent(GreedyBinderAgent):
     """The greedy binder with its choices made by the primitives of one searched policy."""
 
-    def __init__(self, env, options: Mapping[str, str]) -> None:
+    def __init__(self, env, options: Mapping[str, str], memory: CellMemory | None = None) -> None:
         super().__init__(env, repeat=options["repeat"] == "twice")
         self.options = dict(options)
+        # memory=cell: one CellMemory shared by every episode of the cell the policy plays
+        self.memory = memory if options.get("memory") == "cell" else None
         self.max_calls = int(options["calls"])
         self.retried: set[str] = set()
         self.seen = 0
@@ -96,16 +115,22 @@ class ComposedAgent(GreedyBinderAgent):
         order = self.options["order"]
         query = _words(self.env.task.query)
         if order == "name":
-            return sorted(tools, key=lambda t: t["function"]["name"])
-        if order == "reverse":
-            return list(reversed(tools))
-        if order == "overlap":
-            return sorted(tools, key=lambda t: -len(_words(t["function"]["name"].replace("_", " ")) & query))
-        if order == "short_description":
-            return sorted(tools, key=lambda t: len(t["function"].get("description", "")))
-        if order == "few_params":
-            return sorted(tools, key=lambda t: len(t["function"]["parameters"].get("properties", {})))
-        return list(tools)
+            tools = sorted(tools, key=lambda t: t["function"]["name"])
+        elif order == "reverse":
+            tools = list(reversed(tools))
+        elif order == "overlap":
+            tools = sorted(tools, key=lambda t: -len(_words(t["function"]["name"].replace("_", " ")) & query))
+        elif order == "short_description":
+            tools = sorted(tools, key=lambda t: len(t["function"].get("description", "")))
+        elif order == "few_params":
+            tools = sorted(tools, key=lambda t: len(t["function"]["parameters"].get("properties", {})))
+        tools = list(tools)
+        if self.memory is not None:
+            # a tool that only ever failed in this cell is passed over; one that answered comes first
+            only_failed = self.memory.failed - self.memory.worked
+            tools = sorted((t for t in tools if t["function"]["name"] not in only_failed),
+                           key=lambda t: t["function"]["name"] not in self.memory.worked)
+        return tools
 
     def _final(self, kind: str) -> AgentReply:
         return AgentReply(message=Message(role="assistant", content=PHRASES[kind]))
@@ -114,6 +139,8 @@ class ComposedAgent(GreedyBinderAgent):
         fields = {t["function"]["name"]: returned_fields(t["function"]) for t in tools}
         for rec in self.env.calls[self.seen:]:
             failed = isinstance(rec.response, dict) and "error" in rec.response
+            if self.memory is not None:
+                (self.memory.failed if failed else self.memory.worked).add(rec.tool)
             if failed and self.options["on_error"] == "abort":
                 self.stop = True
             elif failed and self.options["on_error"] == "retry" and rec.tool not in self.retried:
@@ -156,15 +183,48 @@ def floor_policy_of(cell: str) -> str:
     return best["policy"]
 
 
-def make_floor_policy(env) -> ComposedAgent:
+def make_floor_policy(env, bench=None) -> ComposedAgent:
+    """The floor's agent for one episode. A policy with memory across the cell's episodes starts from
+    what it learned playing the cell's tuning half (`learned_memory`), so the floor's score in a sweep
+    is the same whatever order the schedule plays its episodes in."""
     cell = f"C{env.task.complexity}-{env.profile.mode}"
-    return make_searched_policy(floor_policy_of(cell), env)
+    options = parse_policy(floor_policy_of(cell))
+    memory = None
+    if options["memory"] == "cell":
+        if bench is None:
+            raise ValueError("a searched floor with memory across episodes needs its benchmark")
+        memory = copy.deepcopy(learned_memory(bench, _spec(options), cell, env.seed))
+    return ComposedAgent(env, options, memory)
 
 
-def play_cell(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int = 0) -> list:
-    """One searched policy's episodes on tasks of a std cell."""
+def _spec(options: Mapping[str, str]) -> Spec:
+    return tuple((primitive, options[primitive]) for primitive, _ in SPACE.primitives)
+
+
+_LEARNED: dict[tuple, CellMemory] = {}
+_LEARNED_LOCK = threading.Lock()
+
+
+def learned_memory(bench, spec: Spec, cell: str, seed: int = 0) -> CellMemory:
+    """What a policy with memory=cell remembers after playing the cell's tuning half in task order (once
+    per process, benchmark options, cell, policy and seed)."""
+    key = (bench.options.model_dump_json(), cell, spec, seed)  # the options make the dataset
+    with _LEARNED_LOCK:
+        if key not in _LEARNED:
+            memory = CellMemory()
+            play_cell(bench, spec, cell, cell_halves(bench, cell)[0], seed, memory)
+            _LEARNED[key] = memory
+        return _LEARNED[key]
+
+
+def play_cell(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int = 0,
+              memory: CellMemory | None = None, frozen: bool = False) -> list:
+    """One searched policy's episodes on tasks of a std cell. With memory=cell the episodes share one
+    memory, played in task order, each remembering the ones before it; `frozen`, each episode starts
+    from a copy of `memory` instead (what was learned elsewhere, the same for every episode)."""
     setting = f"{cell}-std"
     name = policy_name(spec)
+    memory = memory if memory is not None else CellMemory()
 
     async def go():
         out = []
@@ -172,7 +232,8 @@ def play_cell(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int =
             env = bench.make_env(tid, setting, seed)
             unit = WorkUnit(sweep="search", model=name, benchmark="toolmaze", setting=setting, task_id=tid,
                             seed=seed)
-            out.append(await run_episode(env, ComposedAgent(env, dict(spec)), unit,
+            episode_memory = copy.deepcopy(memory) if frozen else memory
+            out.append(await run_episode(env, ComposedAgent(env, dict(spec), episode_memory), unit,
                                          max_turns=bench.max_turns(setting)))
         return out
     return run_sync(go())
@@ -211,10 +272,13 @@ def cell_halves(bench, cell: str, seed: int = 0) -> tuple[list[str], list[str]]:
 def held_out_score(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int = 0
                    ) -> dict[str, tuple[float, float, float, int]]:
     """Per metric, (mean, low, high, n) of one policy on held-out tasks: the mean over the episodes the
-    metric is defined on (PRR: the exposed ones) and its 95% Wilson interval (each episode scores 0 or 1)."""
+    metric is defined on (PRR: the exposed ones) and its 95% Wilson interval (each episode scores 0 or 1).
+    A policy with memory plays each held-out episode from what it learned on the tuning half, as the
+    floor does in a sweep."""
     from scipy.stats import binomtest
 
-    results = play_cell(bench, spec, cell, task_ids, seed)
+    learned = learned_memory(bench, spec, cell, seed) if dict(spec)["memory"] == "cell" else None
+    results = play_cell(bench, spec, cell, task_ids, seed, learned, frozen=True)
     out = {}
     for metric in METRICS if not cell.endswith("P0") else {"tsr": True}:
         xs = [r.metrics[metric] for r in results if math.isfinite(r.metrics.get(metric, math.nan))]
