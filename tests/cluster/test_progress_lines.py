@@ -13,7 +13,7 @@ from models_fake_server import FakeOpenAIServer  # noqa: E402
 from test_llm_sweep import adder  # noqa: E402
 from toolsweep.cluster.config import SweepConfig  # noqa: E402
 from toolsweep.cluster.driver import run_sweep  # noqa: E402
-from toolsweep.cluster.progress import LogProgress, make_progress  # noqa: E402
+from toolsweep.cluster.progress import LogProgress, make_progress, rate_limit_postfix  # noqa: E402
 
 
 def test_a_line_every_period_and_at_the_end():
@@ -50,6 +50,27 @@ def test_a_heartbeat_when_no_unit_finishes_says_what_is_in_flight():
     now[0] += 29
     p.heartbeat(status)
     assert len(lines) == 4
+
+
+def test_a_rate_limited_model_shows_its_requests_in_flight_worker_by_worker():
+    from toolsweep.models.rate_limit import limit_notice, read_limit_notice
+
+    notices = ["worker-1: " + limit_notice("hosted", 8, 16, "requests succeed"),
+               "worker-0: " + limit_notice("hosted", 2, 4, "most requests rate limited (429)"),
+               "worker-0: " + limit_notice("org/model: v2", 3, 6, "most requests rate limited (429)"),
+               "worker-0: rollout worker ready"]
+    limits: dict[str, dict[int, int]] = {}
+    for worker, line in zip((1, 0, 0, 0), notices):
+        if (read := read_limit_notice(line)) is not None:
+            limits.setdefault(read[0], {})[worker] = read[1]
+    assert limits == {"hosted": {0: 2, 1: 8}, "org/model: v2": {0: 3}}
+    postfix = rate_limit_postfix(limits)
+    assert postfix == {"hosted in flight": "2+8", "org/model: v2 in flight": "3"}
+    lines: list[str] = []
+    bar = LogProgress(4, "sweep", lines.append)
+    bar.set_postfix(postfix)
+    bar.update(4)
+    assert lines[-1].endswith(", hosted in flight 2+8, org/model: v2 in flight 3"), lines
 
 
 def test_without_a_terminal_the_bar_becomes_lines():

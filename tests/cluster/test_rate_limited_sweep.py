@@ -47,4 +47,7 @@ def test_a_sweep_over_a_rate_limited_endpoint_records_every_unit(ray_local, tmp_
     # .err file in Ray's session folder), with the worker, the model, the new and old limit and the cause
     changes = [line for line in lines if "model hosted:" in line and "requests in flight (was" in line]
     assert any(line.startswith("worker-0") and "rate limited (429)" in line for line in changes), lines
+    # and the progress line shows the model's requests in flight as its rate limit last set them
+    last = [line for line in lines if f"{N_TASKS}/{N_TASKS} units" in line]
+    assert last and ", hosted in flight " in last[-1], lines
     assert not (cfg.run_path() / "failures.jsonl").exists() or not (cfg.run_path() / "failures.jsonl").read_text()

@@ -87,6 +87,13 @@ def in_flight_text(status: dict[str, Any], left: int) -> str:
     return ", ".join(parts)
 
 
+def rate_limit_postfix(limits: dict[str, dict[int, int]]) -> dict[str, str]:
+    """The progress line's part for rate-limited models: per model, the requests in flight each worker's
+    rate limit now allows (worker by worker, joined by '+'), from the changes the workers reported."""
+    return {f"{model} in flight": "+".join(str(per_worker[w]) for w in sorted(per_worker))
+            for model, per_worker in sorted(limits.items()) if per_worker}
+
+
 def make_progress(total: int, desc: str, bar: bool, log: Callable[[str], None], every_s: float = 30.0) -> Any:
     """A tqdm bar when asked for one and stderr is a terminal, else plain lines at least every `every_s` s."""
     if bar and sys.stderr.isatty():

@@ -29,8 +29,10 @@ import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, OutOfMemoryError, RayActorError, WorkerCrashedError
 
 from toolsweep.cluster.endpoint_health import OutageVerdict
+from toolsweep.cluster.progress import rate_limit_postfix
 from toolsweep.evaluator.encoded import EncodedResult, encode_failure, pack_unit
 from toolsweep.evaluator.types import TerminationReason, WorkUnit
+from toolsweep.models.rate_limit import read_limit_notice
 
 _DEAD_ACTOR_ERRORS = (RayActorError, ActorDiedError, ActorUnavailableError, WorkerCrashedError, OutOfMemoryError)
 
@@ -193,6 +195,9 @@ class Scheduler:
         # episodes are stopped at the workers and wait with the model's other units (`_park_running`)
         self._down: set[str] = set()
         self._parked_running: Counter = Counter()  # model -> running episodes stopped during its outage
+        # model -> worker -> its requests in flight, as the worker's rate limit last set them (the progress
+        # line shows them: being rate limited is visible where the run is watched)
+        self._rate_limits: dict[str, dict[int, int]] = {}
 
     def _pick_worker(self, load: list[int]) -> int | None:
         """The least loaded worker (the first of equals), if it has a free slot."""
@@ -266,6 +271,9 @@ class Scheduler:
                         self._on_unreachable(model, pending, in_flight, slots)
                     for line in getattr(raw, "notices", ()):
                         self.log(line)  # e.g. a model's requests in flight changed by its rate limit
+                        limit = read_limit_notice(line)
+                        if limit is not None:
+                            self._rate_limits.setdefault(limit[0], {})[w] = limit[1]
                     for result in raw:  # EncodedResult: the row as the worker encoded it
                         if result.started is not None:  # a spare took this episode's slot at the worker
                             unit_id = result.started.rpartition("@")[0]
@@ -606,7 +614,8 @@ class Scheduler:
             elapsed = max(time.monotonic() - start, 1e-9)
             self.progress.update(len(finished))
             self.progress.set_postfix(
-                {"ep/s": f"{stats.done / elapsed:.1f}", "tok/s": f"{stats.tokens / elapsed:.0f}"},
+                {"ep/s": f"{stats.done / elapsed:.1f}", "tok/s": f"{stats.tokens / elapsed:.0f}",
+                 **rate_limit_postfix(self._rate_limits)},
                 refresh=False,
             )
 

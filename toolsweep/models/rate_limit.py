@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -107,7 +108,7 @@ class AdaptiveLimit:
             self.history.append((self.clock(), self.slots))
             if self.log is not None:
                 why = "most requests rate limited (429)" if self.slots < before else "requests succeed"
-                self.log(f"model {self.name}: {self.slots} requests in flight (was {before}; {why})")
+                self.log(limit_notice(self.name, self.slots, before, why))
         self._wake()
 
     def _new_window(self) -> None:
@@ -121,3 +122,18 @@ class AdaptiveLimit:
             if not waiter.done():
                 waiter.set_result(None)
                 free -= 1
+
+
+def limit_notice(model: str, slots: int, before: int, why: str) -> str:
+    """The line a change of a model's requests in flight writes to the run's output."""
+    return f"model {model}: {slots} requests in flight (was {before}; {why})"
+
+
+_NOTICE = re.compile(r"model (?P<model>.+?): (?P<slots>\d+) requests in flight \(was \d+; ")
+
+
+def read_limit_notice(line: str) -> tuple[str, int] | None:
+    """(model, requests in flight) of a `limit_notice` line (a worker may prefix it), else None: what the
+    driver's progress line shows of each rate-limited model."""
+    found = _NOTICE.search(line)
+    return (found["model"], int(found["slots"])) if found else None
