@@ -58,6 +58,8 @@ VERDICT_MODEL = "toolsweep/evaluator/verdict_model.py"
 TRAJECT_ENV = "toolsweep/benchmarks/traject_bench/environment.py"
 TOOLMAZE_ENV = "toolsweep/benchmarks/toolmaze/environment.py"
 TOOLMAZE_SEARCH = "toolsweep/benchmarks/toolmaze/search.py"
+TOOLMAZE_TASKS = "toolsweep/benchmarks/toolmaze/tasks.py"
+TIE_BREAKS = "toolsweep/evaluator/tie_breaks.py"
 T_TOOLMAZE_MEMORY = (
     "tests/benchmarks/toolmaze/test_toolmaze_search.py::test_memory_passes_over_a_tool_that_only_failed_and_tries_one_that_answered_first",
     "tests/benchmarks/toolmaze/test_toolmaze_search.py::test_memory_is_learned_on_the_tuning_half_and_each_held_out_episode_starts_from_it",
@@ -654,6 +656,18 @@ MUTANTS: list[Mutant] = [
            'm = {"correct": 1.0 - m["refused"], "refused": m["refused"],',
            ("tests/benchmarks/test_exploit_suite.py::test_exploit_policy_stays_within_its_bounds[apb-string_chain]",),
            "a solvable twin is correct whenever it is not refused: an answer with no plan earns half a setting"),
+    Mutant("toolmaze-s-star-first-of-ties", TOOLMAZE_TASKS, "_build_task",
+           'default = random.Random(seeded_int(dataset_seed, "preferred-path", task_id)).choice(tied)',
+           "default = tied[0]",
+           ("tests/benchmarks/toolmaze/test_toolmaze_tie_breaks.py",),
+           "s* is the first of the shortest paths in the generator's order: the faulted member is guessable by name"),
+    Mutant("apb-replacement-listed-first", APB_GEN, "lookalike_variant",
+           "insert_at = rng.randint(0, n_listed - 1)  # before Finish, as the paper layout's replacement",
+           "insert_at = 0", ("tests/benchmarks/apb/test_apb_tie_breaks.py",),
+           "the replacement is listed before its look-alikes: a policy takes the first one"),
+    Mutant("tie-break-role-never-read", TIE_BREAKS, "rank_z",
+           "s[0] += u[case.holder]", "s[0] += mean", ("tests/evaluator/test_tie_breaks.py",),
+           "the check compares the null with itself: a role on the first tool by name passes"),
     Mutant("toolmaze-memory-shared-across-held-out", TOOLMAZE_SEARCH, "play_cell",
            "episode_memory = copy.deepcopy(memory) if frozen else memory", "episode_memory = memory",
            T_TOOLMAZE_MEMORY,
