@@ -135,3 +135,28 @@ def search(space: SearchSpace, score: Callable[[Spec], Mapping[str, float]],
             if result.best[metric][1] != before:
                 improved = True
     return result
+
+
+def halves(task_ids: Sequence[str], label: str, seed: int = 0) -> tuple[list[str], list[str]]:
+    """A seeded split of a cell's tasks into a tuning half, which the search picks its policies on, and a
+    held-out half, on which the picked policy's score is reported. A policy picked as the best of many on
+    the tasks it is scored on reads high by the luck of the pick (on 8 tasks a cell, ToolMaze's C3-P3
+    floor once read 1.000 for a policy that played .067 on the whole cell)."""
+    ids = list(task_ids)
+    random.Random(f"search-halves/{label}/{seed}").shuffle(ids)
+    half = len(ids) // 2
+    return sorted(ids[:half]), sorted(ids[half:])
+
+
+def wilson_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float, int]:
+    """(mean, low, high, n) of per-episode scores of 0 or 1 (NaN ones left out: the metric is undefined
+    there), with the Wilson score interval, which holds near 0 and 1 where the normal one does not."""
+    from scipy.stats import binomtest
+
+    xs = [v for v in values if math.isfinite(v)]
+    if not xs:
+        return math.nan, math.nan, math.nan, 0
+    if any(v not in (0.0, 1.0) for v in xs):
+        raise ValueError("a Wilson interval is for scores of 0 or 1")
+    ci = binomtest(round(sum(xs)), len(xs)).proportion_ci(confidence_level=confidence, method="wilson")
+    return sum(xs) / len(xs), float(ci.low), float(ci.high), len(xs)

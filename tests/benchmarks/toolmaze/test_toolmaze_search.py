@@ -173,3 +173,23 @@ def test_memory_is_learned_on_the_tuning_half_and_each_held_out_episode_starts_f
     # what the tuning half taught changes how the held-out episodes are played
     unlearned = play_cell(bench, spec, cell, ids, memory=CellMemory(), frozen=True)
     assert [r.trajectory.messages for r in unlearned] != [r.trajectory.messages for r in forward]
+
+
+def test_the_floor_of_every_cell_is_built_and_played_inside_a_running_loop(bench):
+    """A rollout worker builds the floor inside an episode's coroutine. A floor with memory learns it on
+    the tuning half when first built (a play of its own): that play once called asyncio.run inside the
+    running loop, and every unit of the quick start's C3-P4 floor ended in env_error."""
+    from toolsweep.evaluator.types import TerminationReason
+
+    async def play(cell: str):
+        tid = cell_halves(bench, cell)[1][0]
+        env = bench.make_env(tid, f"{cell}-std", 0)
+        unit = WorkUnit(sweep="t", model="floor", benchmark="toolmaze", setting=f"{cell}-std", task_id=tid, seed=0)
+        return await run_episode(env, bench.make_scripted_policy("searched_floor", env, 0), unit, max_turns=25)
+
+    with_memory = [c for c in CELLS if parse_policy(floor_policy_of(c))["memory"] == "cell"]
+    assert with_memory  # the table's floor remembers across episodes somewhere
+    for cell in CELLS:
+        result = asyncio.run(play(cell))
+        assert result.termination not in (TerminationReason.ENV_ERROR, TerminationReason.INFRA_ERROR), \
+            (cell, result.error)

@@ -33,7 +33,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolsweep.benchmarks.toolmaze.policies import GreedyBinderAgent, returned_fields
-from toolsweep.evaluator.adversary import POLICY_PREFIX, SearchResult, SearchSpace, Spec, search
+from toolsweep.evaluator.adversary import (
+    POLICY_PREFIX,
+    SearchResult,
+    SearchSpace,
+    Spec,
+    halves,
+    search,
+    wilson_interval,
+)
 from toolsweep.evaluator.episode import run_episode
 from toolsweep.evaluator.exploits import run_sync
 from toolsweep.evaluator.types import AgentReply, FunctionCall, Message, ToolCall, WorkUnit
@@ -257,16 +265,8 @@ def cell_sample(bench, cell: str, n: int = 8, seed: int = 0) -> list[str]:
 
 
 def cell_halves(bench, cell: str, seed: int = 0) -> tuple[list[str], list[str]]:
-    """A seeded split of a std cell's tasks into a tuning half, which the search picks its policies on,
-    and a held-out half, on which the picked policy's score is reported: a policy picked as the best
-    of many on the tasks it is scored on reads high by the luck of the pick (on 8 tasks a cell, ToolMaze's
-    C3-P3 floor once read 1.000 for a policy that played .067 on the whole cell)."""
-    import random
-
-    ids = list(bench.tasks(f"{cell}-std"))
-    random.Random(f"search-halves/{cell}/{seed}").shuffle(ids)
-    half = len(ids) // 2
-    return sorted(ids[:half]), sorted(ids[half:])
+    """The std cell's tuning half (the search sees only it) and held-out half (`adversary.halves`)."""
+    return halves(bench.tasks(f"{cell}-std"), cell, seed)
 
 
 def held_out_score(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: int = 0
@@ -275,20 +275,10 @@ def held_out_score(bench, spec: Spec, cell: str, task_ids: Sequence[str], seed: 
     metric is defined on (PRR: the exposed ones) and its 95% Wilson interval (each episode scores 0 or 1).
     A policy with memory plays each held-out episode from what it learned on the tuning half, as the
     floor does in a sweep."""
-    from scipy.stats import binomtest
-
     learned = learned_memory(bench, spec, cell, seed) if dict(spec)["memory"] == "cell" else None
     results = play_cell(bench, spec, cell, task_ids, seed, learned, frozen=True)
-    out = {}
-    for metric in METRICS if not cell.endswith("P0") else {"tsr": True}:
-        xs = [r.metrics[metric] for r in results if math.isfinite(r.metrics.get(metric, math.nan))]
-        if not xs:
-            out[metric] = (math.nan, math.nan, math.nan, 0)
-            continue
-        k = round(sum(xs))
-        ci = binomtest(k, len(xs)).proportion_ci(confidence_level=0.95, method="wilson")
-        out[metric] = (sum(xs) / len(xs), float(ci.low), float(ci.high), len(xs))
-    return out
+    return {metric: wilson_interval([r.metrics.get(metric, math.nan) for r in results])
+            for metric in (METRICS if not cell.endswith("P0") else {"tsr": True})}
 
 
 def search_cell(bench, cell: str, task_ids: Sequence[str], budget: int = 24, seed: int = 0) -> SearchResult:
