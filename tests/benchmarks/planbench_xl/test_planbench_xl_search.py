@@ -1,7 +1,9 @@
-"""PlanBench-XL's adversary search (issue 42): per setting, the strongest policy composed from the space's
-primitives (which listed tool to prefer by a visible feature, whom to trust, repetition, the closing
-text) is the floor beside models where it beats the planner; the declared table (bounds.SEARCHED) is
-replayed on a seeded sample of settings in the default tier and searched again on every one under `slow`."""
+"""PlanBench-XL's adversary search (issues 42 and 56): per setting, the strongest policy composed from the
+space's primitives (which listed tool to prefer by a visible feature, whom to trust, repetition, the
+closing text), picked on the setting's tuning half, is the floor beside models where it beats the planner
+there; the figure reported is its accuracy on the held-out half, which the table (bounds.SEARCHED) holds
+exactly: replayed on one seeded setting in the default tier and on every one under `slow`, where the
+search is also run again on the tuning half of one."""
 
 from __future__ import annotations
 
@@ -15,19 +17,22 @@ from toolsweep.benchmarks.planbench_xl.bounds import SEARCHED
 from toolsweep.benchmarks.planbench_xl.search import (
     SPACE,
     floor_policy_of,
+    held_out_score,
     parse_policy,
     policy_name,
     rank_list,
-    score_setting,
     search_setting,
-    setting_sample,
+    setting_halves,
 )
 from toolsweep.evaluator.exploits import aggregate, play
 
-TASKS, BUDGET = 12, 16  # what bench/planbench_xl_search.py measured the table with
-PRINTED = 5e-4
+BUDGET = 16  # what bench/planbench_xl_search.py measured the table with, on each setting's tuning half
+PRINTED = 5e-4 + 1e-9  # the table holds the bench's three printed decimals (.3125 rounds to .312)
 SETTINGS = sorted(SEARCHED)
-DEFAULT_SETTINGS = sorted(random.Random("planbench-search-sample").sample(SETTINGS, 1))
+# a search on a tuning half is 16 policies on ~163 tasks (about a minute): one setting under `slow`; the
+# held-out replay (two policies on ~164 tasks, a few seconds) runs on one setting by default, all under slow
+_SAMPLED = random.Random("planbench-search-sample").sample(SETTINGS, 2)
+DEFAULT_SETTINGS, SEARCHED_AGAIN = sorted(_SAMPLED[:1]), sorted(_SAMPLED[1:])
 
 
 @pytest.fixture(scope="module")
@@ -67,22 +72,45 @@ def test_the_table_covers_the_blocking_settings_and_names_policies_of_the_space(
         parse_policy("search:prefer=alphabet")
 
 
-@pytest.mark.parametrize("setting", DEFAULT_SETTINGS)
-def test_the_declared_searched_floor_replays_on_a_sample_of_settings(bench, setting):
+def _spec(name: str):
+    options = parse_policy(name)
+    return tuple((primitive, options[primitive]) for primitive, _ in SPACE.primitives)
+
+
+def _check_held_out(bench, setting: str) -> None:
     row = SEARCHED[setting]["accuracy"]
-    ids = setting_sample(bench, setting, TASKS)
-    got = score_setting(bench, tuple(parse_policy(row["policy"]).items()), setting, ids)
-    assert got["accuracy"] == pytest.approx(row["searched"], abs=PRINTED)
+    _, held = setting_halves(bench, setting)
+    for declared, spec in ((row["held_out"], _spec(row["policy"])), (row["held_out_planner"], SPACE.baseline)):
+        got = held_out_score(bench, spec, setting, held)
+        assert got[3] == declared[3] and got[:3] == pytest.approx(declared[:3], abs=PRINTED), (setting, got, declared)
+
+
+@pytest.mark.parametrize("setting", DEFAULT_SETTINGS)
+def test_the_declared_held_out_floor_replays_on_a_sample_of_settings(bench, setting):
+    _check_held_out(bench, setting)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("setting", SETTINGS)
-def test_no_searched_policy_beats_the_declared_floor_on_any_setting(bench, setting):
-    result = search_setting(bench, setting, TASKS, budget=BUDGET)
+def test_the_declared_held_out_floor_replays_on_every_setting(bench, setting):
+    _check_held_out(bench, setting)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting", SEARCHED_AGAIN)
+def test_no_searched_policy_beats_the_declared_floor_on_the_tuning_half(bench, setting):
+    tuning, _ = setting_halves(bench, setting)
+    result = search_setting(bench, setting, budget=BUDGET, task_ids=tuning)
     spec, value = result.best["accuracy"]
     assert value <= SEARCHED[setting]["accuracy"]["searched"] + PRINTED, policy_name(spec)
     assert result.scores[SPACE.baseline]["accuracy"] == pytest.approx(SEARCHED[setting]["accuracy"]["planner"],
                                                                       abs=PRINTED)
+
+
+def test_the_halves_split_each_setting_and_differ_by_seed(bench):
+    tuning, held = setting_halves(bench, "ratio_0.8")
+    assert not set(tuning) & set(held) and sorted(tuning + held) == sorted(bench.tasks("ratio_0.8"))
+    assert abs(len(tuning) - len(held)) <= 1 and setting_halves(bench, "ratio_0.8", seed=1) != (tuning, held)
 
 
 def test_the_floor_is_the_searched_policy_and_plays_the_tables_choice(bench):
@@ -92,12 +120,11 @@ def test_the_floor_is_the_searched_policy_and_plays_the_tables_choice(bench):
         expected = row["policy"] if row["searched"] > row["planner"] else policy_name(SPACE.baseline)
         assert floor_policy_of(setting) == expected
     assert floor_policy_of("single_step") == policy_name(SPACE.baseline)  # not searched: the planner
-    setting = "ratio_0.8"  # where the search beat the planner: the floor plays the searched policy
+    # where the search beat the planner on the tuning half, the floor plays the searched policy: its
+    # accuracy on the held-out half is the table's
+    setting = next(s for s in SETTINGS if SEARCHED[s]["accuracy"]["searched"] > SEARCHED[s]["accuracy"]["planner"])
     row = SEARCHED[setting]["accuracy"]
-    assert row["searched"] > row["planner"] and floor_policy_of(setting) == row["policy"]
-    ids = setting_sample(bench, setting, TASKS)
-    floor = aggregate(bench.metrics(setting), asyncio.run(play(bench, "searched_floor", setting, ids, seed=42)))
-    assert floor["accuracy"] == pytest.approx(row["searched"], abs=PRINTED)
-    planner = score_setting(bench, SPACE.baseline, setting, ids)
-    assert planner["accuracy"] == pytest.approx(row["planner"], abs=PRINTED)
-    assert planner["accuracy"] < floor["accuracy"]
+    assert floor_policy_of(setting) == row["policy"]
+    _, held = setting_halves(bench, setting)
+    floor = aggregate(bench.metrics(setting), asyncio.run(play(bench, "searched_floor", setting, held, seed=42)))
+    assert floor["accuracy"] == pytest.approx(row["held_out"][0], abs=PRINTED)

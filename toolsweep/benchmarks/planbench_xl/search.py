@@ -14,11 +14,13 @@ Primitives (the first option of each is the planner, the hand-picked baseline):
   returned, or the first clue's value.
 
 A policy is named `search:<primitive>=<option>,...`; `searched_floor` plays, per setting, the table in
-bounds SEARCHED (bench/planbench_xl_search.py wrote it).
+bounds SEARCHED (bench/planbench_xl_search.py wrote it): the policy picked on the setting's tuning half,
+reported on its held-out half (`setting_halves`).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -181,8 +183,27 @@ def setting_sample(bench, setting: str, n: int, seed: int = 0) -> list[str]:
     return ids if n <= 0 or n >= len(ids) else sorted(random.Random(f"search/{setting}/{seed}").sample(ids, n))
 
 
-def search_setting(bench, setting: str, n_tasks: int = 24, budget: int = 24, seed: int = 0):
+def setting_halves(bench, setting: str, seed: int = 0) -> tuple[list[str], list[str]]:
+    """The setting's tuning half (the search sees only it) and held-out half (`adversary.halves`)."""
+    from toolsweep.evaluator.adversary import halves
+
+    return halves(bench.tasks(setting), setting, seed)
+
+
+def held_out_score(bench, spec: Spec, setting: str, task_ids: list[str], seed: int = 42
+                   ) -> tuple[float, float, float, int]:
+    """(accuracy, 95% Wilson low, high, episodes) of one policy on held-out tasks of a setting."""
+    from toolsweep.evaluator.adversary import wilson_interval
+    from toolsweep.evaluator.exploits import play, run_sync
+
+    results = run_sync(play(bench, policy_name(spec), setting, task_ids, seed=seed))
+    return wilson_interval([r.metrics.get("accuracy", math.nan) for r in results])
+
+
+def search_setting(bench, setting: str, n_tasks: int = 24, budget: int = 24, seed: int = 0,
+                   task_ids: list[str] | None = None):
+    """The strongest policies of one setting, searched on `task_ids` (else a seeded draw of n_tasks)."""
     from toolsweep.evaluator.adversary import search
 
-    ids = setting_sample(bench, setting, n_tasks, seed)
+    ids = task_ids if task_ids is not None else setting_sample(bench, setting, n_tasks, seed)
     return search(SPACE, lambda spec: score_setting(bench, spec, setting, ids), METRICS, budget=budget, seed=seed)
