@@ -76,3 +76,9 @@ def test_a_policy_name_round_trips_and_an_unknown_option_is_refused_with_the_spa
     for bad in ("search:order=sideways", "search:colour=red", "search:order"):
         with pytest.raises(KeyError, match="no option of X's search space .*order: list|reverse"):
             space.parse(bad, "X")
+
+
+def test_a_policy_from_some_options_takes_the_baselines_for_the_rest_in_the_spaces_order():
+    space = SearchSpace.of({"order": ("list", "name"), "repeat": ("once", "twice"), "final": ("ok", "no")})
+    assert space.spec({"final": "no", "order": "name"}) == (("order", "name"), ("repeat", "once"), ("final", "no"))
+    assert space.spec({}) == space.baseline

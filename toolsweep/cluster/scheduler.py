@@ -630,6 +630,8 @@ class Scheduler:
         self.log(f"rollout worker {index} died ({death_cause(exc)}); starting a new one, its running units are "
                  "run again")
         self.workers[index] = self.make_worker(index)
+        for per_worker in self._rate_limits.values():  # the new worker's clients start at the configured cap
+            per_worker.pop(index, None)
         if self.warmup_plan:  # as the first workers were: benchmarks built, garbage collector settled
             self.workers[index].warmup.remote(self.warmup_plan)
         stats.worker_restarts += 1

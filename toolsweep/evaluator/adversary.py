@@ -63,6 +63,11 @@ class SearchSpace:
         """A policy's name, as the policy list and the floor call it: `search:` and its options."""
         return POLICY_PREFIX + ",".join(f"{k}={v}" for k, v in spec)
 
+    def spec(self, options: Mapping[str, str]) -> Spec:
+        """A policy from its options (a primitive left out takes the baseline's), in the space's order."""
+        chosen = {**dict(self.baseline), **options}
+        return tuple((name, chosen[name]) for name, _ in self.primitives)
+
     def parse(self, name: str, benchmark: str) -> dict[str, str]:
         """The options of a `search:` policy name; a primitive it leaves out takes the baseline's option,
         and an unknown primitive or option is refused with the space's options."""

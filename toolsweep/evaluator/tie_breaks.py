@@ -34,21 +34,22 @@ class RoleCase:
 def visible_keys(schemas: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """Per visible ordering, each listed tool's sort key (smaller comes first)."""
     fns = [s.get("function", s) for s in schemas]
-    return {
+    keys = {
         "name": {f["name"]: i for i, f in enumerate(sorted(fns, key=lambda f: f["name"]))},
         "list position": {f["name"]: i for i, f in enumerate(fns)},
         "name length": {f["name"]: len(f["name"]) for f in fns},
         "description length": {f["name"]: len(f.get("description", "")) for f in fns},
         "parameter count": {f["name"]: len((f.get("parameters") or {}).get("properties", {})) for f in fns},
     }
+    return {ordering: keys[ordering] for ordering in ORDERINGS}
 
 
 def mid_ranks(key: Mapping[str, float], tools: Sequence[str]) -> dict[str, float]:
     """Each tool's rank among `tools` by `key`, ties sharing their mean rank, scaled to [0, 1]."""
-    values = [key[t] for t in tools]
-    n = len(tools)
-    return {t: (sum(v < key[t] for v in values) + (sum(v == key[t] for v in values) - 1) / 2) / (n - 1)
-            for t in tools}
+    from scipy.stats import rankdata
+
+    ranks = rankdata([key[t] for t in tools], method="average")
+    return {t: float(r - 1) / (len(tools) - 1) for t, r in zip(tools, ranks)}
 
 
 def rank_z(cases: Iterable[RoleCase]) -> dict[str, float]:

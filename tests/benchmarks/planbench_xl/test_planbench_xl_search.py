@@ -72,15 +72,10 @@ def test_the_table_covers_the_blocking_settings_and_names_policies_of_the_space(
         parse_policy("search:prefer=alphabet")
 
 
-def _spec(name: str):
-    options = parse_policy(name)
-    return tuple((primitive, options[primitive]) for primitive, _ in SPACE.primitives)
-
-
 def _check_held_out(bench, setting: str) -> None:
     row = SEARCHED[setting]["accuracy"]
     _, held = setting_halves(bench, setting)
-    for declared, spec in ((row["held_out"], _spec(row["policy"])), (row["held_out_planner"], SPACE.baseline)):
+    for declared, spec in ((row["held_out"], SPACE.spec(parse_policy(row["policy"]))), (row["held_out_planner"], SPACE.baseline)):
         got = held_out_score(bench, spec, setting, held)
         assert got[3] == declared[3] and got[:3] == pytest.approx(declared[:3], abs=PRINTED), (setting, got, declared)
 

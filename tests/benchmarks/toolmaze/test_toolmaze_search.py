@@ -55,15 +55,11 @@ def _check_held_out(bench, cell: str) -> None:
     _, held = cell_halves(bench, cell)
     greedy = held_out_score(bench, SPACE.baseline, cell, held)
     for metric, row in SEARCHED[cell].items():
-        got = held_out_score(bench, parse_spec(row["policy"]), cell, held)[metric]
+        got = held_out_score(bench, SPACE.spec(parse_policy(row["policy"])), cell, held)[metric]
         for declared, measured in ((row["held_out"], got), (row["held_out_greedy"], greedy[metric])):
             assert measured[3] == declared[3] and measured[:3] == pytest.approx(declared[:3], abs=PRINTED), \
                 (cell, metric, measured, declared)
 
-
-def parse_spec(name: str):
-    options = parse_policy(name)
-    return tuple((primitive, options[primitive]) for primitive, _ in SPACE.primitives)
 
 
 @pytest.mark.parametrize("cell", DEFAULT_CELLS)
@@ -138,8 +134,7 @@ def test_the_floor_plays_the_searched_policy_where_it_beats_the_greedy_binder(be
 # ----------------------------------------------------------------------------- memory across a cell's episodes
 
 def _memory_spec(**options):
-    base = dict(SPACE.baseline) | {"memory": "cell"} | options
-    return tuple((primitive, base[primitive]) for primitive, _ in SPACE.primitives)
+    return SPACE.spec({"memory": "cell", **options})
 
 
 def test_memory_passes_over_a_tool_that_only_failed_and_tries_one_that_answered_first(bench):

@@ -201,12 +201,8 @@ def make_floor_policy(env, bench=None) -> ComposedAgent:
     if options["memory"] == "cell":
         if bench is None:
             raise ValueError("a searched floor with memory across episodes needs its benchmark")
-        memory = copy.deepcopy(learned_memory(bench, _spec(options), cell, env.seed))
+        memory = copy.deepcopy(learned_memory(bench, SPACE.spec(options), cell, env.seed))
     return ComposedAgent(env, options, memory)
-
-
-def _spec(options: Mapping[str, str]) -> Spec:
-    return tuple((primitive, options[primitive]) for primitive, _ in SPACE.primitives)
 
 
 _LEARNED: dict[tuple, CellMemory] = {}
